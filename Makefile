@@ -1,0 +1,46 @@
+# dtrain - top-level wrapper. The two commands:
+#   make run    install what is missing, build, run the main job
+#   make test   install what is missing, build, run the whole test suite
+BUILD ?= build
+NP ?= 2
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+# Debian packages the build and tests need (installed with apt-get when missing).
+DEB_PKGS = cmake make gcc libopenmpi-dev openmpi-bin libopenblas-dev zlib1g-dev \
+           dataset-fashion-mnist python3 python3-numpy
+export OMPI_ALLOW_RUN_AS_ROOT = 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
+MPIRUN = mpirun --oversubscribe
+
+.PHONY: all deps build run test bench install clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $$missing; \
+	fi
+
+$(BUILD)/Makefile: CMakeLists.txt
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	$(MPIRUN) -np $(NP) $(BUILD)/bin/dtrain-bench -o allreduce -b 1K -e 16M -f 4 --vs-mpi
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+install: build
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

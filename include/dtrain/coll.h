@@ -1,0 +1,149 @@
+/* dtrain/coll.h - collectives on any communicator (world or sub-communicator).
+ *
+ * Conventions (those of NCCL):
+ *  - Counts are numbers of elements (size_t), never bytes. A count whose byte
+ *    size overflows, or exceeds what the backend can address, is DT_ERR_INVALID.
+ *  - In-place operation is requested by passing the same pointer as send and
+ *    receive buffer, or, for allgather, sendbuf == recvbuf + rank*count*esize,
+ *    and for reduce_scatter, recvbuf == sendbuf + rank*recvcount*esize.
+ *  - Roots and peers are WORLD ranks and must belong to comm's group; dtrain
+ *    translates them to group ranks (dt_comm_group_rank).
+ *  - Buffers are host (CPU) memory. A count of 0 is valid and moves nothing,
+ *    but every rank of the group must still make the call.
+ *  - f16 and bf16 reductions accumulate in f32: the data is widened, reduced
+ *    in f32 and rounded once to the 16-bit type.
+ *  - DT_AVG on integer types truncates toward zero.
+ *  - Every rank of the group must call the same collectives in the same order
+ *    with matching arguments.
+ *
+ * Ordering and threads: each process has one communication engine. Work runs
+ * in submission order, blocking calls included: a blocking call made while
+ * asynchronous work is pending waits for that work first. Asynchronous work
+ * runs on one background thread, created on first use. Buffers of async work
+ * must stay valid and untouched until the work completes.
+ *
+ * All functions return DT_OK or a negative dt_status (message in
+ * dt_last_error()). Errors in arguments are detected before anything moves.
+ */
+#ifndef DTRAIN_COLL_H
+#define DTRAIN_COLL_H
+
+#include <stddef.h>
+#include "dtrain/comm.h"
+#include "dtrain/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A buffer for list (fused) collectives: `count` elements of `dtype`. */
+typedef struct dt_tensor {
+    void *data;
+    size_t count;
+    dt_dtype dtype;
+} dt_tensor;
+
+/* Handle of asynchronous work. */
+typedef struct dt_work dt_work;
+
+/* ---- blocking collectives ------------------------------------------------ */
+
+/* recvbuf[i] = op over ranks of sendbuf[i], on every rank; count elements. */
+int dt_allreduce(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype,
+                 dt_op op, dt_comm *comm);
+/* recvbuf (size*count elements) = concatenation of every rank's sendbuf
+ * (count elements) in rank order. */
+int dt_allgather(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype,
+                 dt_comm *comm);
+/* sendbuf holds `count` elements (count divisible by the group size, else
+ * DT_ERR_INVALID); rank k receives in recvbuf the count/size elements of block
+ * k of the reduction. */
+int dt_reduce_scatter(const void *sendbuf, void *recvbuf, size_t count,
+                      dt_dtype dtype, dt_op op, dt_comm *comm);
+/* The reduction lands in recvbuf on `root` only (recvbuf may be NULL on other
+ * ranks). */
+int dt_reduce(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype,
+              dt_op op, int root, dt_comm *comm);
+/* root's sendbuf is copied into every rank's recvbuf (sendbuf is read on root
+ * only and may be NULL elsewhere; in-place when sendbuf == recvbuf). */
+int dt_broadcast(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype,
+                 int root, dt_comm *comm);
+/* root's recvbuf (size*count) receives every rank's sendbuf (count) in rank
+ * order; recvbuf may be NULL off root. */
+int dt_gather(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype,
+              int root, dt_comm *comm);
+/* Block k (count elements) of root's sendbuf (size*count) lands in rank k's
+ * recvbuf; sendbuf may be NULL off root. */
+int dt_scatter(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype,
+               int root, dt_comm *comm);
+/* Block j (count elements) of rank i's sendbuf lands as block i of rank j's
+ * recvbuf; both hold size*count elements; in-place allowed. */
+int dt_all_to_all(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype,
+                  dt_comm *comm);
+/* Point to point; peer is a world rank in comm, not the caller itself. */
+int dt_send(const void *buf, size_t count, dt_dtype dtype, int peer, dt_comm *comm);
+int dt_recv(void *buf, size_t count, dt_dtype dtype, int peer, dt_comm *comm);
+/* Returns once every rank of comm has entered. */
+int dt_barrier(dt_comm *comm);
+
+/* ---- fused lists --------------------------------------------------------
+ * n tensors; in[i] and out[i] must have equal dtype, and counts as the single
+ * op requires (allgather: out[i].count == size*in[i].count; reduce_scatter:
+ * in[i].count == size*out[i].count). Tensors of one dtype are packed into one
+ * buffer and moved by ONE collective, then unpacked (in == out allowed, per
+ * tensor). Mixed dtypes: one collective per dtype, in order of first use. */
+int dt_allreduce_list(const dt_tensor *in, const dt_tensor *out, int n, dt_op op,
+                      dt_comm *comm);
+int dt_allgather_list(const dt_tensor *in, const dt_tensor *out, int n,
+                      dt_comm *comm);
+int dt_reduce_scatter_list(const dt_tensor *in, const dt_tensor *out, int n,
+                           dt_op op, dt_comm *comm);
+
+/* ---- asynchronous forms --------------------------------------------------
+ * Same arguments plus `work`: on DT_OK *work is a handle the caller must
+ * release with dt_work_free (after completion, or it waits). Argument errors
+ * are returned at submission; transport errors at dt_work_wait/dt_work_test.
+ * List forms copy the dt_tensor arrays (not the data) at submission. */
+int dt_allreduce_async(const void *sendbuf, void *recvbuf, size_t count,
+                       dt_dtype dtype, dt_op op, dt_comm *comm, dt_work **work);
+int dt_allgather_async(const void *sendbuf, void *recvbuf, size_t count,
+                       dt_dtype dtype, dt_comm *comm, dt_work **work);
+int dt_reduce_scatter_async(const void *sendbuf, void *recvbuf, size_t count,
+                            dt_dtype dtype, dt_op op, dt_comm *comm, dt_work **work);
+int dt_reduce_async(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype,
+                    dt_op op, int root, dt_comm *comm, dt_work **work);
+int dt_broadcast_async(const void *sendbuf, void *recvbuf, size_t count,
+                       dt_dtype dtype, int root, dt_comm *comm, dt_work **work);
+int dt_gather_async(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype,
+                    int root, dt_comm *comm, dt_work **work);
+int dt_scatter_async(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype,
+                     int root, dt_comm *comm, dt_work **work);
+int dt_all_to_all_async(const void *sendbuf, void *recvbuf, size_t count,
+                        dt_dtype dtype, dt_comm *comm, dt_work **work);
+int dt_send_async(const void *buf, size_t count, dt_dtype dtype, int peer,
+                  dt_comm *comm, dt_work **work);
+int dt_recv_async(void *buf, size_t count, dt_dtype dtype, int peer, dt_comm *comm,
+                  dt_work **work);
+int dt_barrier_async(dt_comm *comm, dt_work **work);
+int dt_allreduce_list_async(const dt_tensor *in, const dt_tensor *out, int n,
+                            dt_op op, dt_comm *comm, dt_work **work);
+int dt_allgather_list_async(const dt_tensor *in, const dt_tensor *out, int n,
+                            dt_comm *comm, dt_work **work);
+int dt_reduce_scatter_list_async(const dt_tensor *in, const dt_tensor *out, int n,
+                                 dt_op op, dt_comm *comm, dt_work **work);
+
+/* *done = 1 if the work has completed (then returns its status), else 0 and
+ * DT_OK. Never blocks. */
+int dt_work_test(dt_work *work, int *done);
+/* Blocks until the work completes; returns its status. */
+int dt_work_wait(dt_work *work);
+/* Waits if still running, then releases the handle. NULL is a no-op. */
+void dt_work_free(dt_work *work);
+
+/* Waits for every asynchronous work item submitted so far by this process. */
+int dt_coll_sync(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

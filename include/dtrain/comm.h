@@ -1,0 +1,99 @@
+/* dtrain/comm.h - runtime start-up and communicators.
+ *
+ * dt_init() builds the world communicator. Started under a launcher (mpirun of
+ * Open MPI or MPICH: detected from the launcher's environment variables) it is
+ * backed by MPI; started without one it is standalone: size 1, backend "void".
+ * DTRAIN_BACKEND=mpi|void|auto (default auto) overrides the detection.
+ *
+ * Sub-communicators come from a rank_list: a list of disjoint groups of world
+ * ranks, e.g. [[0,1],[2,3]]. Rank r joins the group that lists it; a rank in
+ * no listed group is standalone (size 1, group_id -1). The sub-communicator for
+ * one rank_list is created on first use (a collective call over the world:
+ * every world rank must make it, with the same rank_list) and cached in a pool
+ * keyed by the canonical rank_list (each group sorted ascending; group order
+ * kept, since it defines group_id). Inside a group, ranks are numbered by
+ * ascending world rank. Communicators returned by this API are owned by the
+ * library and stay valid until dt_finalize(); never free them.
+ *
+ * Attribute meaning (seed 003's table), for a communicator C seen from rank r:
+ *   rank/size            r's index in C / number of ranks in C
+ *   local_rank/size      the same, counting only C's ranks on r's host
+ *   world_rank/size      r's index in the world / world size (same for all C)
+ *   group_id/group_size  index of r's group in the rank_list / number of listed
+ *                        groups; -1 if r is in no listed group. The world
+ *                        communicator has group_id 0, group_size 1.
+ */
+#ifndef DTRAIN_COMM_H
+#define DTRAIN_COMM_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dt_comm dt_comm;
+
+typedef struct dt_comm_info {
+    int rank, size;
+    int local_rank, local_size;
+    int world_rank, world_size;
+    int group_id, group_size;
+} dt_comm_info;
+
+/* Start the runtime. Calls MPI_Init_thread when the MPI backend is chosen
+ * (unless MPI is already initialised by the caller, in which case dtrain uses
+ * it and leaves finalisation to the caller). Errors: DT_ERR_STATE if already
+ * initialised; DT_ERR_BACKEND if MPI fails; DT_ERR_UNSUPPORTED if
+ * DTRAIN_BACKEND asks for a backend this build lacks. */
+int dt_init(void);
+
+/* Stop the runtime: waits for outstanding asynchronous work, frees every
+ * communicator, finalises MPI if dt_init initialised it. DT_ERR_STATE if not
+ * initialised (including a second dt_finalize). dt_init may be called again
+ * afterwards only for the void backend (MPI cannot be re-initialised). */
+int dt_finalize(void);
+
+/* 1 if dt_init succeeded and dt_finalize has not been called, else 0. */
+int dt_is_initialized(void);
+
+/* The world communicator, or NULL before dt_init / after dt_finalize. */
+dt_comm *dt_comm_world(void);
+
+/* All attributes at once. DT_ERR_INVALID on NULL arguments. */
+int dt_comm_info_get(const dt_comm *comm, dt_comm_info *info);
+/* Single attributes; a negative dt_status if comm is NULL. */
+int dt_comm_rank(const dt_comm *comm);
+int dt_comm_size(const dt_comm *comm);
+/* "void" or "mpi" (later "nccl"); "?" for NULL. */
+const char *dt_comm_backend(const dt_comm *comm);
+
+/* Index in comm of the process with world rank `world_rank`, or a negative
+ * dt_status (DT_ERR_INVALID, message set) if that process is not in comm. */
+int dt_comm_group_rank(const dt_comm *comm, int world_rank);
+/* World rank of comm's member number `rank`, or DT_ERR_INVALID. */
+int dt_comm_world_rank_of(const dt_comm *comm, int rank);
+
+/* The sub-communicator for a rank_list given flat: `ranks` holds the groups
+ * one after another, group g having group_lens[g] entries. Collective over
+ * the world communicator. Errors (identical on every rank, never a hang):
+ * ngroups < 1, an empty group, a rank outside [0, world_size), a rank listed
+ * twice (DT_ERR_INVALID); ranks that passed different rank_lists
+ * (DT_ERR_MISMATCH). On success *out is owned by the pool. */
+int dt_comm_from_rank_list(const int *ranks, const int *group_lens, int ngroups,
+                           dt_comm **out);
+
+/* The same from text "[[0,1],[2,3]]" (whitespace allowed). */
+int dt_comm_from_rank_list_str(const char *rank_list, dt_comm **out);
+
+/* Parse rank_list text into flat arrays. *nranks/*ngroups receive the counts;
+ * DT_ERR_INVALID on syntax errors or when the capacities are too small. Only
+ * syntax is checked here (duplicates and ranges are checked on use). */
+int dt_rank_list_parse(const char *text, int *ranks, int max_ranks, int *nranks,
+                       int *group_lens, int max_groups, int *ngroups);
+
+/* Number of sub-communicators currently cached in the pool. */
+int dt_comm_pool_size(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,14 @@
+/* dtrain/dtrain.h - umbrella header: include this one. */
+#ifndef DTRAIN_DTRAIN_H
+#define DTRAIN_DTRAIN_H
+
+#define DTRAIN_VERSION_MAJOR 0
+#define DTRAIN_VERSION_MINOR 1
+#define DTRAIN_VERSION_PATCH 0
+
+#include "dtrain/status.h"
+#include "dtrain/dtype.h"
+#include "dtrain/comm.h"
+#include "dtrain/coll.h"
+
+#endif

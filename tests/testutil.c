@@ -1,0 +1,22 @@
+#include "testutil.h"
+#include <stdarg.h>
+
+int dt_test_passed = 0, dt_test_failed = 0;
+int dt_test_rank = -1;
+
+void dt_test_fail(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    dt_test_failed++;
+    fprintf(stderr, "[rank %d] FAIL %s:%d: ", dt_test_rank, file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
+int dt_test_finish(const char *name) {
+    if (dt_test_rank <= 0 || dt_test_failed)
+        printf("%s%s%d: %d passed, %d failed\n", name, dt_test_rank >= 0 ? " rank " : "",
+               dt_test_rank >= 0 ? dt_test_rank : 0, dt_test_passed, dt_test_failed);
+    fflush(stdout);
+    return dt_test_failed ? 1 : 0;
+}

@@ -1,0 +1,32 @@
+/* tests/testutil.h - tiny assertion helpers shared by the test programs.
+ * Each failed check prints file:line and the condition; dt_test_finish()
+ * prints "N passed, N failed" and returns the process exit code. */
+#ifndef DT_TESTUTIL_H
+#define DT_TESTUTIL_H
+
+#include <stdio.h>
+#include <string.h>
+#include "dtrain/dtrain.h"
+
+extern int dt_test_passed, dt_test_failed;
+extern int dt_test_rank; /* world rank used in messages, -1 before init */
+
+void dt_test_fail(const char *file, int line, const char *fmt, ...);
+
+#define CHECK(cond, ...) do { if (cond) dt_test_passed++; \
+    else { dt_test_fail(__FILE__, __LINE__, "CHECK(%s) ", #cond); \
+           fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
+#define CHECK_OK(expr) do { int rc_ = (expr); if (rc_ == DT_OK) dt_test_passed++; \
+    else dt_test_fail(__FILE__, __LINE__, "%s -> %s: %s\n", #expr, \
+                      dt_status_str(rc_), dt_last_error()); } while (0)
+/* Asserts that expr returns status st and that dt_last_error() contains sub. */
+#define CHECK_ERR(expr, st, sub) do { dt_clear_error(); int rc_ = (expr); \
+    if (rc_ == (st) && strstr(dt_last_error(), (sub)) != NULL) dt_test_passed++; \
+    else dt_test_fail(__FILE__, __LINE__, "%s -> %s (want %s), message '%s' (want '%s')\n", \
+                      #expr, dt_status_str(rc_), dt_status_str(st), dt_last_error(), sub); \
+    } while (0)
+
+/* Prints the summary line; returns 0 if nothing failed, 1 otherwise. */
+int dt_test_finish(const char *name);
+
+#endif

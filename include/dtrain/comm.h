@@ -84,8 +84,8 @@ int dt_comm_from_rank_list(const int *ranks, const int *group_lens, int ngroups,
 /* The same from text "[[0,1],[2,3]]" (whitespace allowed). */
 int dt_comm_from_rank_list_str(const char *rank_list, dt_comm **out);
 
-/* Parse rank_list text into flat arrays. *nranks/*ngroups receive the counts;
- * DT_ERR_INVALID on syntax errors or when the capacities are too small. Only
+/* Parse rank_list text into flat arrays; nranks and ngroups receive the
+ * counts. DT_ERR_INVALID on syntax errors or when the capacities are too small. Only
  * syntax is checked here (duplicates and ranges are checked on use). */
 int dt_rank_list_parse(const char *text, int *ranks, int max_ranks, int *nranks,
                        int *group_lens, int max_groups, int *ngroups);

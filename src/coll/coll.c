@@ -1,0 +1,315 @@
+/* src/coll/coll.c - the public collective API: argument validation, root
+ * translation, dispatch to the engine (blocking or asynchronous). */
+#include <stdint.h>
+#include <stdio.h>
+#include "coll/engine.h"
+#include "core/error.h"
+
+const char *dt_coll_kind_name(dt_coll_kind k) {
+    static const char *const names[] = {
+        "allreduce", "allgather", "reduce_scatter", "reduce", "broadcast", "gather", "scatter",
+        "all_to_all", "send", "recv", "barrier", "allreduce_list", "allgather_list",
+        "reduce_scatter_list"};
+    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
+}
+
+/* Largest element count whose byte size, times `mult`, stays addressable. */
+static int check_count(const char *fn, size_t count, dt_dtype dt, size_t mult) {
+    size_t es = dt_dtype_size(dt);
+    size_t limit = (size_t)PTRDIFF_MAX / es / (mult ? mult : 1);
+    if (count > limit)
+        return dt_error(DT_ERR_INVALID, fn, "count %zu of %s x %zu overflows the address space (limit %zu elements)",
+                        count, dt_dtype_name(dt), mult, limit);
+    return DT_OK;
+}
+
+static int check_dtype(const char *fn, dt_dtype dt) {
+    if ((unsigned)dt >= DT_NUM_DTYPES)
+        return dt_error(DT_ERR_INVALID, fn, "unknown dtype %d (valid: 0..%d, f32 f64 f16 bf16 i8 u8 i32 i64)", (int)dt, DT_NUM_DTYPES - 1);
+    return DT_OK;
+}
+
+static int check_op(const char *fn, dt_op op) {
+    if ((unsigned)op >= DT_NUM_OPS)
+        return dt_error(DT_ERR_INVALID, fn, "unknown reduction op %d (valid: sum prod min max avg)", (int)op);
+    return DT_OK;
+}
+
+static int check_buf(const char *fn, const void *p, const char *what, size_t count) {
+    if (!p && count) return dt_error(DT_ERR_INVALID, fn, "%s is NULL but count is %zu", what, count);
+    return DT_OK;
+}
+
+/* world rank -> group rank, with the function name in the message */
+static int to_group(const char *fn, dt_comm *c, int world_rank, const char *what) {
+    if (world_rank < 0 || world_rank >= c->info.world_size)
+        return dt_error(DT_ERR_INVALID, fn, "%s %d is out of range: world ranks are 0..%d", what, world_rank, c->info.world_size - 1);
+    int g = dt_comm_group_rank(c, world_rank);
+    if (g < 0) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", dt_last_error());
+        return dt_error(DT_ERR_INVALID, fn, "%s (world rank %d) is not in this communicator's group: %s", what, world_rank, msg);
+    }
+    return g;
+}
+
+#define TRY(x) do { int rc_ = (x); if (rc_ < 0) return rc_; } while (0)
+
+/* Validate d (kind, comm, buffers, count, dtype, op; root is a WORLD rank on
+ * entry and a GROUP rank on exit). */
+static int validate(const char *fn, dt_coll_desc *d) {
+    TRY(dt_comm_check(d->comm, fn));
+    dt_comm *c = d->comm;
+    size_t size = (size_t)c->info.size;
+    int rank = c->info.rank;
+    if (d->kind == DT_COLL_BARRIER) return DT_OK;
+    TRY(check_dtype(fn, d->dtype));
+    size_t maxc = c->ops->max_count;
+    switch (d->kind) {
+    case DT_COLL_ALLREDUCE:
+        TRY(check_op(fn, d->op));
+        TRY(check_count(fn, d->count, d->dtype, 1));
+        TRY(check_buf(fn, d->send, "sendbuf", d->count));
+        TRY(check_buf(fn, d->recv, "recvbuf", d->count));
+        return DT_OK;
+    case DT_COLL_REDUCE_SCATTER:
+        TRY(check_op(fn, d->op));
+        TRY(check_count(fn, d->count, d->dtype, 1));
+        if (d->count % size)
+            return dt_error(DT_ERR_INVALID, fn, "count %zu is not divisible by the group size %zu", d->count, size);
+        TRY(check_buf(fn, d->send, "sendbuf", d->count));
+        TRY(check_buf(fn, d->recv, "recvbuf", d->count));
+        d->count /= size;
+        if (d->count > maxc) return dt_error(DT_ERR_INVALID, fn, "count %zu per rank exceeds the %s backend's limit %zu", d->count, c->ops->name, maxc);
+        return DT_OK;
+    case DT_COLL_ALLGATHER:
+    case DT_COLL_ALL_TO_ALL:
+        TRY(check_count(fn, d->count, d->dtype, size));
+        if (d->count > maxc) return dt_error(DT_ERR_INVALID, fn, "count %zu per rank exceeds the %s backend's limit %zu", d->count, c->ops->name, maxc);
+        TRY(check_buf(fn, d->send, "sendbuf", d->count));
+        TRY(check_buf(fn, d->recv, "recvbuf", d->count));
+        return DT_OK;
+    case DT_COLL_REDUCE:
+        TRY(check_op(fn, d->op));
+        TRY(check_count(fn, d->count, d->dtype, 1));
+        TRY(d->root = to_group(fn, c, d->root, "root"));
+        TRY(check_buf(fn, d->send, "sendbuf", d->count));
+        if (rank == d->root) TRY(check_buf(fn, d->recv, "recvbuf on the root", d->count));
+        return DT_OK;
+    case DT_COLL_BROADCAST:
+        TRY(check_count(fn, d->count, d->dtype, 1));
+        TRY(d->root = to_group(fn, c, d->root, "root"));
+        if (rank == d->root) TRY(check_buf(fn, d->send, "sendbuf on the root", d->count));
+        TRY(check_buf(fn, d->recv, "recvbuf", d->count));
+        return DT_OK;
+    case DT_COLL_GATHER:
+    case DT_COLL_SCATTER:
+        TRY(check_count(fn, d->count, d->dtype, size));
+        if (d->count > maxc) return dt_error(DT_ERR_INVALID, fn, "count %zu per rank exceeds the %s backend's limit %zu", d->count, c->ops->name, maxc);
+        TRY(d->root = to_group(fn, c, d->root, "root"));
+        if (d->kind == DT_COLL_GATHER) {
+            TRY(check_buf(fn, d->send, "sendbuf", d->count));
+            if (rank == d->root) TRY(check_buf(fn, d->recv, "recvbuf on the root", d->count));
+        } else {
+            if (rank == d->root) TRY(check_buf(fn, d->send, "sendbuf on the root", d->count));
+            TRY(check_buf(fn, d->recv, "recvbuf", d->count));
+        }
+        return DT_OK;
+    case DT_COLL_SEND:
+    case DT_COLL_RECV:
+        TRY(check_count(fn, d->count, d->dtype, 1));
+        if (d->count > maxc) return dt_error(DT_ERR_INVALID, fn, "count %zu exceeds the %s backend's limit %zu", d->count, c->ops->name, maxc);
+        TRY(d->root = to_group(fn, c, d->root, "peer"));
+        if (d->root == rank) return dt_error(DT_ERR_INVALID, fn, "peer %d is the calling rank itself", c->world_ranks[rank]);
+        TRY(check_buf(fn, d->kind == DT_COLL_SEND ? d->send : d->recv, "buf", d->count));
+        return DT_OK;
+    case DT_COLL_ALLREDUCE_LIST:
+    case DT_COLL_ALLGATHER_LIST:
+    case DT_COLL_REDUCE_SCATTER_LIST: {
+        if (d->kind != DT_COLL_ALLGATHER_LIST) TRY(check_op(fn, d->op));
+        if (d->n < 0) return dt_error(DT_ERR_INVALID, fn, "list length %d is negative", d->n);
+        if (d->n > 0 && (!d->in || !d->out))
+            return dt_error(DT_ERR_INVALID, fn, "%s list is NULL but its length is %d", d->in ? "output" : "input", d->n);
+        size_t totals[DT_NUM_DTYPES] = {0};
+        for (int i = 0; i < d->n; i++) {
+            const dt_tensor *a = &d->in[i], *b = &d->out[i];
+            if ((unsigned)a->dtype >= DT_NUM_DTYPES || (unsigned)b->dtype >= DT_NUM_DTYPES)
+                return dt_error(DT_ERR_INVALID, fn, "tensor %d: unknown dtype %d", i, (int)((unsigned)a->dtype >= DT_NUM_DTYPES ? a->dtype : b->dtype));
+            if (a->dtype != b->dtype)
+                return dt_error(DT_ERR_INVALID, fn, "tensor %d: input dtype %s differs from output dtype %s", i, dt_dtype_name(a->dtype), dt_dtype_name(b->dtype));
+            size_t want = a->count;
+            if (d->kind == DT_COLL_ALLGATHER_LIST) {
+                TRY(check_count(fn, a->count, a->dtype, size));
+                want = a->count * size;
+            } else if (d->kind == DT_COLL_REDUCE_SCATTER_LIST) {
+                if (a->count % size)
+                    return dt_error(DT_ERR_INVALID, fn, "tensor %d: count %zu is not divisible by the group size %zu", i, a->count, size);
+                want = a->count / size;
+            }
+            if (b->count != want)
+                return dt_error(DT_ERR_INVALID, fn, "tensor %d: output count %zu, expected %zu for input count %zu", i, b->count, want, a->count);
+            if ((!a->data && a->count) || (!b->data && b->count))
+                return dt_error(DT_ERR_INVALID, fn, "tensor %d: %s data is NULL but count is %zu", i, !a->data && a->count ? "input" : "output", a->count);
+            size_t es = dt_dtype_size(a->dtype);
+            if (totals[a->dtype] > (size_t)PTRDIFF_MAX / es - a->count)
+                return dt_error(DT_ERR_INVALID, fn, "tensor %d: fused %s total overflows", i, dt_dtype_name(a->dtype));
+            totals[a->dtype] += a->count;
+        }
+        for (int t = 0; t < DT_NUM_DTYPES; t++) {
+            size_t per_rank = d->kind == DT_COLL_ALLREDUCE_LIST ? 0 : d->kind == DT_COLL_ALLGATHER_LIST ? totals[t] : totals[t] / size;
+            if (per_rank > maxc) return dt_error(DT_ERR_INVALID, fn, "fused %s count %zu per rank exceeds the %s backend's limit %zu", dt_dtype_name((dt_dtype)t), per_rank, c->ops->name, maxc);
+        }
+        return DT_OK;
+    }
+    default:
+        return dt_error(DT_ERR_INTERNAL, fn, "unknown collective kind %d", (int)d->kind);
+    }
+}
+
+int dt_coll_execute(const dt_coll_desc *d) {
+    dt_comm *c = d->comm;
+    const dt_backend_ops *o = c->ops;
+    switch (d->kind) {
+    case DT_COLL_ALLREDUCE: return o->allreduce(c, d->send, d->recv, d->count, d->dtype, d->op);
+    case DT_COLL_ALLGATHER: return o->allgather(c, d->send, d->recv, d->count, d->dtype);
+    case DT_COLL_REDUCE_SCATTER: return o->reduce_scatter(c, d->send, d->recv, d->count, d->dtype, d->op);
+    case DT_COLL_REDUCE: return o->reduce(c, d->send, d->recv, d->count, d->dtype, d->op, d->root);
+    case DT_COLL_BROADCAST: return o->broadcast(c, d->send, d->recv, d->count, d->dtype, d->root);
+    case DT_COLL_GATHER: return o->gather(c, d->send, d->recv, d->count, d->dtype, d->root);
+    case DT_COLL_SCATTER: return o->scatter(c, d->send, d->recv, d->count, d->dtype, d->root);
+    case DT_COLL_ALL_TO_ALL: return o->all_to_all(c, d->send, d->recv, d->count, d->dtype);
+    case DT_COLL_SEND: return o->send(c, d->send, d->count, d->dtype, d->root);
+    case DT_COLL_RECV: return o->recv(c, d->recv, d->count, d->dtype, d->root);
+    case DT_COLL_BARRIER: return o->barrier(c);
+    default: return dt_fusion_execute(d);
+    }
+}
+
+/* Validate, then run blocking (work == NULL) or submit asynchronously. */
+static int issue(const char *fn, dt_coll_desc *d, dt_work **work, int async) {
+    if (async && !work) return dt_error(DT_ERR_INVALID, fn, "work is NULL");
+    if (async) *work = NULL;
+    TRY(validate(fn, d));
+    return async ? dt_engine_submit(d, work) : dt_engine_run(d);
+}
+
+#define DESC(k, s, r, n, dt, o, rt) (dt_coll_desc){.kind = (k), .comm = comm, .send = (s), .recv = (r), \
+    .count = (n), .dtype = (dt), .op = (o), .root = (rt)}
+
+int dt_allreduce(const void *s, void *r, size_t n, dt_dtype dt, dt_op op, dt_comm *comm) {
+    dt_coll_desc d = DESC(DT_COLL_ALLREDUCE, s, r, n, dt, op, 0);
+    return issue(__func__, &d, NULL, 0);
+}
+int dt_allgather(const void *s, void *r, size_t n, dt_dtype dt, dt_comm *comm) {
+    dt_coll_desc d = DESC(DT_COLL_ALLGATHER, s, r, n, dt, DT_SUM, 0);
+    return issue(__func__, &d, NULL, 0);
+}
+int dt_reduce_scatter(const void *s, void *r, size_t n, dt_dtype dt, dt_op op, dt_comm *comm) {
+    dt_coll_desc d = DESC(DT_COLL_REDUCE_SCATTER, s, r, n, dt, op, 0);
+    return issue(__func__, &d, NULL, 0);
+}
+int dt_reduce(const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int root, dt_comm *comm) {
+    dt_coll_desc d = DESC(DT_COLL_REDUCE, s, r, n, dt, op, root);
+    return issue(__func__, &d, NULL, 0);
+}
+int dt_broadcast(const void *s, void *r, size_t n, dt_dtype dt, int root, dt_comm *comm) {
+    dt_coll_desc d = DESC(DT_COLL_BROADCAST, s, r, n, dt, DT_SUM, root);
+    return issue(__func__, &d, NULL, 0);
+}
+int dt_gather(const void *s, void *r, size_t n, dt_dtype dt, int root, dt_comm *comm) {
+    dt_coll_desc d = DESC(DT_COLL_GATHER, s, r, n, dt, DT_SUM, root);
+    return issue(__func__, &d, NULL, 0);
+}
+int dt_scatter(const void *s, void *r, size_t n, dt_dtype dt, int root, dt_comm *comm) {
+    dt_coll_desc d = DESC(DT_COLL_SCATTER, s, r, n, dt, DT_SUM, root);
+    return issue(__func__, &d, NULL, 0);
+}
+int dt_all_to_all(const void *s, void *r, size_t n, dt_dtype dt, dt_comm *comm) {
+    dt_coll_desc d = DESC(DT_COLL_ALL_TO_ALL, s, r, n, dt, DT_SUM, 0);
+    return issue(__func__, &d, NULL, 0);
+}
+int dt_send(const void *b, size_t n, dt_dtype dt, int peer, dt_comm *comm) {
+    dt_coll_desc d = DESC(DT_COLL_SEND, b, NULL, n, dt, DT_SUM, peer);
+    return issue(__func__, &d, NULL, 0);
+}
+int dt_recv(void *b, size_t n, dt_dtype dt, int peer, dt_comm *comm) {
+    dt_coll_desc d = DESC(DT_COLL_RECV, NULL, b, n, dt, DT_SUM, peer);
+    return issue(__func__, &d, NULL, 0);
+}
+int dt_barrier(dt_comm *comm) {
+    dt_coll_desc d = DESC(DT_COLL_BARRIER, NULL, NULL, 0, DT_F32, DT_SUM, 0);
+    return issue(__func__, &d, NULL, 0);
+}
+
+#define LDESC(k, o) (dt_coll_desc){.kind = (k), .comm = comm, .op = (o), .in = in, .out = out, .n = n}
+
+int dt_allreduce_list(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm) {
+    dt_coll_desc d = LDESC(DT_COLL_ALLREDUCE_LIST, op);
+    return issue(__func__, &d, NULL, 0);
+}
+int dt_allgather_list(const dt_tensor *in, const dt_tensor *out, int n, dt_comm *comm) {
+    dt_coll_desc d = LDESC(DT_COLL_ALLGATHER_LIST, DT_SUM);
+    return issue(__func__, &d, NULL, 0);
+}
+int dt_reduce_scatter_list(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm) {
+    dt_coll_desc d = LDESC(DT_COLL_REDUCE_SCATTER_LIST, op);
+    return issue(__func__, &d, NULL, 0);
+}
+
+/* ---- asynchronous forms ---- */
+int dt_allreduce_async(const void *s, void *r, size_t n, dt_dtype dt, dt_op op, dt_comm *comm, dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_ALLREDUCE, s, r, n, dt, op, 0);
+    return issue(__func__, &d, w, 1);
+}
+int dt_allgather_async(const void *s, void *r, size_t n, dt_dtype dt, dt_comm *comm, dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_ALLGATHER, s, r, n, dt, DT_SUM, 0);
+    return issue(__func__, &d, w, 1);
+}
+int dt_reduce_scatter_async(const void *s, void *r, size_t n, dt_dtype dt, dt_op op, dt_comm *comm, dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_REDUCE_SCATTER, s, r, n, dt, op, 0);
+    return issue(__func__, &d, w, 1);
+}
+int dt_reduce_async(const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int root, dt_comm *comm, dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_REDUCE, s, r, n, dt, op, root);
+    return issue(__func__, &d, w, 1);
+}
+int dt_broadcast_async(const void *s, void *r, size_t n, dt_dtype dt, int root, dt_comm *comm, dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_BROADCAST, s, r, n, dt, DT_SUM, root);
+    return issue(__func__, &d, w, 1);
+}
+int dt_gather_async(const void *s, void *r, size_t n, dt_dtype dt, int root, dt_comm *comm, dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_GATHER, s, r, n, dt, DT_SUM, root);
+    return issue(__func__, &d, w, 1);
+}
+int dt_scatter_async(const void *s, void *r, size_t n, dt_dtype dt, int root, dt_comm *comm, dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_SCATTER, s, r, n, dt, DT_SUM, root);
+    return issue(__func__, &d, w, 1);
+}
+int dt_all_to_all_async(const void *s, void *r, size_t n, dt_dtype dt, dt_comm *comm, dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_ALL_TO_ALL, s, r, n, dt, DT_SUM, 0);
+    return issue(__func__, &d, w, 1);
+}
+int dt_send_async(const void *b, size_t n, dt_dtype dt, int peer, dt_comm *comm, dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_SEND, b, NULL, n, dt, DT_SUM, peer);
+    return issue(__func__, &d, w, 1);
+}
+int dt_recv_async(void *b, size_t n, dt_dtype dt, int peer, dt_comm *comm, dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_RECV, NULL, b, n, dt, DT_SUM, peer);
+    return issue(__func__, &d, w, 1);
+}
+int dt_barrier_async(dt_comm *comm, dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_BARRIER, NULL, NULL, 0, DT_F32, DT_SUM, 0);
+    return issue(__func__, &d, w, 1);
+}
+int dt_allreduce_list_async(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm, dt_work **w) {
+    dt_coll_desc d = LDESC(DT_COLL_ALLREDUCE_LIST, op);
+    return issue(__func__, &d, w, 1);
+}
+int dt_allgather_list_async(const dt_tensor *in, const dt_tensor *out, int n, dt_comm *comm, dt_work **w) {
+    dt_coll_desc d = LDESC(DT_COLL_ALLGATHER_LIST, DT_SUM);
+    return issue(__func__, &d, w, 1);
+}
+int dt_reduce_scatter_list_async(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm, dt_work **w) {
+    dt_coll_desc d = LDESC(DT_COLL_REDUCE_SCATTER_LIST, op);
+    return issue(__func__, &d, w, 1);
+}

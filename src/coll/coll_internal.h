@@ -1,0 +1,36 @@
+/* src/coll/coll_internal.h - internal: a validated collective call. */
+#ifndef DT_COLL_INTERNAL_H
+#define DT_COLL_INTERNAL_H
+
+#include "dtrain/coll.h"
+#include "comm/comm_internal.h"
+
+typedef enum dt_coll_kind {
+    DT_COLL_ALLREDUCE, DT_COLL_ALLGATHER, DT_COLL_REDUCE_SCATTER, DT_COLL_REDUCE,
+    DT_COLL_BROADCAST, DT_COLL_GATHER, DT_COLL_SCATTER, DT_COLL_ALL_TO_ALL,
+    DT_COLL_SEND, DT_COLL_RECV, DT_COLL_BARRIER,
+    DT_COLL_ALLREDUCE_LIST, DT_COLL_ALLGATHER_LIST, DT_COLL_REDUCE_SCATTER_LIST
+} dt_coll_kind;
+
+typedef struct dt_coll_desc {
+    dt_coll_kind kind;
+    dt_comm *comm;
+    const void *send;
+    void *recv;
+    size_t count;        /* per-op meaning as in the backend vtable */
+    dt_dtype dtype;
+    dt_op op;
+    int root;            /* GROUP rank (root or peer) */
+    const dt_tensor *in; /* lists */
+    const dt_tensor *out;
+    int n;
+} dt_coll_desc;
+
+const char *dt_coll_kind_name(dt_coll_kind k);
+/* Run one validated descriptor on the transport (called by the engine). */
+int dt_coll_execute(const dt_coll_desc *d);
+/* Fused list collectives (fusion.c). */
+int dt_fusion_execute(const dt_coll_desc *d);
+void dt_fusion_release(void);
+
+#endif

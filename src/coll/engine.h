@@ -1,0 +1,27 @@
+/* src/coll/engine.h - internal: the per-process communication engine.
+ *
+ * One FIFO of collective descriptors, executed in submission order by one
+ * background thread (created on first asynchronous submission). Blocking
+ * calls keep the order without a thread hand-off: when nothing is queued or
+ * running they execute on the caller's thread; otherwise they queue behind
+ * the pending work and wait. Exactly one thread is inside the transport at a
+ * time (MPI_THREAD_SERIALIZED is enough). */
+#ifndef DT_COLL_ENGINE_H
+#define DT_COLL_ENGINE_H
+
+#include "coll/coll_internal.h"
+
+/* Execute desc in order, on this thread when possible; returns its status. */
+int dt_engine_run(const dt_coll_desc *desc);
+/* Queue desc (copied) for the background thread; *work receives the handle. */
+int dt_engine_submit(const dt_coll_desc *desc, dt_work **work);
+/* Enter/leave a section where the caller owns the transport exclusively
+ * (after all queued work): used for communicator creation. */
+void dt_engine_exclusive_begin(void);
+void dt_engine_exclusive_end(void);
+/* Wait for everything queued so far. */
+int dt_engine_sync(void);
+/* Drain the queue and stop the thread (dt_finalize). */
+int dt_engine_shutdown(void);
+
+#endif

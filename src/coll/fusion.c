@@ -1,0 +1,140 @@
+/* src/coll/fusion.c - fused list collectives: the tensors of one dtype are
+ * packed into one staging buffer, moved by ONE backend collective, and
+ * unpacked. Tensors that already lie back to back in memory (views of one
+ * flat buffer, as data-parallel buckets are) skip the copies. Runs inside the
+ * engine, so the staging buffers are never used by two calls at once. */
+#include <stdlib.h>
+#include <string.h>
+#include "coll/coll_internal.h"
+#include "core/error.h"
+
+static void *g_stage[2];
+static size_t g_stage_cap[2];
+
+static void *stage(int i, size_t bytes) {
+    if (bytes > g_stage_cap[i]) {
+        void *p = realloc(g_stage[i], bytes);
+        if (!p) return NULL;
+        g_stage[i] = p;
+        g_stage_cap[i] = bytes;
+    }
+    return g_stage[i];
+}
+
+void dt_fusion_release(void) {
+    for (int i = 0; i < 2; i++) { free(g_stage[i]); g_stage[i] = NULL; g_stage_cap[i] = 0; }
+}
+
+/* 1 if the tensors idx[0..m) of list t lie back to back (t[idx[k+1]] starts
+ * where t[idx[k]] ends). */
+static int contiguous(const dt_tensor *t, const int *idx, int m, size_t es) {
+    for (int k = 0; k + 1 < m; k++)
+        if ((const char *)t[idx[k]].data + t[idx[k]].count * es != (const char *)t[idx[k + 1]].data) return 0;
+    return 1;
+}
+
+static int fuse_allreduce(const dt_coll_desc *d, const int *idx, int m, size_t total, dt_dtype dt) {
+    dt_comm *c = d->comm;
+    size_t es = dt_dtype_size(dt);
+    const void *first_in = m ? d->in[idx[0]].data : NULL;
+    void *first_out = m ? d->out[idx[0]].data : NULL;
+    if (contiguous(d->in, idx, m, es) && contiguous(d->out, idx, m, es)) {
+        const char *a = first_in, *b = first_out;
+        /* same span, or disjoint spans: one call straight on user memory */
+        if (a == b || a + total * es <= b || b + total * es <= a)
+            return c->ops->allreduce(c, first_in, first_out, total, dt, d->op);
+    }
+    char *buf = stage(0, total * es + 1);
+    if (!buf) return DT_ERR(DT_ERR_NOMEM, "out of memory for a %zu-byte fusion buffer", total * es);
+    size_t off = 0;
+    for (int k = 0; k < m; k++) {
+        size_t b = d->in[idx[k]].count * es;
+        if (b) memcpy(buf + off, d->in[idx[k]].data, b);
+        off += b;
+    }
+    int rc = c->ops->allreduce(c, buf, buf, total, dt, d->op);
+    if (rc) return rc;
+    off = 0;
+    for (int k = 0; k < m; k++) {
+        size_t b = d->out[idx[k]].count * es;
+        if (b) memcpy(d->out[idx[k]].data, buf + off, b);
+        off += b;
+    }
+    return DT_OK;
+}
+
+static int fuse_allgather(const dt_coll_desc *d, const int *idx, int m, size_t total, dt_dtype dt) {
+    dt_comm *c = d->comm;
+    size_t es = dt_dtype_size(dt), size = (size_t)c->info.size;
+    char *src = stage(0, total * es + 1), *dst = stage(1, total * size * es + 1);
+    if (!src || !dst) return DT_ERR(DT_ERR_NOMEM, "out of memory for %zu-byte fusion buffers", total * (size + 1) * es);
+    size_t off = 0;
+    for (int k = 0; k < m; k++) {
+        size_t b = d->in[idx[k]].count * es;
+        if (b) memcpy(src + off, d->in[idx[k]].data, b);
+        off += b;
+    }
+    int rc = c->ops->allgather(c, src, dst, total, dt);
+    if (rc) return rc;
+    for (size_t r = 0; r < size; r++) {
+        off = 0;
+        for (int k = 0; k < m; k++) {
+            size_t b = d->in[idx[k]].count * es;
+            if (b) memcpy((char *)d->out[idx[k]].data + r * b, dst + r * total * es + off, b);
+            off += b;
+        }
+    }
+    return DT_OK;
+}
+
+static int fuse_reduce_scatter(const dt_coll_desc *d, const int *idx, int m, size_t total, dt_dtype dt) {
+    dt_comm *c = d->comm;
+    size_t es = dt_dtype_size(dt), size = (size_t)c->info.size;
+    /* total = elements each rank receives */
+    char *src = stage(0, total * size * es + 1), *dst = stage(1, total * es + 1);
+    if (!src || !dst) return DT_ERR(DT_ERR_NOMEM, "out of memory for %zu-byte fusion buffers", total * (size + 1) * es);
+    for (size_t r = 0; r < size; r++) {
+        size_t off = 0;
+        for (int k = 0; k < m; k++) {
+            size_t b = d->out[idx[k]].count * es;
+            if (b) memcpy(src + r * total * es + off, (const char *)d->in[idx[k]].data + r * b, b);
+            off += b;
+        }
+    }
+    int rc = c->ops->reduce_scatter(c, src, dst, total, dt, d->op);
+    if (rc) return rc;
+    size_t off = 0;
+    for (int k = 0; k < m; k++) {
+        size_t b = d->out[idx[k]].count * es;
+        if (b) memcpy(d->out[idx[k]].data, dst + off, b);
+        off += b;
+    }
+    return DT_OK;
+}
+
+int dt_fusion_execute(const dt_coll_desc *d) {
+    if (d->n <= 0) return DT_OK;
+    int *idx = malloc(sizeof(int) * (size_t)d->n);
+    if (!idx) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    int done_mask = 0, rc = DT_OK;
+    for (int i = 0; i < d->n && rc == DT_OK; i++) {
+        dt_dtype dt = d->in[i].dtype;
+        if (done_mask & (1 << dt)) continue;
+        done_mask |= 1 << dt;
+        int m = 0;
+        size_t total = 0;
+        for (int j = i; j < d->n; j++) {
+            if (d->in[j].dtype != dt) continue;
+            idx[m++] = j;
+            total += d->kind == DT_COLL_ALLREDUCE_LIST ? d->in[j].count : d->kind == DT_COLL_ALLGATHER_LIST ? d->in[j].count : d->out[j].count;
+        }
+        switch (d->kind) {
+        case DT_COLL_ALLREDUCE_LIST: rc = fuse_allreduce(d, idx, m, total, dt); break;
+        case DT_COLL_ALLGATHER_LIST: rc = fuse_allgather(d, idx, m, total, dt); break;
+        case DT_COLL_REDUCE_SCATTER_LIST: rc = fuse_reduce_scatter(d, idx, m, total, dt); break;
+        default: rc = DT_ERR(DT_ERR_INTERNAL, "not a list collective: %d", (int)d->kind);
+        }
+    }
+    free(idx);
+    return rc;
+}

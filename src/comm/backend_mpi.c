@@ -1,0 +1,366 @@
+/* src/comm/backend_mpi.c - the MPI backend (CPU memory).
+ *
+ * Each communicator holds its own MPI communicator (a duplicate of
+ * MPI_COMM_WORLD for the world, MPI_Comm_split of it for groups), with
+ * MPI_ERRORS_RETURN so failures come back as statuses. Native MPI datatypes
+ * and ops are used wherever they exist, so the common case (f32/f64 sum) is a
+ * single MPI call on the caller's buffers. Special cases:
+ *  - f16/bf16 reductions: MPI has no such types; the data is widened into an
+ *    f32 scratch buffer, reduced in f32 and rounded once (chunked).
+ *  - avg: sum, then divide by the group size (integers: summed exactly in i64,
+ *    then divided truncating toward zero).
+ *  - counts above INT_MAX: elementwise ops (allreduce, reduce, broadcast) are
+ *    chunked; other ops are limited by max_count.
+ * Calls are serialised by the engine (coll/engine.c): MPI_THREAD_SERIALIZED. */
+#include <limits.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "comm/comm_internal.h"
+#include "core/error.h"
+
+typedef struct mpi_impl { MPI_Comm comm; } mpi_impl;
+
+static int g_thread_level = -1;
+static void *g_scratch;     /* widening buffer, engine-serialised */
+static size_t g_scratch_cap;
+
+#define WIDEN_CHUNK ((size_t)1 << 22) /* elements per widened chunk */
+#define MPI_CHUNK ((size_t)1 << 30)   /* elements per call for huge elementwise ops */
+
+static MPI_Comm mcomm(const dt_comm *c) { return ((const mpi_impl *)c->impl)->comm; }
+
+static int mpi_fail(int rc, const char *call) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error %d", rc);
+    return dt_error(DT_ERR_BACKEND, call, "MPI error: %s", msg);
+}
+#define MPI_TRY(call, name) do { int mrc_ = (call); if (mrc_ != MPI_SUCCESS) return mpi_fail(mrc_, name); } while (0)
+
+static MPI_Datatype mpi_type(dt_dtype dt) {
+    switch (dt) {
+    case DT_F32: return MPI_FLOAT;
+    case DT_F64: return MPI_DOUBLE;
+    case DT_F16: case DT_BF16: return MPI_UINT16_T;
+    case DT_I8: return MPI_INT8_T;
+    case DT_U8: return MPI_UINT8_T;
+    case DT_I32: return MPI_INT32_T;
+    case DT_I64: return MPI_INT64_T;
+    default: return MPI_DATATYPE_NULL;
+    }
+}
+
+static MPI_Op mpi_op(dt_op op) {
+    switch (op) {
+    case DT_PROD: return MPI_PROD;
+    case DT_MIN: return MPI_MIN;
+    case DT_MAX: return MPI_MAX;
+    default: return MPI_SUM; /* sum, avg */
+    }
+}
+
+static int is_int(dt_dtype dt) { return dt == DT_I8 || dt == DT_U8 || dt == DT_I32 || dt == DT_I64; }
+static int is_half(dt_dtype dt) { return dt == DT_F16 || dt == DT_BF16; }
+/* needs the widening path: 16-bit floats (any reduction), narrow ints for avg */
+static int needs_widen(dt_dtype dt, dt_op op) {
+    return is_half(dt) || (op == DT_AVG && is_int(dt) && dt != DT_I64);
+}
+
+static void *scratch(size_t bytes) {
+    if (bytes > g_scratch_cap) {
+        void *p = realloc(g_scratch, bytes);
+        if (!p) return NULL;
+        g_scratch = p;
+        g_scratch_cap = bytes;
+    }
+    return g_scratch;
+}
+
+/* widen n elements of dt into w (f32 for half types, i64 for ints) */
+static void widen(const void *src, void *w, size_t n, dt_dtype dt) {
+    float *f = w;
+    int64_t *l = w;
+    const uint16_t *h = src;
+    switch (dt) {
+    case DT_F16: for (size_t i = 0; i < n; i++) f[i] = dt_f16_to_f32(h[i]); break;
+    case DT_BF16: for (size_t i = 0; i < n; i++) f[i] = dt_bf16_to_f32(h[i]); break;
+    case DT_I8: for (size_t i = 0; i < n; i++) l[i] = ((const int8_t *)src)[i]; break;
+    case DT_U8: for (size_t i = 0; i < n; i++) l[i] = ((const uint8_t *)src)[i]; break;
+    case DT_I32: for (size_t i = 0; i < n; i++) l[i] = ((const int32_t *)src)[i]; break;
+    default: break;
+    }
+}
+
+/* narrow n widened elements into dst, dividing by div first when avg */
+static void narrow(const void *w, void *dst, size_t n, dt_dtype dt, int avg, int div) {
+    const float *f = w;
+    const int64_t *l = w;
+    uint16_t *h = dst;
+    float fd = (float)div;
+    switch (dt) {
+    case DT_F16: for (size_t i = 0; i < n; i++) h[i] = dt_f32_to_f16(avg ? f[i] / fd : f[i]); break;
+    case DT_BF16: for (size_t i = 0; i < n; i++) h[i] = dt_f32_to_bf16(avg ? f[i] / fd : f[i]); break;
+    case DT_I8: for (size_t i = 0; i < n; i++) ((int8_t *)dst)[i] = (int8_t)(avg ? l[i] / div : l[i]); break;
+    case DT_U8: for (size_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = (uint8_t)(avg ? l[i] / div : l[i]); break;
+    case DT_I32: for (size_t i = 0; i < n; i++) ((int32_t *)dst)[i] = (int32_t)(avg ? l[i] / div : l[i]); break;
+    default: break;
+    }
+}
+
+/* in-place division by the group size for avg on native types */
+static void divide(void *buf, size_t n, dt_dtype dt, int div) {
+    switch (dt) {
+    case DT_F32: { float *x = buf; float d = (float)div; for (size_t i = 0; i < n; i++) x[i] /= d; break; }
+    case DT_F64: { double *x = buf; double d = div; for (size_t i = 0; i < n; i++) x[i] /= d; break; }
+    case DT_I64: { int64_t *x = buf; for (size_t i = 0; i < n; i++) x[i] /= div; break; }
+    default: break;
+    }
+}
+
+static MPI_Datatype widened_type(dt_dtype dt) { return is_half(dt) ? MPI_FLOAT : MPI_INT64_T; }
+static size_t widened_size(dt_dtype dt) { return is_half(dt) ? 4 : 8; }
+
+static int m_allreduce(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op) {
+    int size = c->info.size, avg = op == DT_AVG;
+    size_t es = dt_dtype_size(dt);
+    if (needs_widen(dt, op)) {
+        size_t ws = widened_size(dt);
+        void *w = scratch((n < WIDEN_CHUNK ? n : WIDEN_CHUNK) * ws + 1);
+        if (!w) return DT_ERR(DT_ERR_NOMEM, "out of memory for a %zu-element widening buffer", n);
+        for (size_t off = 0; off < n; off += WIDEN_CHUNK) {
+            size_t k = n - off < WIDEN_CHUNK ? n - off : WIDEN_CHUNK;
+            widen((const char *)s + off * es, w, k, dt);
+            MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, w, (int)k, widened_type(dt), mpi_op(op), mcomm(c)), "MPI_Allreduce");
+            narrow(w, (char *)r + off * es, k, dt, avg, size);
+        }
+        return DT_OK;
+    }
+    for (size_t off = 0; off < n || off == 0; off += MPI_CHUNK) {
+        size_t k = n - off < MPI_CHUNK ? n - off : MPI_CHUNK;
+        const void *sp = (s == r) ? MPI_IN_PLACE : (const char *)s + off * es;
+        MPI_TRY(MPI_Allreduce(sp, (char *)r + off * es, (int)k, mpi_type(dt), mpi_op(op), mcomm(c)), "MPI_Allreduce");
+        if (n == 0) break;
+    }
+    if (avg) divide(r, n, dt, size);
+    return DT_OK;
+}
+
+static int m_reduce(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int root) {
+    int size = c->info.size, avg = op == DT_AVG, me = c->info.rank == root;
+    size_t es = dt_dtype_size(dt);
+    if (needs_widen(dt, op)) {
+        size_t ws = widened_size(dt);
+        void *w = scratch((n < WIDEN_CHUNK ? n : WIDEN_CHUNK) * ws + 1);
+        if (!w) return DT_ERR(DT_ERR_NOMEM, "out of memory for a %zu-element widening buffer", n);
+        for (size_t off = 0; off < n; off += WIDEN_CHUNK) {
+            size_t k = n - off < WIDEN_CHUNK ? n - off : WIDEN_CHUNK;
+            widen((const char *)s + off * es, w, k, dt);
+            MPI_TRY(MPI_Reduce(me ? MPI_IN_PLACE : w, me ? w : NULL, (int)k, widened_type(dt), mpi_op(op), root, mcomm(c)), "MPI_Reduce");
+            if (me) narrow(w, (char *)r + off * es, k, dt, avg, size);
+        }
+        return DT_OK;
+    }
+    for (size_t off = 0; off < n || off == 0; off += MPI_CHUNK) {
+        size_t k = n - off < MPI_CHUNK ? n - off : MPI_CHUNK;
+        const void *sp = (me && s == r) ? MPI_IN_PLACE : (const char *)s + off * es;
+        void *rp = me ? (char *)r + off * es : NULL;
+        MPI_TRY(MPI_Reduce(sp, rp, (int)k, mpi_type(dt), mpi_op(op), root, mcomm(c)), "MPI_Reduce");
+        if (n == 0) break;
+    }
+    if (avg && me) divide(r, n, dt, size);
+    return DT_OK;
+}
+
+static int m_reduce_scatter(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op) {
+    int size = c->info.size, rank = c->info.rank, avg = op == DT_AVG;
+    size_t es = dt_dtype_size(dt);
+    size_t total = n * (size_t)size;
+    if (needs_widen(dt, op)) {
+        void *w = scratch(total * widened_size(dt) + 1);
+        if (!w) return DT_ERR(DT_ERR_NOMEM, "out of memory for a %zu-element widening buffer", total);
+        widen(s, w, total, dt);
+        MPI_TRY(MPI_Reduce_scatter_block(MPI_IN_PLACE, w, (int)n, widened_type(dt), mpi_op(op), mcomm(c)), "MPI_Reduce_scatter_block");
+        narrow(w, r, n, dt, avg, size);
+        return DT_OK;
+    }
+    if ((const char *)r == (const char *)s + (size_t)rank * n * es) {
+        /* in place: MPI leaves the result at the front of the buffer */
+        MPI_TRY(MPI_Reduce_scatter_block(MPI_IN_PLACE, (void *)s, (int)n, mpi_type(dt), mpi_op(op), mcomm(c)), "MPI_Reduce_scatter_block");
+        if (rank && n) memmove(r, s, n * es);
+    } else {
+        MPI_TRY(MPI_Reduce_scatter_block(s, r, (int)n, mpi_type(dt), mpi_op(op), mcomm(c)), "MPI_Reduce_scatter_block");
+    }
+    if (avg) divide(r, n, dt, size);
+    return DT_OK;
+}
+
+static int m_allgather(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt) {
+    size_t es = dt_dtype_size(dt);
+    const void *sp = ((const char *)s == (const char *)r + (size_t)c->info.rank * n * es) ? MPI_IN_PLACE : s;
+    MPI_TRY(MPI_Allgather(sp, (int)n, mpi_type(dt), r, (int)n, mpi_type(dt), mcomm(c)), "MPI_Allgather");
+    return DT_OK;
+}
+
+static int m_broadcast(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, int root) {
+    size_t es = dt_dtype_size(dt);
+    if (c->info.rank == root && s != r && n) memcpy(r, s, n * es);
+    for (size_t off = 0; off < n; off += MPI_CHUNK) {
+        size_t k = n - off < MPI_CHUNK ? n - off : MPI_CHUNK;
+        MPI_TRY(MPI_Bcast((char *)r + off * es, (int)k, mpi_type(dt), root, mcomm(c)), "MPI_Bcast");
+    }
+    if (n == 0) MPI_TRY(MPI_Bcast(r, 0, mpi_type(dt), root, mcomm(c)), "MPI_Bcast");
+    return DT_OK;
+}
+
+static int m_gather(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, int root) {
+    size_t es = dt_dtype_size(dt);
+    int me = c->info.rank == root;
+    const void *sp = (me && (const char *)s == (const char *)r + (size_t)root * n * es) ? MPI_IN_PLACE : s;
+    MPI_TRY(MPI_Gather(sp, (int)n, mpi_type(dt), me ? r : NULL, (int)n, mpi_type(dt), root, mcomm(c)), "MPI_Gather");
+    return DT_OK;
+}
+
+static int m_scatter(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, int root) {
+    size_t es = dt_dtype_size(dt);
+    int me = c->info.rank == root;
+    void *rp = (me && (const char *)r == (const char *)s + (size_t)root * n * es) ? MPI_IN_PLACE : r;
+    MPI_TRY(MPI_Scatter(me ? s : NULL, (int)n, mpi_type(dt), rp, (int)n, mpi_type(dt), root, mcomm(c)), "MPI_Scatter");
+    return DT_OK;
+}
+
+static int m_all_to_all(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt) {
+    const void *sp = (s == r) ? MPI_IN_PLACE : s;
+    MPI_TRY(MPI_Alltoall(sp, (int)n, mpi_type(dt), r, (int)n, mpi_type(dt), mcomm(c)), "MPI_Alltoall");
+    return DT_OK;
+}
+
+#define DT_P2P_TAG 7411
+
+static int m_send(dt_comm *c, const void *b, size_t n, dt_dtype dt, int peer) {
+    MPI_TRY(MPI_Send(b, (int)n, mpi_type(dt), peer, DT_P2P_TAG, mcomm(c)), "MPI_Send");
+    return DT_OK;
+}
+
+static int m_recv(dt_comm *c, void *b, size_t n, dt_dtype dt, int peer) {
+    MPI_Status st;
+    MPI_TRY(MPI_Recv(b, (int)n, mpi_type(dt), peer, DT_P2P_TAG, mcomm(c), &st), "MPI_Recv");
+    int got = 0;
+    MPI_Get_count(&st, mpi_type(dt), &got);
+    if ((size_t)got != n)
+        return DT_ERR(DT_ERR_MISMATCH, "received %d elements from group rank %d but expected %zu (the sender's count differs)", got, peer, n);
+    return DT_OK;
+}
+
+static int m_barrier(dt_comm *c) {
+    MPI_TRY(MPI_Barrier(mcomm(c)), "MPI_Barrier");
+    return DT_OK;
+}
+
+/* Fill local_rank/local_size from the processes of `comm` sharing this host. */
+static int set_local(MPI_Comm comm, dt_comm_info *info) {
+    MPI_Comm local;
+    MPI_TRY(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
+    MPI_Comm_rank(local, &info->local_rank);
+    MPI_Comm_size(local, &info->local_size);
+    MPI_Comm_free(&local);
+    return DT_OK;
+}
+
+static int m_split(dt_comm *world, int color, dt_comm *out) {
+    MPI_Comm nc;
+    MPI_TRY(MPI_Comm_split(mcomm(world), color >= 0 ? color : MPI_UNDEFINED, world->info.rank, &nc), "MPI_Comm_split");
+    if (color < 0) return DT_OK;
+    mpi_impl *impl = malloc(sizeof *impl);
+    if (!impl) { MPI_Comm_free(&nc); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
+    impl->comm = nc;
+    out->impl = impl;
+    MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
+    int r = -1, s = -1;
+    MPI_Comm_rank(nc, &r);
+    MPI_Comm_size(nc, &s);
+    if (r != out->info.rank || s != out->info.size)
+        return DT_ERR(DT_ERR_INTERNAL, "MPI_Comm_split gave rank %d/%d, expected %d/%d", r, s, out->info.rank, out->info.size);
+    return set_local(nc, &out->info);
+}
+
+static void m_destroy(dt_comm *c) {
+    mpi_impl *impl = c->impl;
+    if (!impl) return;
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Comm_free(&impl->comm);
+    free(impl);
+    c->impl = NULL;
+}
+
+const dt_backend_ops dt_backend_mpi = {
+    .name = "mpi",
+    .allreduce = m_allreduce,
+    .allgather = m_allgather,
+    .reduce_scatter = m_reduce_scatter,
+    .reduce = m_reduce,
+    .broadcast = m_broadcast,
+    .gather = m_gather,
+    .scatter = m_scatter,
+    .all_to_all = m_all_to_all,
+    .send = m_send,
+    .recv = m_recv,
+    .barrier = m_barrier,
+    .split = m_split,
+    .max_count = INT_MAX,
+    .destroy = m_destroy,
+};
+
+int dt_mpi_thread_level(void) { return g_thread_level; }
+
+int dt_mpi_world_create(dt_comm **out, int *we_initialized) {
+    int inited = 0, fin = 0;
+    MPI_Finalized(&fin);
+    if (fin) return DT_ERR(DT_ERR_STATE, "MPI was already finalised; it cannot be initialised again");
+    MPI_Initialized(&inited);
+    if (!inited) {
+        int provided = 0;
+        MPI_TRY(MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+        g_thread_level = provided;
+        *we_initialized = 1;
+    } else {
+        MPI_Query_thread(&g_thread_level);
+        *we_initialized = 0;
+    }
+    dt_comm *c = calloc(1, sizeof *c);
+    mpi_impl *impl = malloc(sizeof *impl);
+    if (!c || !impl) { free(c); free(impl); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
+    MPI_Comm_dup(MPI_COMM_WORLD, &impl->comm);
+    MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN);
+    c->magic = DT_COMM_MAGIC;
+    c->ops = &dt_backend_mpi;
+    c->impl = impl;
+    int r, s;
+    MPI_Comm_rank(impl->comm, &r);
+    MPI_Comm_size(impl->comm, &s);
+    c->info = (dt_comm_info){.rank = r, .size = s, .world_rank = r, .world_size = s,
+                             .group_id = 0, .group_size = 1};
+    c->world_ranks = malloc(sizeof(int) * (size_t)s);
+    if (!c->world_ranks) { dt_comm_destroy(c); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
+    for (int i = 0; i < s; i++) c->world_ranks[i] = i;
+    int rc = set_local(impl->comm, &c->info);
+    if (rc) { dt_comm_destroy(c); return rc; }
+    *out = c;
+    return DT_OK;
+}
+
+int dt_mpi_finalize(int we_initialized) {
+    free(g_scratch);
+    g_scratch = NULL;
+    g_scratch_cap = 0;
+    if (we_initialized) MPI_TRY(MPI_Finalize(), "MPI_Finalize");
+    return DT_OK;
+}
+
+int dt_mpi_world_max_u64(dt_comm *world, unsigned long long *vals, int n) {
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, vals, n, MPI_UNSIGNED_LONG_LONG, MPI_MAX, mcomm(world)), "MPI_Allreduce");
+    return DT_OK;
+}

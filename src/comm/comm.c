@@ -1,0 +1,89 @@
+/* src/comm/comm.c - communicator attributes and rank translation. */
+#include <stdio.h>
+#include <stdlib.h>
+#include "comm/comm_internal.h"
+#include "core/error.h"
+
+int dt_comm_check(const dt_comm *comm, const char *func) {
+    if (!dt_is_initialized())
+        return dt_error(DT_ERR_STATE, func, "dtrain is not initialised (call dt_init first, and not after dt_finalize)");
+    if (!comm) return dt_error(DT_ERR_INVALID, func, "communicator is NULL");
+    if (comm->magic != DT_COMM_MAGIC)
+        return dt_error(DT_ERR_INVALID, func, "communicator %p is not a live dtrain communicator", (const void *)comm);
+    return DT_OK;
+}
+
+int dt_comm_info_get(const dt_comm *comm, dt_comm_info *info) {
+    int rc = dt_comm_check(comm, __func__);
+    if (rc) return rc;
+    if (!info) return DT_ERR(DT_ERR_INVALID, "info is NULL");
+    *info = comm->info;
+    return DT_OK;
+}
+
+int dt_comm_rank(const dt_comm *comm) {
+    int rc = dt_comm_check(comm, __func__);
+    return rc ? rc : comm->info.rank;
+}
+
+int dt_comm_size(const dt_comm *comm) {
+    int rc = dt_comm_check(comm, __func__);
+    return rc ? rc : comm->info.size;
+}
+
+const char *dt_comm_backend(const dt_comm *comm) {
+    return (comm && comm->magic == DT_COMM_MAGIC && comm->ops) ? comm->ops->name : "?";
+}
+
+int dt_comm_group_rank(const dt_comm *comm, int world_rank) {
+    int rc = dt_comm_check(comm, __func__);
+    if (rc) return rc;
+    /* world_ranks is ascending: binary search */
+    int lo = 0, hi = comm->info.size - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        int w = comm->world_ranks[mid];
+        if (w == world_rank) return mid;
+        if (w < world_rank) lo = mid + 1; else hi = mid - 1;
+    }
+    char members[160];
+    int n = 0;
+    for (int i = 0; i < comm->info.size && n < (int)sizeof members - 16; i++)
+        n += snprintf(members + n, sizeof members - (size_t)n, "%s%d", i ? "," : "", comm->world_ranks[i]);
+    if (n >= (int)sizeof members - 16) snprintf(members + n, sizeof members - (size_t)n, ",...");
+    return DT_ERR(DT_ERR_INVALID, "world rank %d is not a member of this communicator (members: [%s])",
+                  world_rank, members);
+}
+
+int dt_comm_world_rank_of(const dt_comm *comm, int rank) {
+    int rc = dt_comm_check(comm, __func__);
+    if (rc) return rc;
+    if (rank < 0 || rank >= comm->info.size)
+        return DT_ERR(DT_ERR_INVALID, "rank %d out of range [0, %d)", rank, comm->info.size);
+    return comm->world_ranks[rank];
+}
+
+int dt_comm_make_standalone(int world_rank, int world_size, int group_id, int group_size,
+                            dt_comm **out) {
+    dt_comm *c = calloc(1, sizeof *c);
+    int *wr = malloc(sizeof *wr);
+    if (!c || !wr) { free(c); free(wr); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
+    wr[0] = world_rank;
+    c->magic = DT_COMM_MAGIC;
+    c->ops = &dt_backend_void;
+    c->world_ranks = wr;
+    c->info = (dt_comm_info){.rank = 0, .size = 1, .local_rank = 0, .local_size = 1,
+                             .world_rank = world_rank, .world_size = world_size,
+                             .group_id = group_id, .group_size = group_size};
+    *out = c;
+    return DT_OK;
+}
+
+void dt_comm_destroy(dt_comm *c) {
+    if (!c) return;
+    if (c->ops && c->ops->destroy) c->ops->destroy(c);
+    c->magic = 0;
+    free(c->world_ranks);
+    free(c->key);
+    free(c);
+}

@@ -140,6 +140,10 @@ int dt_work_wait(dt_work *work);
 /* Waits if still running, then releases the handle. NULL is a no-op. */
 void dt_work_free(dt_work *work);
 
+/* When the work's collective started and finished executing, in microseconds
+ * of the trace clock (dt_trace_now_us); DT_ERR_STATE if not complete yet. */
+int dt_work_times(const dt_work *work, double *start_us, double *end_us);
+
 /* Waits for every asynchronous work item submitted so far by this process. */
 int dt_coll_sync(void);
 

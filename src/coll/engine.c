@@ -6,6 +6,7 @@
 #include <string.h>
 #include "coll/engine.h"
 #include "core/error.h"
+#include "dtrain/trace.h"
 
 #ifndef MPI_THREAD_SERIALIZED_LEVEL
 #define MPI_THREAD_SERIALIZED_LEVEL 2 /* value of MPI_THREAD_SERIALIZED in Open MPI and MPICH */
@@ -16,7 +17,7 @@ struct dt_work {
     dt_tensor *lists;      /* owned copies of desc.in / desc.out for list ops */
     int status;
     int done;
-    int heap;              /* allocated by dt_engine_submit (freed by dt_work_free) */
+    double t_start, t_end; /* execution interval, trace clock (us) */
     char msg[512];
     struct dt_work *next;
 };
@@ -30,7 +31,9 @@ static pthread_t g_thread;
 
 static void run_item(dt_work *w) {
     dt_clear_error();
+    w->t_start = dt_trace_now_us();
     int rc = dt_coll_execute(&w->desc);
+    w->t_end = dt_trace_now_us();
     if (rc) snprintf(w->msg, sizeof w->msg, "%s", dt_last_error());
     w->status = rc;
 }
@@ -105,7 +108,6 @@ int dt_engine_submit(const dt_coll_desc *desc, dt_work **work) {
     dt_work *w = calloc(1, sizeof *w);
     if (!w) return DT_ERR(DT_ERR_NOMEM, "out of memory for a work handle");
     w->desc = *desc;
-    w->heap = 1;
     if (desc->n > 0 && desc->in) {
         w->lists = malloc(sizeof(dt_tensor) * 2 * (size_t)desc->n);
         if (!w->lists) { free(w); return DT_ERR(DT_ERR_NOMEM, "out of memory for a list of %d tensors", desc->n); }
@@ -115,7 +117,9 @@ int dt_engine_submit(const dt_coll_desc *desc, dt_work **work) {
         w->desc.out = w->lists + desc->n;
     }
     if (!async_possible(desc->comm)) {
+        w->t_start = dt_trace_now_us();
         int rc = dt_engine_run(&w->desc);
+        w->t_end = dt_trace_now_us();
         if (rc) snprintf(w->msg, sizeof w->msg, "%s", dt_last_error());
         w->status = rc;
         w->done = 1;
@@ -198,6 +202,17 @@ void dt_work_free(dt_work *work) {
     pthread_mutex_unlock(&g_mu);
     free(work->lists);
     free(work);
+}
+
+int dt_work_times(const dt_work *work, double *start_us, double *end_us) {
+    if (!work || !start_us || !end_us) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    pthread_mutex_lock(&g_mu);
+    int d = work->done;
+    pthread_mutex_unlock(&g_mu);
+    if (!d) return DT_ERR(DT_ERR_STATE, "work has not completed");
+    *start_us = work->t_start;
+    *end_us = work->t_end;
+    return DT_OK;
 }
 
 int dt_coll_sync(void) {

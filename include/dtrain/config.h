@@ -1,0 +1,57 @@
+/* dtrain/config.h - the distributed configuration (the seeds' dist config).
+ *
+ * Keys (JSON name = environment variable DTRAIN_<NAME upper-case> = trainer
+ * flag --<name with '-' for '_'>):
+ *   enable_data_parallel  bool    default true  gradients averaged across ranks
+ *   zero_opt_level        int 0-3 default 0     ZeRO stage
+ *   bucket_size_mb        number  default 25    bucket cap in MiB (0: one bucket per layer)
+ *   first_bucket_mb       number  default 1     first bucket cap in MiB
+ *   overlap               bool    default true  reduce buckets during backward
+ *   broadcast_buffers     bool    default true  re-broadcast BN buffers every step
+ *   sync_bn               bool    default false synchronised batch norm
+ *   timeout_s             number  default 300   limit on any blocking wait
+ * Precedence, lowest first: defaults, JSON file, DTRAIN_* environment, flags.
+ * Booleans accept true/false/1/0/yes/no/on/off. */
+#ifndef DTRAIN_CONFIG_H
+#define DTRAIN_CONFIG_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dt_config {
+    int enable_data_parallel;
+    int zero_opt_level;
+    double bucket_size_mb;
+    double first_bucket_mb;
+    int overlap;
+    int broadcast_buffers;
+    int sync_bn;
+    double timeout_s;
+} dt_config;
+
+void dt_config_default(dt_config *cfg);
+/* Set one key from text. DT_ERR_INVALID naming the key and value if the key
+ * is unknown or the value malformed/out of range; cfg unchanged then. */
+int dt_config_set(dt_config *cfg, const char *key, const char *value);
+/* Apply every DTRAIN_<KEY> variable present in the environment. */
+int dt_config_from_env(dt_config *cfg);
+/* Apply a JSON object {"key": value, ...} (flat; numbers, booleans, strings). */
+int dt_config_parse_json(dt_config *cfg, const char *text);
+/* Apply a JSON file; DT_ERR_IO naming the file if it cannot be read. */
+int dt_config_load(dt_config *cfg, const char *path);
+/* Write cfg as one JSON object into buf (always NUL-terminated); returns the
+ * length needed (excluding NUL), like snprintf, or a negative status. */
+int dt_config_dumps(const dt_config *cfg, char *buf, size_t cap);
+int dt_config_save(const dt_config *cfg, const char *path);
+/* 1 if `key` is a config key. */
+int dt_config_has_key(const char *key);
+/* 64-bit hash of the effective values (compare across ranks at start). */
+unsigned long long dt_config_hash(const dt_config *cfg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

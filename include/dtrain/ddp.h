@@ -1,0 +1,95 @@
+/* dtrain/ddp.h - data parallelism: gradients averaged across ranks in fused
+ * buckets, each submitted while backward is still running.
+ *
+ * The wrapper knows nothing of dtrain's layers. A program describes its
+ * parameters as SEGMENTS in forward order (a segment = one layer's, or one
+ * tensor's, parameters and gradients; f32). Buckets are formed from the
+ * segments in REVERSE order (gradients become ready back to front), a segment
+ * never split across buckets: the first bucket closes once it holds at least
+ * first_bucket_bytes, later ones at bucket_cap_bytes (PyTorch DDP's rule;
+ * bucket_cap_bytes 0 = one bucket per segment). A bucket whose segments lie
+ * back to back in memory is reduced in place as one view (no copy); otherwise
+ * it is packed by the fused list collective.
+ *
+ * Per step:  dt_ddp_begin_step -> backward, calling dt_ddp_grad_ready(seg) as
+ * each segment's gradients become final -> dt_ddp_finish (all buckets reduced;
+ * gradients now hold the AVERAGE over ranks) -> optimizer step.
+ * Buckets are submitted to the communication engine strictly in bucket order
+ * (a completed bucket waits for earlier buckets), so every rank issues the same
+ * sequence of collectives even if a segment produced no gradient: buckets not
+ * complete at finish are flushed then, never waited on forever.
+ *
+ * no_sync: dt_ddp_set_grad_sync(ddp, 0) makes steps skip all communication, so
+ * gradients accumulate locally; the next step with sync on reduces the
+ * accumulated sum (scale by 1/k yourself if you want the mean of k steps).
+ */
+#ifndef DTRAIN_DDP_H
+#define DTRAIN_DDP_H
+
+#include <stddef.h>
+#include "dtrain/comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dt_ddp dt_ddp;
+
+typedef struct dt_ddp_config {
+    size_t bucket_cap_bytes;   /* default 25 MiB; 0 = one bucket per segment */
+    size_t first_bucket_bytes; /* default 1 MiB */
+    int overlap;               /* 1 (default): reduce buckets during backward; 0: all at finish */
+    int root;                  /* world rank whose parameters/buffers everyone starts from (0) */
+    int broadcast_buffers;     /* 1 (default): buffers re-broadcast from root at each begin_step */
+} dt_ddp_config;
+
+/* A segment: `count` f32 elements of parameters and of their gradients. */
+typedef struct dt_ddp_segment {
+    float *param;
+    float *grad;
+    size_t count;
+} dt_ddp_segment;
+
+/* A non-parameter buffer (e.g. batch-norm running statistics). */
+typedef struct dt_ddp_buffer {
+    float *data;
+    size_t count;
+} dt_ddp_buffer;
+
+void dt_ddp_config_default(dt_ddp_config *cfg);
+
+/* Create the wrapper over comm (collective: every rank of comm calls it with
+ * the same segment counts). Broadcasts every segment's parameters and every
+ * buffer from cfg->root. The arrays are copied; the memory they point at must
+ * outlive the wrapper. cfg NULL = defaults. Errors: NULL/empty arguments,
+ * segment counts that differ across ranks (DT_ERR_MISMATCH), root not in comm. */
+int dt_ddp_create(dt_comm *comm, const dt_ddp_segment *segs, int nsegs,
+                  const dt_ddp_buffer *bufs, int nbufs, const dt_ddp_config *cfg,
+                  dt_ddp **out);
+void dt_ddp_free(dt_ddp *ddp);
+
+/* Gradient sync on (1, default) or off (0: no_sync accumulation). */
+int dt_ddp_set_grad_sync(dt_ddp *ddp, int enabled);
+/* Start a step: clears readiness; broadcasts buffers if configured. */
+int dt_ddp_begin_step(dt_ddp *ddp);
+/* Segment `seg` (index in forward order) has final gradients. Calling it twice
+ * for one segment in a step is DT_ERR_STATE. */
+int dt_ddp_grad_ready(dt_ddp *ddp, int seg);
+/* Flush buckets not yet submitted, wait for all; gradients are then averaged. */
+int dt_ddp_finish(dt_ddp *ddp);
+/* Broadcast parameters (and buffers) from root again, e.g. after loading. */
+int dt_ddp_broadcast_params(dt_ddp *ddp);
+
+int dt_ddp_num_buckets(const dt_ddp *ddp);
+/* Bucket i: first and last segment index (forward order) and bytes. */
+int dt_ddp_bucket_info(const dt_ddp *ddp, int i, int *first_seg, int *last_seg, size_t *bytes);
+
+/* Timing of the last synced step, in microseconds of the trace clock
+ * (dt_trace_now_us): for bucket i, when its collective started and ended on the
+ * communication thread. */
+int dt_ddp_bucket_times(const dt_ddp *ddp, int i, double *start_us, double *end_us);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

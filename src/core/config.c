@@ -1,0 +1,211 @@
+/* src/core/config.c - distributed config: defaults, text setters, environment,
+ * a flat JSON reader and writer. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include "core/error.h"
+#include "dtrain/config.h"
+
+typedef enum { K_BOOL, K_INT, K_NUM } kind;
+typedef struct key { const char *name; kind k; size_t off; double lo, hi; } key;
+
+#define F(m) offsetof(dt_config, m)
+static const key g_keys[] = {
+    {"enable_data_parallel", K_BOOL, F(enable_data_parallel), 0, 1},
+    {"zero_opt_level", K_INT, F(zero_opt_level), 0, 3},
+    {"bucket_size_mb", K_NUM, F(bucket_size_mb), 0, 1 << 20},
+    {"first_bucket_mb", K_NUM, F(first_bucket_mb), 0, 1 << 20},
+    {"overlap", K_BOOL, F(overlap), 0, 1},
+    {"broadcast_buffers", K_BOOL, F(broadcast_buffers), 0, 1},
+    {"sync_bn", K_BOOL, F(sync_bn), 0, 1},
+    {"timeout_s", K_NUM, F(timeout_s), 0.001, 1e7},
+};
+#define NKEYS (sizeof g_keys / sizeof g_keys[0])
+
+void dt_config_default(dt_config *c) {
+    if (!c) return;
+    *c = (dt_config){.enable_data_parallel = 1, .zero_opt_level = 0, .bucket_size_mb = 25,
+                     .first_bucket_mb = 1, .overlap = 1, .broadcast_buffers = 1, .sync_bn = 0,
+                     .timeout_s = 300};
+}
+
+static const key *find(const char *name) {
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(g_keys[i].name, name) == 0) return &g_keys[i];
+    return NULL;
+}
+
+int dt_config_has_key(const char *name) { return name && find(name) != NULL; }
+
+int dt_config_set(dt_config *c, const char *name, const char *value) {
+    if (!c || !name || !value) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    const key *k = find(name);
+    if (!k) return DT_ERR(DT_ERR_INVALID, "unknown config key '%s'", name);
+    char *p = (char *)c + k->off;
+    if (k->k == K_BOOL) {
+        static const char *const t[] = {"true", "1", "yes", "on"}, *const f[] = {"false", "0", "no", "off"};
+        for (int i = 0; i < 4; i++) {
+            if (strcasecmp(value, t[i]) == 0) { *(int *)p = 1; return DT_OK; }
+            if (strcasecmp(value, f[i]) == 0) { *(int *)p = 0; return DT_OK; }
+        }
+        return DT_ERR(DT_ERR_INVALID, "config key '%s': '%s' is not a boolean (true/false)", name, value);
+    }
+    char *end;
+    errno = 0;
+    double v = strtod(value, &end);
+    while (end && isspace((unsigned char)*end)) end++;
+    if (end == value || *end || errno || !isfinite(v))
+        return DT_ERR(DT_ERR_INVALID, "config key '%s': '%s' is not a number", name, value);
+    if (v < k->lo || v > k->hi)
+        return DT_ERR(DT_ERR_INVALID, "config key '%s': %s is out of range [%g, %g]", name, value, k->lo, k->hi);
+    if (k->k == K_INT) {
+        if (v != floor(v)) return DT_ERR(DT_ERR_INVALID, "config key '%s': '%s' is not an integer", name, value);
+        *(int *)p = (int)v;
+    } else {
+        *(double *)p = v;
+    }
+    return DT_OK;
+}
+
+int dt_config_from_env(dt_config *c) {
+    if (!c) return DT_ERR(DT_ERR_INVALID, "NULL config");
+    for (size_t i = 0; i < NKEYS; i++) {
+        char var[64] = "DTRAIN_";
+        size_t n = strlen(var);
+        for (const char *s = g_keys[i].name; *s && n < sizeof var - 1; s++) var[n++] = (char)toupper((unsigned char)*s);
+        var[n] = '\0';
+        const char *v = getenv(var);
+        if (!v) continue;
+        int rc = dt_config_set(c, g_keys[i].name, v);
+        if (rc) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", dt_last_error());
+            return DT_ERR(rc, "environment variable %s: %s", var, msg);
+        }
+    }
+    return DT_OK;
+}
+
+static void ws(const char **p) { while (isspace((unsigned char)**p)) (*p)++; }
+
+/* reads a JSON string (no unicode escapes needed for our keys) into out */
+static int jstring(const char **p, char *out, size_t cap) {
+    if (**p != '"') return -1;
+    (*p)++;
+    size_t n = 0;
+    while (**p && **p != '"') {
+        char ch = **p;
+        if (ch == '\\') {
+            (*p)++;
+            ch = **p;
+            if (ch == 'n') ch = '\n'; else if (ch == 't') ch = '\t';
+            else if (ch != '"' && ch != '\\' && ch != '/') return -1;
+            if (!ch) return -1;
+        }
+        if (n + 1 >= cap) return -1;
+        out[n++] = ch;
+        (*p)++;
+    }
+    if (**p != '"') return -1;
+    (*p)++;
+    out[n] = '\0';
+    return 0;
+}
+
+int dt_config_parse_json(dt_config *c, const char *text) {
+    if (!c || !text) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    dt_config tmp = *c; /* all or nothing */
+    const char *p = text;
+    ws(&p);
+    if (*p != '{') return DT_ERR(DT_ERR_INVALID, "config JSON: expected '{' at offset %d", (int)(p - text));
+    p++;
+    ws(&p);
+    if (*p == '}') { p++; goto end; }
+    for (;;) {
+        char k[64], v[128];
+        ws(&p);
+        if (jstring(&p, k, sizeof k)) return DT_ERR(DT_ERR_INVALID, "config JSON: expected a key string at offset %d", (int)(p - text));
+        ws(&p);
+        if (*p != ':') return DT_ERR(DT_ERR_INVALID, "config JSON: expected ':' after key '%s'", k);
+        p++;
+        ws(&p);
+        if (*p == '"') {
+            if (jstring(&p, v, sizeof v)) return DT_ERR(DT_ERR_INVALID, "config JSON: bad string value for key '%s'", k);
+        } else {
+            size_t n = 0;
+            while (*p && (isalnum((unsigned char)*p) || strchr("+-.", *p)) && n + 1 < sizeof v) v[n++] = *p++;
+            v[n] = '\0';
+            if (!n) return DT_ERR(DT_ERR_INVALID, "config JSON: expected a value for key '%s' at offset %d", k, (int)(p - text));
+        }
+        int rc = dt_config_set(&tmp, k, v);
+        if (rc) return rc;
+        ws(&p);
+        if (*p == ',') { p++; continue; }
+        if (*p == '}') { p++; break; }
+        return DT_ERR(DT_ERR_INVALID, "config JSON: expected ',' or '}' at offset %d", (int)(p - text));
+    }
+end:
+    ws(&p);
+    if (*p) return DT_ERR(DT_ERR_INVALID, "config JSON: trailing characters at offset %d", (int)(p - text));
+    *c = tmp;
+    return DT_OK;
+}
+
+int dt_config_load(dt_config *c, const char *path) {
+    if (!c || !path) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    FILE *f = fopen(path, "rb");
+    if (!f) return DT_ERR(DT_ERR_IO, "cannot open config file '%s'", path);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    int big = !feof(f);
+    fclose(f);
+    if (big) return DT_ERR(DT_ERR_IO, "config file '%s' is larger than %zu bytes", path, sizeof buf - 1);
+    buf[n] = '\0';
+    int rc = dt_config_parse_json(c, buf);
+    if (rc) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", dt_last_error());
+        return DT_ERR(rc, "config file '%s': %s", path, msg);
+    }
+    return DT_OK;
+}
+
+int dt_config_dumps(const dt_config *c, char *buf, size_t cap) {
+    if (!c || (!buf && cap)) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    size_t n = 0;
+    char tmp[1024];
+    n += (size_t)snprintf(tmp + n, sizeof tmp - n, "{");
+    for (size_t i = 0; i < NKEYS; i++) {
+        const char *p = (const char *)c + g_keys[i].off;
+        const char *sep = i ? ", " : "";
+        if (g_keys[i].k == K_BOOL) n += (size_t)snprintf(tmp + n, sizeof tmp - n, "%s\"%s\": %s", sep, g_keys[i].name, *(const int *)p ? "true" : "false");
+        else if (g_keys[i].k == K_INT) n += (size_t)snprintf(tmp + n, sizeof tmp - n, "%s\"%s\": %d", sep, g_keys[i].name, *(const int *)p);
+        else n += (size_t)snprintf(tmp + n, sizeof tmp - n, "%s\"%s\": %.17g", sep, g_keys[i].name, *(const double *)p);
+    }
+    n += (size_t)snprintf(tmp + n, sizeof tmp - n, "}");
+    if (cap) snprintf(buf, cap, "%s", tmp);
+    return (int)n;
+}
+
+int dt_config_save(const dt_config *c, const char *path) {
+    char buf[1024];
+    int n = dt_config_dumps(c, buf, sizeof buf);
+    if (n < 0) return n;
+    FILE *f = path ? fopen(path, "w") : NULL;
+    if (!f) return DT_ERR(DT_ERR_IO, "cannot write config file '%s'", path ? path : "(null)");
+    int ok = fprintf(f, "%s\n", buf) > 0;
+    if (fclose(f) != 0 || !ok) return DT_ERR(DT_ERR_IO, "error writing config file '%s'", path);
+    return DT_OK;
+}
+
+unsigned long long dt_config_hash(const dt_config *c) {
+    char buf[1024];
+    dt_config_dumps(c, buf, sizeof buf);
+    unsigned long long h = 1469598103934665603ull;
+    for (const char *s = buf; *s; s++) { h ^= (unsigned char)*s; h *= 1099511628211ull; }
+    return h;
+}

@@ -1,0 +1,155 @@
+/* DDP wrapper on synthetic segments: initial broadcast, bucket layout, averaged
+ * gradients (contiguous views and scattered tensors), ordered flush of buckets
+ * that never completed, no_sync accumulation, overlap on/off equivalence,
+ * buffer broadcast, error paths. Values are small integers / powers of two so
+ * every expected average is exact. */
+#include <stdlib.h>
+#include "dtrain/ddp.h"
+#include "testutil.h"
+
+#define NSEG 6
+static const size_t counts[NSEG] = {300, 7, 70000, 1, 40000, 513};
+
+static float grad_val(int rank, int seg, size_t i) { return (float)((rank + 1) * 4 + seg + (int)(i % 3)); }
+
+/* average over ranks 0..n-1 of grad_val */
+static float avg_val(int n, int seg, size_t i) {
+    float s = 0;
+    for (int r = 0; r < n; r++) s += grad_val(r, seg, i);
+    return s / (float)n;
+}
+
+static int check_avg(const dt_ddp_segment *segs, int n, float scale, const char *what) {
+    int bad = 0;
+    for (int s = 0; s < NSEG; s++)
+        for (size_t i = 0; i < segs[s].count; i++)
+            if (segs[s].grad[i] != scale * avg_val(n, s, i)) { bad++; break; }
+    CHECK(bad == 0, "%s: %d segments with wrong averaged gradients", what, bad);
+    return bad;
+}
+
+static void fill_grads(dt_ddp_segment *segs, int rank, float add) {
+    for (int s = 0; s < NSEG; s++)
+        for (size_t i = 0; i < segs[s].count; i++) segs[s].grad[i] = add * segs[s].grad[i] + grad_val(rank, s, i);
+}
+
+static void run_step(dt_ddp *d, dt_ddp_segment *segs, int rank, int skip) {
+    CHECK_OK(dt_ddp_begin_step(d));
+    for (int s = NSEG - 1; s >= 0; s--) { /* backward order */
+        for (size_t i = 0; i < segs[s].count; i++) segs[s].grad[i] = grad_val(rank, s, i);
+        if (s != skip) CHECK_OK(dt_ddp_grad_ready(d, s));
+    }
+    CHECK_OK(dt_ddp_finish(d));
+}
+
+int main(void) {
+    CHECK_OK(dt_init());
+    dt_comm *w = dt_comm_world();
+    int rank = dt_comm_rank(w), n = dt_comm_size(w);
+    dt_test_rank = rank;
+
+    size_t total = 0;
+    for (int s = 0; s < NSEG; s++) total += counts[s];
+    float *params = malloc(total * sizeof(float)), *grads = malloc(total * sizeof(float));
+    float bn[4] = {(float)rank, (float)rank, 1, 2};
+    dt_ddp_segment flat[NSEG], scattered[NSEG];
+    size_t off = 0;
+    for (int s = 0; s < NSEG; s++) {
+        flat[s] = (dt_ddp_segment){params + off, grads + off, counts[s]};
+        scattered[s] = (dt_ddp_segment){malloc(counts[s] * 4), malloc(counts[s] * 4), counts[s]};
+        for (size_t i = 0; i < counts[s]; i++) { params[off + i] = (float)(rank * 1000 + (int)i % 17); scattered[s].param[i] = (float)rank; }
+        off += counts[s];
+    }
+    dt_ddp_buffer buf = {bn, 4};
+
+    /* defaults: first bucket >= 1 MiB, later 25 MiB */
+    dt_ddp *d = NULL;
+    CHECK_OK(dt_ddp_create(w, flat, NSEG, &buf, 1, NULL, &d));
+    int bad = 0;
+    off = 0;
+    for (int s = 0; s < NSEG; s++, off += counts[s - 1])
+        for (size_t i = 0; i < counts[s]; i++) bad += params[off + i] != (float)((int)i % 17);
+    CHECK(bad == 0, "parameters not broadcast from rank 0 (%d wrong)", bad);
+    CHECK(bn[0] == 0 && bn[1] == 0, "buffers not broadcast at creation");
+    int nb = dt_ddp_num_buckets(d);
+    CHECK(nb == 1, "default caps: 110821 floats = 443 KB fit in one bucket, got %d", nb);
+    run_step(d, flat, rank, -1);
+    check_avg(flat, n, 1.0f, "flat default");
+    bn[0] = rank == 0 ? 42.0f : -1.0f;
+    CHECK_OK(dt_ddp_begin_step(d));
+    CHECK(bn[0] == 42, "buffers re-broadcast from root at begin_step (got %g)", bn[0]);
+    CHECK_ERR(dt_ddp_begin_step(d), DT_ERR_STATE, "twice");
+    CHECK_ERR(dt_ddp_grad_ready(d, NSEG), DT_ERR_INVALID, "out of range");
+    CHECK_OK(dt_ddp_grad_ready(d, 2));
+    CHECK_ERR(dt_ddp_grad_ready(d, 2), DT_ERR_STATE, "twice");
+    CHECK_OK(dt_ddp_finish(d));
+    CHECK_ERR(dt_ddp_finish(d), DT_ERR_STATE, "outside a step");
+    dt_ddp_free(d);
+
+    /* small caps: several buckets; overlap on and off; one bucket per segment */
+    size_t caps[3] = {0, 4096, 200000};
+    for (int c = 0; c < 3; c++) {
+        for (int ov = 0; ov < 2; ov++) {
+            dt_ddp_config cfg;
+            dt_ddp_config_default(&cfg);
+            cfg.bucket_cap_bytes = caps[c];
+            cfg.first_bucket_bytes = caps[c] / 2;
+            cfg.overlap = ov;
+            CHECK_OK(dt_ddp_create(w, c == 1 ? scattered : flat, NSEG, NULL, 0, &cfg, &d));
+            int nbk = dt_ddp_num_buckets(d), covered = 0, prev_first = NSEG;
+            for (int b = 0; b < nbk; b++) {
+                int f, l; size_t bytes;
+                CHECK_OK(dt_ddp_bucket_info(d, b, &f, &l, &bytes));
+                CHECK(l == prev_first - 1, "bucket %d must continue in reverse order (last %d, expected %d)", b, l, prev_first - 1);
+                covered += l - f + 1;
+                prev_first = f;
+            }
+            CHECK(covered == NSEG, "buckets cover %d of %d segments", covered, NSEG);
+            if (caps[c] == 0) CHECK(nbk == NSEG, "cap 0: one bucket per segment, got %d", nbk);
+            run_step(d, c == 1 ? scattered : flat, rank, -1);
+            check_avg(c == 1 ? scattered : flat, n, 1.0f, "caps/overlap");
+            /* a segment that never reports ready: flushed at finish, still averaged */
+            run_step(d, c == 1 ? scattered : flat, rank, 3);
+            check_avg(c == 1 ? scattered : flat, n, 1.0f, "unready segment flushed");
+            dt_ddp_free(d);
+        }
+    }
+
+    /* no_sync: two accumulation steps without communication, then a synced one */
+    CHECK_OK(dt_ddp_create(w, flat, NSEG, NULL, 0, NULL, &d));
+    CHECK_OK(dt_ddp_set_grad_sync(d, 0));
+    for (int s = 0; s < NSEG; s++)
+        for (size_t i = 0; i < counts[s]; i++) flat[s].grad[i] = 0;
+    for (int k = 0; k < 3; k++) {
+        if (k == 2) CHECK_OK(dt_ddp_set_grad_sync(d, 1));
+        CHECK_OK(dt_ddp_begin_step(d));
+        if (k == 0) CHECK_ERR(dt_ddp_set_grad_sync(d, 1), DT_ERR_STATE, "middle of a step");
+        fill_grads(flat, rank, 1.0f);
+        for (int s = NSEG - 1; s >= 0; s--) CHECK_OK(dt_ddp_grad_ready(d, s));
+        if (k < 2) {
+            /* still local: equals (k+1) * own value */
+            CHECK(flat[2].grad[5] == (float)(k + 1) * grad_val(rank, 2, 5), "no_sync step %d communicated", k);
+        }
+        CHECK_OK(dt_ddp_finish(d));
+    }
+    check_avg(flat, n, 3.0f, "no_sync accumulation");
+    dt_ddp_free(d);
+
+    /* errors */
+    CHECK_ERR(dt_ddp_create(w, NULL, 0, NULL, 0, NULL, &d), DT_ERR_INVALID, "at least one segment");
+    dt_ddp_segment badseg = {NULL, grads, 5};
+    CHECK_ERR(dt_ddp_create(w, &badseg, 1, NULL, 0, NULL, &d), DT_ERR_INVALID, "NULL param");
+    dt_ddp_config cfg;
+    dt_ddp_config_default(&cfg);
+    cfg.root = n + 3;
+    CHECK_ERR(dt_ddp_create(w, flat, NSEG, NULL, 0, &cfg, &d), DT_ERR_INVALID, "not a member");
+    CHECK_ERR(dt_ddp_grad_ready(NULL, 0), DT_ERR_INVALID, "NULL");
+    /* ranks describing different models are caught, on every rank */
+    if (n > 1) CHECK_ERR(dt_ddp_create(w, flat, rank == 0 ? NSEG : NSEG - 1, NULL, 0, NULL, &d), DT_ERR_MISMATCH, "different models");
+
+    for (int s = 0; s < NSEG; s++) { free(scattered[s].param); free(scattered[s].grad); }
+    free(params);
+    free(grads);
+    CHECK_OK(dt_finalize());
+    return dt_test_finish("parallel_ddp");
+}

@@ -1,0 +1,94 @@
+/* dtrain/train.h - the trainer: Fashion-MNIST training of a dtrain model,
+ * single process or data parallel over a communicator (what dtrain-train runs;
+ * usable from any C program and from Python through ctypes).
+ *
+ * Data parallelism (cfg.dist.enable_data_parallel, the default): every rank
+ * builds the same model, parameters and batch-norm buffers are broadcast from
+ * rank 0, each rank trains on its part of every epoch (distributed sampler:
+ * a permutation seeded by (seed, epoch), identical on all ranks, split into N
+ * strided parts, padded by wrapping unless drop_last), gradients are averaged
+ * in buckets overlapped with backward (dtrain/ddp.h). batch_size is PER RANK:
+ * the global batch is batch_size x N (x accum_steps). Metrics printed by rank 0
+ * are reduced over all ranks; the test set is split across ranks.
+ */
+#ifndef DTRAIN_TRAIN_H
+#define DTRAIN_TRAIN_H
+
+#include <stdint.h>
+#include "dtrain/comm.h"
+#include "dtrain/config.h"
+#include "dtrain/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dt_train_options {
+    char model[16];          /* "mlp" | "lenet" | "cnn" (default lenet) */
+    int hidden1, hidden2;    /* model sizes, 0 = the model's default */
+    float dropout;           /* cnn dropout; < 0 = default */
+    int epochs;              /* default 10 */
+    int batch_size;          /* per rank, default 64 */
+    double lr;               /* default 0.01 for sgd, 1e-3 for adam/adamw (if 0) */
+    char optimizer[8];       /* "sgd" | "adam" | "adamw" (default sgd) */
+    double momentum;         /* sgd, default 0.9 */
+    int nesterov;
+    double weight_decay;     /* default 0 (adamw: 0.01) ; < 0 = default */
+    char schedule[8];        /* "const" | "cosine" (default const) */
+    long warmup_steps;       /* default 0 */
+    double min_lr;           /* cosine floor, default 0 */
+    uint64_t seed;           /* default 0 */
+    char data_dir[256];      /* default /usr/share/datasets/fashion-mnist */
+    long train_limit;        /* use the first N training samples (0 = all) */
+    long test_limit;         /* use the first N test samples (0 = all) */
+    long max_steps;          /* stop after N optimizer steps (0 = no limit) */
+    int accum_steps;         /* micro-batches per optimizer step (no_sync), default 1 */
+    int threads;             /* BLAS threads per process, default 1 */
+    int shuffle;             /* default 1 */
+    int drop_last;           /* sampler drops the tail instead of padding (default 0) */
+    int eval;                /* evaluate on the test set after each epoch (default 1) */
+    int quiet;               /* no progress output */
+    char json_path[256];     /* JSON lines: one object per step and per epoch ("" = off) */
+    char timeline_path[256]; /* Chrome trace per rank ("" = off); "%d" -> rank */
+    dt_config dist;          /* enable_data_parallel, zero_opt_level, buckets, overlap, sync_bn */
+    dt_comm *comm;           /* communicator to train over; NULL = world */
+} dt_train_options;
+
+typedef struct dt_train_result {
+    long steps;              /* optimizer steps taken */
+    int epochs;              /* epochs completed (a partial last one counts) */
+    double last_loss;        /* mean training loss of the last epoch, over all ranks */
+    double train_acc;        /* last epoch, over all ranks, in [0,1] */
+    double test_acc;         /* last evaluation, whole test set, in [0,1]; -1 if none */
+    double samples_per_s;    /* global training throughput of the last epoch */
+    double median_step_s;    /* median wall time of one optimizer step (this rank) */
+    double comm_hidden;      /* fraction of bucket communication time that overlapped
+                              * backward (last synced step measured; -1 if no DP) */
+} dt_train_result;
+
+typedef struct dt_trainer dt_trainer;
+
+/* Defaults as documented in dt_train_options; dist from dt_config_default. */
+void dt_train_options_default(dt_train_options *o);
+/* Parse command-line flags (argv[0] skipped) onto *o. "--flag value" or
+ * "--flag=value". Returns DT_OK, 1 when --help was given (usage printed to
+ * stdout), or DT_ERR_INVALID naming the flag and value. The precedence of the
+ * dist config: defaults < --config FILE < DTRAIN_* environment < flags. */
+int dt_train_parse_args(dt_train_options *o, int argc, char **argv);
+/* Usage text. */
+const char *dt_train_usage(void);
+
+/* Build everything (loads data, creates model, optimizer, data parallelism)
+ * over o->comm. Collective over the communicator. */
+int dt_trainer_create(const dt_train_options *o, dt_trainer **out);
+/* Train for o->epochs (or until max_steps); fills *res (may be NULL). */
+int dt_trainer_fit(dt_trainer *t, dt_train_result *res);
+/* Evaluate on the test set split across ranks: accuracy in [0,1]. */
+int dt_trainer_evaluate(dt_trainer *t, double *acc, double *loss);
+dt_model *dt_trainer_model(dt_trainer *t);
+void dt_trainer_free(dt_trainer *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

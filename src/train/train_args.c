@@ -1,0 +1,173 @@
+/* src/train/train_args.c - trainer options: defaults and command-line flags. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/error.h"
+#include "dtrain/data.h"
+#include "dtrain/train.h"
+
+void dt_train_options_default(dt_train_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    snprintf(o->model, sizeof o->model, "lenet");
+    o->dropout = -1;
+    o->epochs = 10;
+    o->batch_size = 64;
+    snprintf(o->optimizer, sizeof o->optimizer, "sgd");
+    o->momentum = 0.9;
+    o->weight_decay = -1;
+    snprintf(o->schedule, sizeof o->schedule, "const");
+    snprintf(o->data_dir, sizeof o->data_dir, "%s", DT_FASHION_MNIST_DIR);
+    o->accum_steps = 1;
+    o->threads = 1;
+    o->shuffle = 1;
+    o->eval = 1;
+    dt_config_default(&o->dist);
+}
+
+const char *dt_train_usage(void) {
+    return
+"usage: dtrain-train [flags]      (launch data parallel with: mpirun -np N dtrain-train ...)\n"
+"  --model mlp|lenet|cnn      model (default lenet)\n"
+"  --hidden1 N --hidden2 N    model sizes (mlp: 1024 1024; cnn: 32 64)\n"
+"  --dropout P                cnn dropout (default 0.25)\n"
+"  --epochs E                 epochs (default 10)\n"
+"  --batch-size B             batch size PER RANK (default 64); global = B x ranks x accum\n"
+"  --lr LR                    learning rate (default sgd 0.01, adam/adamw 0.001)\n"
+"  --optimizer sgd|adam|adamw (default sgd)\n"
+"  --momentum M               sgd momentum (default 0.9)   --nesterov 0|1\n"
+"  --weight-decay WD          (default 0; adamw 0.01)\n"
+"  --schedule const|cosine    lr decay after warm-up (default const)\n"
+"  --warmup-steps W           linear warm-up steps (default 0)   --min-lr LR (cosine floor)\n"
+"  --seed S                   seed for init, shuffling, dropout (default 0)\n"
+"  --data DIR                 Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)\n"
+"  --train-limit N            use the first N training images (default all)\n"
+"  --test-limit N             use the first N test images (default all)\n"
+"  --max-steps N              stop after N optimizer steps (default: no limit)\n"
+"  --accum-steps K            micro-batches per step, accumulated without communication\n"
+"  --threads T                BLAS threads per process (default 1)\n"
+"  --shuffle 0|1  --drop-last 0|1  --eval 0|1  --quiet\n"
+"  --json FILE                JSON lines: one object per step and per epoch\n"
+"  --timeline FILE            Chrome trace per rank (\"%d\" in FILE becomes the rank;\n"
+"                             otherwise rank r > 0 writes FILE.r)\n"
+"  --config FILE              dist config JSON (see below)   --dump-config FILE\n"
+"dist config (JSON keys; env DTRAIN_<KEY>; flags --key with '-' for '_'):\n"
+"  --enable-data-parallel 0|1 --zero-opt-level 0..3 (alias --zero) --bucket-size-mb MB\n"
+"  --first-bucket-mb MB --overlap 0|1 --broadcast-buffers 0|1 --sync-bn 0|1 --timeout-s S\n";
+}
+
+static int parse_long(const char *flag, const char *v, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi)
+        return DT_ERR(DT_ERR_INVALID, "flag %s: '%s' is not an integer in [%ld, %ld]", flag, v, lo, hi);
+    *out = x;
+    return DT_OK;
+}
+
+static int parse_double(const char *flag, const char *v, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(x) || x < lo || x > hi)
+        return DT_ERR(DT_ERR_INVALID, "flag %s: '%s' is not a number in [%g, %g]", flag, v, lo, hi);
+    *out = x;
+    return DT_OK;
+}
+
+static int parse_choice(const char *flag, const char *v, const char *const *choices, char *dst, size_t cap) {
+    for (int i = 0; choices[i]; i++)
+        if (strcmp(v, choices[i]) == 0) { snprintf(dst, cap, "%s", v); return DT_OK; }
+    return DT_ERR(DT_ERR_INVALID, "flag %s: '%s' is not one of the accepted values", flag, v);
+}
+
+static int copy_path(const char *flag, const char *v, char *dst, size_t cap) {
+    if (!*v || strlen(v) >= cap) return DT_ERR(DT_ERR_INVALID, "flag %s: path is empty or longer than %zu", flag, cap - 1);
+    snprintf(dst, cap, "%s", v);
+    return DT_OK;
+}
+
+int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
+    if (!o || (argc > 0 && !argv)) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    static const char *const models[] = {"mlp", "lenet", "cnn", NULL};
+    static const char *const optims[] = {"sgd", "adam", "adamw", NULL};
+    static const char *const scheds[] = {"const", "cosine", NULL};
+    /* pass 1: --config FILE, then the environment, so flags win */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--config", 8) == 0 && (a[8] == '=' || a[8] == '\0')) {
+            const char *v = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[i + 1] : NULL);
+            if (!v) return DT_ERR(DT_ERR_INVALID, "flag --config needs a value");
+            int rc = dt_config_load(&o->dist, v);
+            if (rc) return rc;
+        }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { fputs(dt_train_usage(), stdout); return 1; }
+    }
+    int rc = dt_config_from_env(&o->dist);
+    if (rc) return rc;
+    char dump[256] = "";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0) return DT_ERR(DT_ERR_INVALID, "unexpected argument '%s'", a);
+        char name[64];
+        const char *eq = strchr(a, '='), *v;
+        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
+        if (nl >= sizeof name) return DT_ERR(DT_ERR_INVALID, "unknown flag '%s'", a);
+        memcpy(name, a, nl);
+        name[nl] = '\0';
+        if (strcmp(name, "--quiet") == 0 && !eq) { o->quiet = 1; continue; }
+        if (eq) v = eq + 1;
+        else if (i + 1 < argc) v = argv[++i];
+        else return DT_ERR(DT_ERR_INVALID, "flag %s needs a value", name);
+        const char *f = name;
+        long l;
+        double d;
+        if (!strcmp(f, "--model")) rc = parse_choice(f, v, models, o->model, sizeof o->model);
+        else if (!strcmp(f, "--optimizer")) rc = parse_choice(f, v, optims, o->optimizer, sizeof o->optimizer);
+        else if (!strcmp(f, "--schedule")) rc = parse_choice(f, v, scheds, o->schedule, sizeof o->schedule);
+        else if (!strcmp(f, "--hidden1")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->hidden1 = (int)l; }
+        else if (!strcmp(f, "--hidden2")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->hidden2 = (int)l; }
+        else if (!strcmp(f, "--dropout")) { rc = parse_double(f, v, 0, 0.99, &d); o->dropout = (float)d; }
+        else if (!strcmp(f, "--epochs")) { rc = parse_long(f, v, 1, 100000, &l); o->epochs = (int)l; }
+        else if (!strcmp(f, "--batch-size")) { rc = parse_long(f, v, 1, 1 << 20, &l); o->batch_size = (int)l; }
+        else if (!strcmp(f, "--lr")) rc = parse_double(f, v, 0, 100, &o->lr);
+        else if (!strcmp(f, "--momentum")) rc = parse_double(f, v, 0, 0.999999, &o->momentum);
+        else if (!strcmp(f, "--nesterov")) { rc = parse_long(f, v, 0, 1, &l); o->nesterov = (int)l; }
+        else if (!strcmp(f, "--weight-decay")) rc = parse_double(f, v, 0, 10, &o->weight_decay);
+        else if (!strcmp(f, "--warmup-steps")) rc = parse_long(f, v, 0, 1L << 40, &o->warmup_steps);
+        else if (!strcmp(f, "--min-lr")) rc = parse_double(f, v, 0, 100, &o->min_lr);
+        else if (!strcmp(f, "--seed")) { rc = parse_long(f, v, 0, 0x7fffffffL, &l); o->seed = (uint64_t)l; }
+        else if (!strcmp(f, "--data")) rc = copy_path(f, v, o->data_dir, sizeof o->data_dir);
+        else if (!strcmp(f, "--train-limit")) rc = parse_long(f, v, 0, 1L << 40, &o->train_limit);
+        else if (!strcmp(f, "--test-limit")) rc = parse_long(f, v, 0, 1L << 40, &o->test_limit);
+        else if (!strcmp(f, "--max-steps")) rc = parse_long(f, v, 0, 1L << 40, &o->max_steps);
+        else if (!strcmp(f, "--accum-steps")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->accum_steps = (int)l; }
+        else if (!strcmp(f, "--threads")) { rc = parse_long(f, v, 1, 1024, &l); o->threads = (int)l; }
+        else if (!strcmp(f, "--shuffle")) { rc = parse_long(f, v, 0, 1, &l); o->shuffle = (int)l; }
+        else if (!strcmp(f, "--drop-last")) { rc = parse_long(f, v, 0, 1, &l); o->drop_last = (int)l; }
+        else if (!strcmp(f, "--eval")) { rc = parse_long(f, v, 0, 1, &l); o->eval = (int)l; }
+        else if (!strcmp(f, "--json")) rc = copy_path(f, v, o->json_path, sizeof o->json_path);
+        else if (!strcmp(f, "--timeline")) rc = copy_path(f, v, o->timeline_path, sizeof o->timeline_path);
+        else if (!strcmp(f, "--config")) rc = DT_OK; /* applied in pass 1 */
+        else if (!strcmp(f, "--dump-config")) rc = copy_path(f, v, dump, sizeof dump);
+        else {
+            char key[64];
+            const char *k = !strcmp(f, "--zero") ? "--zero-opt-level" : f;
+            snprintf(key, sizeof key, "%s", k + 2);
+            for (char *p = key; *p; p++) if (*p == '-') *p = '_';
+            if (!dt_config_has_key(key)) return DT_ERR(DT_ERR_INVALID, "unknown flag '%s' (see --help)", f);
+            rc = dt_config_set(&o->dist, key, v);
+            if (rc) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s", dt_last_error());
+                return DT_ERR(DT_ERR_INVALID, "flag %s: %s", f, msg);
+            }
+        }
+        if (rc) return rc;
+    }
+    if (*dump) return dt_config_save(&o->dist, dump);
+    return DT_OK;
+}

@@ -1,0 +1,435 @@
+/* src/train/trainer.c - the training loop: data, model, optimizer, data
+ * parallelism, metrics, JSON lines, timeline (see dtrain/train.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "core/error.h"
+#include "dtrain/coll.h"
+#include "dtrain/data.h"
+#include "dtrain/ddp.h"
+#include "dtrain/nn.h"
+#include "dtrain/optim.h"
+#include "dtrain/trace.h"
+#include "dtrain/train.h"
+
+struct dt_trainer {
+    dt_train_options o;
+    dt_comm *comm;
+    dt_comm_info ci;
+    int dp;                  /* gradients averaged over comm (size > 1) */
+    dt_dataset train, test;
+    dt_model *model;
+    dt_optim *opt;
+    dt_lr_schedule sched;
+    dt_ddp *ddp;
+    int *layer_seg;          /* [layers] DDP segment of each layer, -1 if none */
+    int nlayers;
+    dt_sampler sampler;
+    dt_batch_iter it;
+    float *x;                /* [cap, 784] batch images */
+    int32_t *y;              /* [cap] batch labels */
+    int cap;
+    long step;
+    FILE *json;
+    int tracing;
+    double t_layer;          /* start of the current layer (trace) */
+    double bwd_t0, bwd_t1;   /* backward interval of the current step */
+    double hidden_sum, comm_sum; /* overlap accounting over synced steps */
+    double *step_s;          /* per-step wall times */
+    long nstep_s, cap_step_s;
+};
+
+/* ---- hooks ---------------------------------------------------------------- */
+
+static int h_pre(void *ctx, int layer) {
+    dt_trainer *t = ctx;
+    (void)layer;
+    if (t->tracing) t->t_layer = dt_trace_now_us();
+    return 0;
+}
+
+static void layer_event(dt_trainer *t, const char *what, int layer) {
+    char name[48];
+    snprintf(name, sizeof name, "%s %s", what, dt_model_layer_name(t->model, layer));
+    dt_trace_event(name, what, DT_TRACE_COMPUTE, t->t_layer, dt_trace_now_us());
+}
+
+static int h_post_fwd(void *ctx, int layer) {
+    dt_trainer *t = ctx;
+    if (t->tracing) layer_event(t, "forward", layer);
+    return 0;
+}
+
+static int h_post_bwd(void *ctx, int layer) {
+    dt_trainer *t = ctx;
+    if (t->tracing) layer_event(t, "backward", layer);
+    return 0;
+}
+
+static int h_grad_ready(void *ctx, int layer) {
+    dt_trainer *t = ctx;
+    if (!t->ddp || t->layer_seg[layer] < 0) return 0;
+    return dt_ddp_grad_ready(t->ddp, t->layer_seg[layer]);
+}
+
+static int h_sync_stats(void *ctx, float *buf, size_t n) {
+    dt_trainer *t = ctx;
+    return dt_allreduce(buf, buf, n, DT_F32, DT_SUM, t->comm);
+}
+
+/* ---- set-up ---------------------------------------------------------------- */
+
+static int check_same_flags(dt_trainer *t) {
+    /* every rank must train the same thing: compare a hash of the options */
+    const dt_train_options *o = &t->o;
+    char buf[2048];
+    int n = snprintf(buf, sizeof buf, "%s|%d|%d|%g|%d|%d|%.17g|%s|%.17g|%d|%.17g|%s|%ld|%.17g|%llu|%ld|%ld|%ld|%d|%d|%d|%d|",
+                     o->model, o->hidden1, o->hidden2, o->dropout, o->epochs, o->batch_size, o->lr,
+                     o->optimizer, o->momentum, o->nesterov, o->weight_decay, o->schedule, o->warmup_steps,
+                     o->min_lr, (unsigned long long)o->seed, o->train_limit, o->test_limit, o->max_steps,
+                     o->accum_steps, o->shuffle, o->drop_last, o->eval);
+    if (n < 0) n = 0;
+    unsigned long long h = dt_config_hash(&o->dist);
+    for (int i = 0; i < n && i < (int)sizeof buf; i++) { h ^= (unsigned char)buf[i]; h *= 1099511628211ull; }
+    long long v[2] = {(long long)(h >> 1), -(long long)(h >> 1)}, r[2];
+    int rc = dt_allreduce(v, r, 2, DT_I64, DT_MAX, t->comm);
+    if (rc) return rc;
+    if (r[0] != v[0] || r[1] != v[1])
+        return DT_ERR(DT_ERR_MISMATCH, "ranks were started with different training flags or config (world rank %d: %s dist %016llx)",
+                      t->ci.world_rank, buf, dt_config_hash(&o->dist));
+    return DT_OK;
+}
+
+static int setup_optimizer(dt_trainer *t) {
+    const dt_train_options *o = &t->o;
+    dt_optim_kind kind;
+    int rc = dt_optim_kind_parse(o->optimizer, &kind);
+    if (rc) return rc;
+    dt_optim_config oc;
+    dt_optim_config_default(&oc, kind);
+    oc.lr = o->lr > 0 ? o->lr : (kind == DT_OPTIM_SGD ? 0.01 : 1e-3);
+    if (kind == DT_OPTIM_SGD) { oc.momentum = o->momentum; oc.nesterov = o->nesterov; }
+    if (o->weight_decay >= 0) oc.weight_decay = o->weight_decay;
+    rc = dt_optim_create(&oc, dt_model_num_params(t->model), &t->opt);
+    if (rc) return rc;
+    dt_lr_schedule_init(&t->sched, (float)oc.lr);
+    t->sched.warmup_steps = o->warmup_steps;
+    t->sched.min_lr = (float)o->min_lr;
+    if (strcmp(o->schedule, "cosine") == 0) {
+        long per_epoch = dt_batch_iter_num_batches(&t->it) / o->accum_steps;
+        long total = per_epoch * o->epochs;
+        if (o->max_steps > 0 && o->max_steps < total) total = o->max_steps;
+        t->sched.decay = DT_LR_COSINE;
+        t->sched.total_steps = total > o->warmup_steps ? total : o->warmup_steps + 1;
+    }
+    return dt_lr_schedule_validate(&t->sched);
+}
+
+static int setup_ddp(dt_trainer *t) {
+    int L = t->nlayers, nseg = 0;
+    dt_ddp_segment *segs = malloc(sizeof *segs * (size_t)L);
+    if (!segs) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    float *p = dt_model_params(t->model), *g = dt_model_grads(t->model);
+    for (int l = 0; l < L; l++) {
+        size_t off, cnt;
+        dt_model_layer_params(t->model, l, &off, &cnt);
+        t->layer_seg[l] = -1;
+        if (!cnt) continue;
+        t->layer_seg[l] = nseg;
+        segs[nseg++] = (dt_ddp_segment){p + off, g + off, cnt};
+    }
+    dt_ddp_buffer buf = {dt_model_buffers(t->model), dt_model_num_buffers(t->model)};
+    dt_ddp_config dc;
+    dt_ddp_config_default(&dc);
+    dc.bucket_cap_bytes = (size_t)(t->o.dist.bucket_size_mb * 1048576.0);
+    dc.first_bucket_bytes = (size_t)(t->o.dist.first_bucket_mb * 1048576.0);
+    dc.overlap = t->o.dist.overlap;
+    dc.broadcast_buffers = t->o.dist.broadcast_buffers && !t->o.dist.sync_bn;
+    dc.root = dt_comm_world_rank_of(t->comm, 0);
+    int rc = dt_ddp_create(t->comm, segs, nseg, &buf, buf.count ? 1 : 0, &dc, &t->ddp);
+    free(segs);
+    return rc;
+}
+
+int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
+    if (!o || !out) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    *out = NULL;
+    dt_trainer *t = calloc(1, sizeof *t);
+    if (!t) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    t->o = *o;
+    t->comm = o->comm ? o->comm : dt_comm_world();
+    int rc = dt_comm_info_get(t->comm, &t->ci);
+    if (rc) { free(t); return rc; }
+#define FAIL(x) do { rc = (x); if (rc) { dt_trainer_free(t); return rc; } } while (0)
+    if (o->dist.zero_opt_level != 0)
+        FAIL(DT_ERR(DT_ERR_UNSUPPORTED, "zero_opt_level %d: ZeRO sharding is not implemented in this build yet; use 0",
+                    o->dist.zero_opt_level));
+    if (o->batch_size < 1 || o->epochs < 1 || o->accum_steps < 1)
+        FAIL(DT_ERR(DT_ERR_INVALID, "batch_size, epochs and accum_steps must be >= 1"));
+    t->dp = t->ci.size > 1 && o->dist.enable_data_parallel;
+    if (t->ci.size > 1 && !o->dist.enable_data_parallel)
+        FAIL(DT_ERR(DT_ERR_INVALID, "enable_data_parallel is off but %d ranks were launched: nothing would be shared", t->ci.size));
+    if (t->ci.size > 1) FAIL(check_same_flags(t));
+    FAIL(dt_set_num_threads(o->threads));
+
+    FAIL(dt_fashion_mnist_load(o->data_dir, 1, &t->train));
+    FAIL(dt_fashion_mnist_load(o->data_dir, 0, &t->test));
+    if (o->train_limit > 0 && o->train_limit < t->train.count) {
+        dt_dataset s;
+        FAIL(dt_dataset_subset(&t->train, o->train_limit, &s));
+        dt_dataset_free(&t->train);
+        t->train = s;
+    }
+    if (o->test_limit > 0 && o->test_limit < t->test.count) {
+        dt_dataset s;
+        FAIL(dt_dataset_subset(&t->test, o->test_limit, &s));
+        dt_dataset_free(&t->test);
+        t->test = s;
+    }
+    if (t->train.count < t->ci.size)
+        FAIL(DT_ERR(DT_ERR_INVALID, "%lld training samples cannot feed %d ranks", (long long)t->train.count, t->ci.size));
+    FAIL(dt_sampler_init(&t->sampler, t->train.count, t->ci.size, t->ci.rank, o->shuffle, o->drop_last, o->seed));
+    FAIL(dt_batch_iter_init(&t->it, &t->sampler, o->batch_size, o->drop_last));
+    if (dt_batch_iter_num_batches(&t->it) < o->accum_steps)
+        FAIL(DT_ERR(DT_ERR_INVALID, "an epoch has %lld batches per rank, fewer than accum_steps %d",
+                    (long long)dt_batch_iter_num_batches(&t->it), o->accum_steps));
+
+    dt_model_config mc;
+    FAIL(dt_model_config_init(&mc, o->model));
+    if (o->hidden1) mc.hidden1 = o->hidden1;
+    if (o->hidden2) mc.hidden2 = o->hidden2;
+    if (o->dropout >= 0) mc.dropout = o->dropout;
+    mc.seed = o->seed;
+    FAIL(dt_model_create(&mc, &t->model));
+    FAIL(dt_model_seed_dropout(t->model, o->seed * 1000003ull + (uint64_t)t->ci.rank));
+    t->nlayers = dt_model_num_layers(t->model);
+    t->layer_seg = malloc(sizeof(int) * (size_t)t->nlayers);
+    if (!t->layer_seg) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory"));
+    for (int l = 0; l < t->nlayers; l++) t->layer_seg[l] = -1;
+    if (t->dp) FAIL(setup_ddp(t));
+    FAIL(setup_optimizer(t));
+
+    int cap = o->batch_size > 500 ? o->batch_size : 500; /* eval batches of 500 */
+    t->x = malloc(sizeof(float) * (size_t)cap * 784);
+    t->y = malloc(sizeof(int32_t) * (size_t)cap);
+    if (!t->x || !t->y) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for batch buffers"));
+    t->cap = cap;
+
+    if (*o->timeline_path) {
+        char path[300];
+        if (strstr(o->timeline_path, "%d")) snprintf(path, sizeof path, o->timeline_path, t->ci.world_rank);
+        else if (t->ci.world_rank == 0) snprintf(path, sizeof path, "%s", o->timeline_path);
+        else snprintf(path, sizeof path, "%s.%d", o->timeline_path, t->ci.world_rank);
+        FAIL(dt_trace_open(path, t->ci.world_rank));
+        t->tracing = 1;
+    }
+    if (*o->json_path && t->ci.rank == 0) {
+        t->json = fopen(o->json_path, "w");
+        if (!t->json) FAIL(DT_ERR(DT_ERR_IO, "cannot open JSON output '%s'", o->json_path));
+    }
+    dt_model_hooks hk = {.ctx = t, .pre_forward = h_pre, .post_forward = h_post_fwd, .pre_backward = h_pre,
+                         .grad_ready = h_grad_ready, .post_backward = h_post_bwd,
+                         .sync_stats = (t->dp && o->dist.sync_bn) ? h_sync_stats : NULL};
+    FAIL(dt_model_set_hooks(t->model, &hk));
+#undef FAIL
+    *out = t;
+    return DT_OK;
+}
+
+void dt_trainer_free(dt_trainer *t) {
+    if (!t) return;
+    if (t->tracing) dt_trace_close();
+    if (t->json) fclose(t->json);
+    dt_ddp_free(t->ddp);
+    dt_optim_destroy(t->opt);
+    dt_model_free(t->model);
+    dt_batch_iter_free(&t->it);
+    dt_dataset_free(&t->train);
+    dt_dataset_free(&t->test);
+    free(t->layer_seg);
+    free(t->x);
+    free(t->y);
+    free(t->step_s);
+    free(t);
+}
+
+dt_model *dt_trainer_model(dt_trainer *t) { return t ? t->model : NULL; }
+
+/* ---- evaluation -------------------------------------------------------------- */
+
+static int sum_over_ranks(dt_trainer *t, double *v, int n) {
+    if (t->ci.size == 1) return DT_OK;
+    return dt_allreduce(v, v, (size_t)n, DT_F64, DT_SUM, t->comm);
+}
+
+int dt_trainer_evaluate(dt_trainer *t, double *acc, double *loss) {
+    if (!t) return DT_ERR(DT_ERR_INVALID, "trainer is NULL");
+    /* rank r evaluates samples r, r+N, ...: the test set exactly once overall */
+    double v[3] = {0, 0, 0}; /* correct, count, loss sum */
+    int64_t idx[500];
+    int N = t->ci.size;
+    for (int64_t s = t->ci.rank; s < t->test.count;) {
+        int B = 0;
+        while (B < 500 && s < t->test.count) { idx[B++] = s; s += N; }
+        int rc = dt_dataset_batch(&t->test, idx, B, t->x, t->y, NULL);
+        float l;
+        if (!rc) rc = dt_model_forward(t->model, t->x, t->y, B, 0, &l);
+        if (rc) return rc;
+        int c = dt_model_correct(t->model, t->y, B);
+        if (c < 0) return c;
+        v[0] += c;
+        v[1] += B;
+        v[2] += (double)l * B;
+    }
+    int rc = sum_over_ranks(t, v, 3);
+    if (rc) return rc;
+    if (acc) *acc = v[1] > 0 ? v[0] / v[1] : 0;
+    if (loss) *loss = v[1] > 0 ? v[2] / v[1] : 0;
+    return DT_OK;
+}
+
+/* ---- training --------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void account_overlap(dt_trainer *t) {
+    int nb = dt_ddp_num_buckets(t->ddp);
+    for (int b = 0; b < nb; b++) {
+        double s, e;
+        if (dt_ddp_bucket_times(t->ddp, b, &s, &e) || e <= s) continue;
+        double lo = s > t->bwd_t0 ? s : t->bwd_t0, hi = e < t->bwd_t1 ? e : t->bwd_t1;
+        t->comm_sum += e - s;
+        if (hi > lo) t->hidden_sum += hi - lo;
+    }
+}
+
+static void progress(const dt_trainer *t, int epoch, long done, long total, double loss) {
+    int w = 30, f = total ? (int)(w * done / total) : w;
+    char bar[32];
+    for (int i = 0; i < w; i++) bar[i] = i < f ? '#' : '.';
+    bar[w] = '\0';
+    printf("\repoch %d/%d [%s] %3ld%% loss %.4f", epoch + 1, t->o.epochs, bar, total ? 100 * done / total : 100, loss);
+    fflush(stdout);
+}
+
+/* One optimizer step over accum_steps micro-batches. Returns 1 if a step was
+ * taken, 0 at the end of the epoch, or a negative status. */
+static int train_step(dt_trainer *t, double *loss_sum, double *correct, double *count, double *step_loss) {
+    const int k = t->o.accum_steps;
+    int64_t consumed = (t->it.pos + t->o.batch_size - 1) / t->o.batch_size;
+    if (dt_batch_iter_num_batches(&t->it) - consumed < k) return 0; /* epoch ends: no partial step */
+    double t0 = dt_trace_now_us();
+    *step_loss = 0;
+    for (int m = 0; m < k; m++) {
+        const int64_t *idx;
+        int B;
+        int rc = dt_batch_iter_next(&t->it, &idx, &B);
+        if (rc <= 0) return rc < 0 ? rc : DT_ERR(DT_ERR_INTERNAL, "batch iterator ended inside a step");
+        rc = dt_dataset_batch(&t->train, idx, B, t->x, t->y, NULL);
+        if (rc) return rc;
+        if (t->ddp) {
+            if ((rc = dt_ddp_set_grad_sync(t->ddp, m == k - 1))) return rc;
+            if ((rc = dt_ddp_begin_step(t->ddp))) return rc;
+        }
+        float l;
+        if ((rc = dt_model_forward(t->model, t->x, t->y, B, 1, &l))) return rc;
+        int c = dt_model_correct(t->model, t->y, B);
+        if (c < 0) return c;
+        *loss_sum += (double)l * B;
+        *correct += c;
+        *count += B;
+        *step_loss += l / k;
+        t->bwd_t0 = dt_trace_now_us();
+        if ((rc = dt_model_backward_scaled(t->model, 1.0f / (float)k))) return rc;
+        t->bwd_t1 = dt_trace_now_us();
+        if (t->ddp) {
+            if ((rc = dt_ddp_finish(t->ddp))) return rc;
+            if (m == k - 1 && t->step > 0) account_overlap(t);
+        }
+    }
+    double o0 = dt_trace_now_us();
+    float lr = dt_lr_at(&t->sched, t->step);
+    int rc = dt_optim_step(t->opt, dt_model_params(t->model), dt_model_grads(t->model), lr);
+    if (rc) return rc;
+    dt_model_zero_grad(t->model);
+    double t1 = dt_trace_now_us();
+    if (t->tracing) dt_trace_event("optimizer step", "optimizer", DT_TRACE_COMPUTE, o0, t1);
+    if (t->nstep_s == t->cap_step_s) {
+        long nc = t->cap_step_s ? 2 * t->cap_step_s : 1024;
+        double *p = realloc(t->step_s, sizeof(double) * (size_t)nc);
+        if (!p) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+        t->step_s = p;
+        t->cap_step_s = nc;
+    }
+    t->step_s[t->nstep_s++] = (t1 - t0) * 1e-6;
+    if (t->json)
+        fprintf(t->json, "{\"type\":\"step\",\"step\":%ld,\"epoch\":%d,\"loss\":%.9g,\"lr\":%.9g,\"time_s\":%.6f}\n",
+                t->step + 1, (int)t->sampler.epoch, *step_loss, lr, (t1 - t0) * 1e-6);
+    t->step++;
+    return 1;
+}
+
+int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
+    if (!t) return DT_ERR(DT_ERR_INVALID, "trainer is NULL");
+    const dt_train_options *o = &t->o;
+    int rank0 = t->ci.rank == 0, bar = rank0 && !o->quiet && isatty(STDOUT_FILENO);
+    dt_train_result r = {.test_acc = -1, .comm_hidden = -1};
+    long steps_per_epoch = dt_batch_iter_num_batches(&t->it) / o->accum_steps;
+    int rc = DT_OK;
+    for (int e = 0; e < o->epochs && (o->max_steps <= 0 || t->step < o->max_steps); e++) {
+        dt_sampler_set_epoch(&t->sampler, (uint64_t)e);
+        if ((rc = dt_batch_iter_reset(&t->it, &t->sampler))) return rc;
+        double v[3] = {0, 0, 0}, t0 = dt_trace_now_us(), sl = 0;
+        long done = 0;
+        for (;;) {
+            if (o->max_steps > 0 && t->step >= o->max_steps) break;
+            int got = train_step(t, &v[0], &v[1], &v[2], &sl);
+            if (got < 0) return got;
+            if (!got) break;
+            done++;
+            if (bar && (done % 10 == 0 || done == steps_per_epoch)) progress(t, e, done, steps_per_epoch, sl);
+        }
+        double secs = (dt_trace_now_us() - t0) * 1e-6;
+        if ((rc = sum_over_ranks(t, v, 3))) return rc;
+        r.epochs = e + 1;
+        r.last_loss = v[2] > 0 ? v[0] / v[2] : 0;
+        r.train_acc = v[2] > 0 ? v[1] / v[2] : 0;
+        r.samples_per_s = secs > 0 ? v[2] / secs : 0;
+        double tl = 0;
+        if (o->eval && (rc = dt_trainer_evaluate(t, &r.test_acc, &tl))) return rc;
+        if (bar) printf("\n");
+        if (rank0 && !o->quiet) {
+            printf("epoch %d/%d  loss %.4f  train_acc %.2f%%  %.0f samples/s", e + 1, o->epochs, r.last_loss,
+                   100 * r.train_acc, r.samples_per_s);
+            if (o->eval) printf("  test_loss %.4f  test_acc %.2f%%", tl, 100 * r.test_acc);
+            printf("  (%.1f s)\n", secs);
+            fflush(stdout);
+        }
+        if (t->json) {
+            fprintf(t->json, "{\"type\":\"epoch\",\"epoch\":%d,\"steps\":%ld,\"loss\":%.9g,\"train_acc\":%.6f,"
+                             "\"samples_per_s\":%.1f,\"time_s\":%.3f",
+                    e + 1, t->step, r.last_loss, r.train_acc, r.samples_per_s, secs);
+            if (o->eval) fprintf(t->json, ",\"test_loss\":%.9g,\"test_acc\":%.6f", tl, r.test_acc);
+            fprintf(t->json, "}\n");
+            fflush(t->json);
+        }
+    }
+    r.steps = t->step;
+    if (t->nstep_s) {
+        double *s = malloc(sizeof(double) * (size_t)t->nstep_s);
+        if (s) {
+            memcpy(s, t->step_s, sizeof(double) * (size_t)t->nstep_s);
+            qsort(s, (size_t)t->nstep_s, sizeof(double), cmp_double);
+            r.median_step_s = s[t->nstep_s / 2];
+            free(s);
+        }
+    }
+    if (t->ddp && t->comm_sum > 0) r.comm_hidden = t->hidden_sum / t->comm_sum;
+    if (res) *res = r;
+    return DT_OK;
+}

@@ -3,6 +3,7 @@
 #   make test   install what is missing, build, run the whole test suite
 BUILD ?= build
 NP ?= 2
+EPOCHS ?= 10
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 # Debian packages the build and tests need (installed with apt-get when missing).
@@ -33,8 +34,9 @@ build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The main job: train LeNet on Fashion-MNIST, data parallel on $(NP) local ranks.
 run: build
-	$(MPIRUN) -np $(NP) $(BUILD)/bin/dtrain-bench -o allreduce -b 1K -e 16M -f 4 --vs-mpi
+	$(MPIRUN) -np $(NP) $(BUILD)/bin/dtrain-train --model lenet --epochs $(EPOCHS) --lr 0.1
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -13,7 +13,8 @@
  *
  * Per step:  dt_ddp_begin_step -> backward, calling dt_ddp_grad_ready(seg) as
  * each segment's gradients become final -> dt_ddp_finish (all buckets reduced;
- * gradients now hold the AVERAGE over ranks) -> optimizer step.
+ * gradients now hold the AVERAGE over ranks, or the sum with average = 0)
+ * -> optimizer step.
  * Buckets are submitted to the communication engine strictly in bucket order
  * (a completed bucket waits for earlier buckets), so every rank issues the same
  * sequence of collectives even if a segment produced no gradient: buckets not
@@ -41,6 +42,9 @@ typedef struct dt_ddp_config {
     int overlap;               /* 1 (default): reduce buckets during backward; 0: all at finish */
     int root;                  /* world rank whose parameters/buffers everyone starts from (0) */
     int broadcast_buffers;     /* 1 (default): buffers re-broadcast from root at each begin_step */
+    int average;               /* 1 (default): gradients become sum/size. 0: plain sum, for
+                                * callers that pre-scale their gradients by 1/size (e.g. in
+                                * backward, as PyTorch's reducer pre-divides): saves a pass */
 } dt_ddp_config;
 
 /* A segment: `count` f32 elements of parameters and of their gradients. */

@@ -41,6 +41,7 @@ void dt_ddp_config_default(dt_ddp_config *cfg) {
     cfg->overlap = 1;
     cfg->root = 0;
     cfg->broadcast_buffers = 1;
+    cfg->average = 1;
 }
 
 static int bcast_all(dt_ddp *d, int params) {
@@ -178,7 +179,7 @@ static int submit(dt_ddp *d, int b) {
     dt_work_free(k->work);
     k->work = NULL;
     k->submitted = 1;
-    return dt_allreduce_list_async(k->views, k->views, m, DT_AVG, d->comm, &k->work);
+    return dt_allreduce_list_async(k->views, k->views, m, d->cfg.average ? DT_AVG : DT_SUM, d->comm, &k->work);
 }
 
 /* submit every complete bucket at the head of the order */

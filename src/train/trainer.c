@@ -148,6 +148,7 @@ static int setup_ddp(dt_trainer *t) {
     dc.overlap = t->o.dist.overlap;
     dc.broadcast_buffers = t->o.dist.broadcast_buffers && !t->o.dist.sync_bn;
     dc.root = dt_comm_world_rank_of(t->comm, 0);
+    dc.average = 0; /* backward is pre-scaled by 1/size (train_step) */
     int rc = dt_ddp_create(t->comm, segs, nseg, &buf, buf.count ? 1 : 0, &dc, &t->ddp);
     free(segs);
     return rc;
@@ -345,7 +346,9 @@ static int train_step(dt_trainer *t, double *loss_sum, double *correct, double *
         *count += B;
         *step_loss += l / k;
         t->bwd_t0 = dt_trace_now_us();
-        if ((rc = dt_model_backward_scaled(t->model, 1.0f / (float)k))) return rc;
+        /* mean over k micro-batches, and over the ranks when the buckets sum */
+        float scale = 1.0f / (float)k / (float)(t->ddp ? t->ci.size : 1);
+        if ((rc = dt_model_backward_scaled(t->model, scale))) return rc;
         t->bwd_t1 = dt_trace_now_us();
         if (t->ddp) {
             if ((rc = dt_ddp_finish(t->ddp))) return rc;

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# bench/collectives.sh - the collective benchmarks of bench/README.md, at 2 ranks:
+#   1. allreduce f32 sum, 1K..64M, against raw MPI_Allreduce (--vs-mpi)
+#   2. gradient-fusion comparison on 1000 x 1 KiB f32 tensors:
+#        one dt_allreduce_list over the 1000 tensors   (--list 1000)
+#        one dt_allreduce of the same total size        (1000 KiB)
+#        1000 separate dt_allreduce calls               (--separate 1000)
+# and prints a summary (busbw ratios vs MPI, list/single time, separate/list
+# speedup). Raw results (one JSON object per row) are written to $OUT.
+#
+# Environment:
+#   BUILD    build directory holding bin/dtrain-bench (default: <repo>/build)
+#   BENCH    the executable itself (default: $BUILD/bin/dtrain-bench)
+#   NP       number of ranks (default 2)
+#   MPIRUN   launcher (default mpirun); MPIRUN_ARGS (default --oversubscribe)
+#   OUT      directory for the JSON files (default: a new directory under /tmp)
+#   ITERS, WARMUP, ROUNDS   -n, -w and --rounds of every run (default 20, 5, 3)
+# Exit status: non-zero if a run fails or reports wrong results.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${BUILD:-$ROOT/build}
+BENCH=${BENCH:-$BUILD/bin/dtrain-bench}
+NP=${NP:-2}
+MPIRUN=${MPIRUN:-mpirun}
+MPIRUN_ARGS=${MPIRUN_ARGS:---oversubscribe}
+ITERS=${ITERS:-20}
+WARMUP=${WARMUP:-5}
+ROUNDS=${ROUNDS:-3}
+OUT=${OUT:-$(mktemp -d /tmp/dtrain-bench.XXXXXX)}
+
+if [[ ! -x $BENCH ]]; then
+    echo "collectives.sh: $BENCH not found; build it first:" >&2
+    echo "  cmake -S $ROOT -B $BUILD -DCMAKE_BUILD_TYPE=Release && cmake --build $BUILD --target dtrain-bench" >&2
+    exit 2
+fi
+if [[ $(id -u) == 0 ]]; then # Open MPI refuses to run as root without these
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+mkdir -p "$OUT"
+
+COMMON=(-n "$ITERS" -w "$WARMUP" -c 1 --rounds "$ROUNDS" -d f32 -r sum)
+run() { # run NAME ARGS...: one dtrain-bench invocation, JSON into $OUT/NAME.json
+    local name=$1
+    shift
+    rm -f "$OUT/$name.json"
+    echo "+ $MPIRUN $MPIRUN_ARGS -np $NP $BENCH $* --json $OUT/$name.json"
+    # shellcheck disable=SC2086
+    $MPIRUN $MPIRUN_ARGS -np "$NP" "$BENCH" "$@" --json "$OUT/$name.json"
+}
+
+run allreduce -o allreduce -b 1K -e 64M -f 2 --vs-mpi "${COMMON[@]}"
+run fusion_list -o allreduce -b 1000K -e 1000K --list 1000 --vs-mpi "${COMMON[@]}"
+run fusion_single -o allreduce -b 1000K -e 1000K --vs-mpi "${COMMON[@]}"
+run fusion_separate -o allreduce -b 1000K -e 1000K --separate 1000 --vs-mpi "${COMMON[@]}"
+
+# field FILE KEY [AWK-CONDITION]: values of KEY over the out-of-place rows
+field() {
+    awk -v key="$2" '
+        function get(k,   m) {
+            if (match($0, "\"" k "\":[^,}]*")) { m = substr($0, RSTART, RLENGTH); sub(/^[^:]*:/, "", m); gsub(/"/, "", m); return m }
+            return ""
+        }
+        get("placement") == "out" && ('"${3:-1}"') { print get(key) }' "$1"
+}
+minof() { awk 'BEGIN { m = "" } $1 != "null" && $1 != "" { if (m == "" || $1 + 0 < m) m = $1 + 0 } END { print (m == "" ? "-" : m) }'; }
+div() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "-"; else printf "%.3f\n", a / b }'; }
+
+AR=$OUT/allreduce.json
+r_big=$(field "$AR" ratio 'get("bytes") + 0 >= 65536 && get("bytes") + 0 <= 67108864' | minof)
+r_small=$(field "$AR" ratio 'get("bytes") + 0 >= 4096 && get("bytes") + 0 <= 65536' | minof)
+t_list=$(field "$OUT/fusion_list.json" time_us)
+t_list_mpi=$(field "$OUT/fusion_list.json" mpi_time_us)
+t_single=$(field "$OUT/fusion_single.json" time_us)
+t_sep=$(field "$OUT/fusion_separate.json" time_us)
+t_sep_mpi=$(field "$OUT/fusion_separate.json" mpi_time_us)
+
+echo
+echo "# ==== summary ($NP ranks; out-of-place; ratio = dtrain busbw / MPI busbw, best of $ROUNDS alternated rounds) ===="
+printf "# allreduce f32 sum: min busbw ratio 64K..64M : %s\n" "$r_big"
+printf "# allreduce f32 sum: min busbw ratio  4K..64K : %s\n" "$r_small"
+printf "# fusion, 1000 x 1 KiB f32 (1000 KiB in all), time per iteration (us):\n"
+printf "#   dt_allreduce_list (1000 tensors)   : %s  (one MPI_Allreduce of 1000 KiB: %s)\n" "$t_list" "$t_list_mpi"
+printf "#   dt_allreduce (one 1000 KiB buffer) : %s\n" "$t_single"
+printf "#   1000 separate dt_allreduce         : %s  (1000 MPI_Allreduce: %s)\n" "$t_sep" "$t_sep_mpi"
+printf "# list time / single time              : %s\n" "$(div "$t_list" "$t_single")"
+printf "# separate / list speedup              : %s\n" "$(div "$t_sep" "$t_list")"
+echo "# JSON rows in $OUT"

@@ -123,8 +123,8 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
         else if (i + 1 < argc) v = argv[++i];
         else return DT_ERR(DT_ERR_INVALID, "flag %s needs a value", name);
         const char *f = name;
-        long l;
-        double d;
+        long l = 0;
+        double d = 0;
         if (!strcmp(f, "--model")) rc = parse_choice(f, v, models, o->model, sizeof o->model);
         else if (!strcmp(f, "--optimizer")) rc = parse_choice(f, v, optims, o->optimizer, sizeof o->optimizer);
         else if (!strcmp(f, "--schedule")) rc = parse_choice(f, v, scheds, o->schedule, sizeof o->schedule);

@@ -15,6 +15,7 @@
 #define DTRAIN_TRAIN_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
 #include "dtrain/model.h"
@@ -43,6 +44,7 @@ typedef struct dt_train_options {
     long test_limit;         /* use the first N test samples (0 = all) */
     long max_steps;          /* stop after N optimizer steps (0 = no limit) */
     int accum_steps;         /* micro-batches per optimizer step (no_sync), default 1 */
+    double clip_grad_norm;   /* clip the global gradient L2 norm to this (0 = off) */
     int threads;             /* BLAS threads per process, default 1 */
     int shuffle;             /* default 1 */
     int drop_last;           /* sampler drops the tail instead of padding (default 0) */
@@ -63,7 +65,8 @@ typedef struct dt_train_result {
     double samples_per_s;    /* global training throughput of the last epoch */
     double median_step_s;    /* median wall time of one optimizer step (this rank) */
     double comm_hidden;      /* fraction of bucket communication time that overlapped
-                              * backward (last synced step measured; -1 if no DP) */
+                              * backward (over synced steps after the first; -1 if no DP) */
+    double grad_norm;        /* global gradient norm of the last step (before clipping) */
 } dt_train_result;
 
 typedef struct dt_trainer dt_trainer;
@@ -86,6 +89,12 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res);
 /* Evaluate on the test set split across ranks: accuracy in [0,1]. */
 int dt_trainer_evaluate(dt_trainer *t, double *acc, double *loss);
 dt_model *dt_trainer_model(dt_trainer *t);
+/* Copy the full parameter vector into dst (num_params floats) on the rank with
+ * world rank `root`; collective (ZeRO-3 gathers it). */
+int dt_trainer_gather_params(dt_trainer *t, float *dst, int root);
+/* Print the memory accounting table (dtrain/mem.h) to f (rank 0 only) and
+ * append it as a JSON object to the JSON lines file if one is open. */
+void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when);
 void dt_trainer_free(dt_trainer *t);
 
 #ifdef __cplusplus

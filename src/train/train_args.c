@@ -47,6 +47,7 @@ const char *dt_train_usage(void) {
 "  --test-limit N             use the first N test images (default all)\n"
 "  --max-steps N              stop after N optimizer steps (default: no limit)\n"
 "  --accum-steps K            micro-batches per step, accumulated without communication\n"
+"  --clip-grad-norm C         clip the global gradient L2 norm (over all shards) to C\n"
 "  --threads T                BLAS threads per process (default 1)\n"
 "  --shuffle 0|1  --drop-last 0|1  --eval 0|1  --quiet\n"
 "  --json FILE                JSON lines: one object per step and per epoch\n"
@@ -144,6 +145,7 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
         else if (!strcmp(f, "--train-limit")) rc = parse_long(f, v, 0, 1L << 40, &o->train_limit);
         else if (!strcmp(f, "--test-limit")) rc = parse_long(f, v, 0, 1L << 40, &o->test_limit);
         else if (!strcmp(f, "--max-steps")) rc = parse_long(f, v, 0, 1L << 40, &o->max_steps);
+        else if (!strcmp(f, "--clip-grad-norm")) rc = parse_double(f, v, 0, 1e9, &o->clip_grad_norm);
         else if (!strcmp(f, "--accum-steps")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->accum_steps = (int)l; }
         else if (!strcmp(f, "--threads")) { rc = parse_long(f, v, 1, 1024, &l); o->threads = (int)l; }
         else if (!strcmp(f, "--shuffle")) { rc = parse_long(f, v, 0, 1, &l); o->shuffle = (int)l; }

@@ -9,10 +9,12 @@
 #include "dtrain/coll.h"
 #include "dtrain/data.h"
 #include "dtrain/ddp.h"
+#include "dtrain/mem.h"
 #include "dtrain/nn.h"
 #include "dtrain/optim.h"
 #include "dtrain/trace.h"
 #include "dtrain/train.h"
+#include "dtrain/zero.h"
 
 struct dt_trainer {
     dt_train_options o;
@@ -24,6 +26,8 @@ struct dt_trainer {
     dt_optim *opt;
     dt_lr_schedule sched;
     dt_ddp *ddp;
+    dt_zero *zero;           /* ZeRO stage >= 1 (then opt is NULL) */
+    long long mem_model[2];  /* bytes of the model's own params/grads registered */
     int *layer_seg;          /* [layers] DDP segment of each layer, -1 if none */
     int nlayers;
     dt_sampler sampler;
@@ -37,17 +41,32 @@ struct dt_trainer {
     double t_layer;          /* start of the current layer (trace) */
     double bwd_t0, bwd_t1;   /* backward interval of the current step */
     double hidden_sum, comm_sum; /* overlap accounting over synced steps */
+    double grad_norm;        /* of the last step, before clipping */
     double *step_s;          /* per-step wall times */
     long nstep_s, cap_step_s;
 };
 
 /* ---- hooks ---------------------------------------------------------------- */
 
-static int h_pre(void *ctx, int layer) {
+static int h_pre_fwd(void *ctx, int layer) {
     dt_trainer *t = ctx;
-    (void)layer;
     if (t->tracing) t->t_layer = dt_trace_now_us();
-    return 0;
+    if (!t->zero) return 0;
+    float *p;
+    int rc = dt_zero_pre_forward(t->zero, layer, &p);
+    if (!rc && p) rc = dt_model_set_layer_params(t->model, layer, p);
+    return rc;
+}
+
+static int h_pre_bwd(void *ctx, int layer) {
+    dt_trainer *t = ctx;
+    if (t->tracing) t->t_layer = dt_trace_now_us();
+    if (!t->zero) return 0;
+    float *p, *g;
+    int rc = dt_zero_pre_backward(t->zero, layer, &p, &g);
+    if (!rc && p) rc = dt_model_set_layer_params(t->model, layer, p);
+    if (!rc && g) rc = dt_model_set_layer_grads(t->model, layer, g);
+    return rc;
 }
 
 static void layer_event(dt_trainer *t, const char *what, int layer) {
@@ -59,17 +78,18 @@ static void layer_event(dt_trainer *t, const char *what, int layer) {
 static int h_post_fwd(void *ctx, int layer) {
     dt_trainer *t = ctx;
     if (t->tracing) layer_event(t, "forward", layer);
-    return 0;
+    return t->zero ? dt_zero_post_forward(t->zero, layer) : 0;
 }
 
 static int h_post_bwd(void *ctx, int layer) {
     dt_trainer *t = ctx;
     if (t->tracing) layer_event(t, "backward", layer);
-    return 0;
+    return t->zero ? dt_zero_post_backward(t->zero, layer) : 0;
 }
 
 static int h_grad_ready(void *ctx, int layer) {
     dt_trainer *t = ctx;
+    if (t->zero) return dt_zero_grad_ready(t->zero, layer);
     if (!t->ddp || t->layer_seg[layer] < 0) return 0;
     return dt_ddp_grad_ready(t->ddp, t->layer_seg[layer]);
 }
@@ -102,6 +122,38 @@ static int check_same_flags(dt_trainer *t) {
     return DT_OK;
 }
 
+static int setup_zero(dt_trainer *t, const dt_optim_config *oc) {
+    int L = t->nlayers;
+    size_t *off = malloc(sizeof(size_t) * (size_t)L), *cnt = malloc(sizeof(size_t) * (size_t)L);
+    if (!off || !cnt) { free(off); free(cnt); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
+    for (int l = 0; l < L; l++) dt_model_layer_params(t->model, l, &off[l], &cnt[l]);
+    dt_zero_config zc;
+    dt_zero_config_default(&zc);
+    zc.stage = t->o.dist.zero_opt_level;
+    zc.bucket_cap_bytes = (size_t)(t->o.dist.bucket_size_mb * 1048576.0);
+    zc.first_bucket_bytes = (size_t)(t->o.dist.first_bucket_mb * 1048576.0);
+    zc.overlap = t->o.dist.overlap;
+    zc.average = 0; /* backward is pre-scaled by 1/size (train_step) */
+    int rc = dt_zero_create(t->comm, &zc, dt_model_num_params(t->model), off, cnt, L, dt_model_params(t->model),
+                            zc.stage == 1 ? dt_model_grads(t->model) : NULL, oc, &t->zero);
+    free(off);
+    free(cnt);
+    if (rc) return rc;
+    /* stages 2 and 3 never use the model's full gradient buffer, stage 3 not its
+     * parameter buffer either: the model releases them */
+    if (zc.stage >= 2) {
+        rc = dt_model_release_flat(t->model, zc.stage == 3, 1);
+        if (rc) return rc;
+        t->mem_model[1] = 0;
+        if (zc.stage == 3) t->mem_model[0] = 0;
+    }
+    /* batch-norm buffers start identical too */
+    size_t nb = dt_model_num_buffers(t->model);
+    return nb ? dt_broadcast(dt_model_buffers(t->model), dt_model_buffers(t->model), nb, DT_F32,
+                             dt_comm_world_rank_of(t->comm, 0), t->comm)
+              : DT_OK;
+}
+
 static int setup_optimizer(dt_trainer *t) {
     const dt_train_options *o = &t->o;
     dt_optim_kind kind;
@@ -112,7 +164,12 @@ static int setup_optimizer(dt_trainer *t) {
     oc.lr = o->lr > 0 ? o->lr : (kind == DT_OPTIM_SGD ? 0.01 : 1e-3);
     if (kind == DT_OPTIM_SGD) { oc.momentum = o->momentum; oc.nesterov = o->nesterov; }
     if (o->weight_decay >= 0) oc.weight_decay = o->weight_decay;
-    rc = dt_optim_create(&oc, dt_model_num_params(t->model), &t->opt);
+    if (o->dist.zero_opt_level > 0) {
+        rc = setup_zero(t, &oc);
+    } else {
+        rc = dt_optim_create(&oc, dt_model_num_params(t->model), &t->opt);
+        if (!rc) dt_mem_add(DT_MEM_OPTIM, (long long)dt_optim_state_bytes(t->opt));
+    }
     if (rc) return rc;
     dt_lr_schedule_init(&t->sched, (float)oc.lr);
     t->sched.warmup_steps = o->warmup_steps;
@@ -164,9 +221,6 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     int rc = dt_comm_info_get(t->comm, &t->ci);
     if (rc) { free(t); return rc; }
 #define FAIL(x) do { rc = (x); if (rc) { dt_trainer_free(t); return rc; } } while (0)
-    if (o->dist.zero_opt_level != 0)
-        FAIL(DT_ERR(DT_ERR_UNSUPPORTED, "zero_opt_level %d: ZeRO sharding is not implemented in this build yet; use 0",
-                    o->dist.zero_opt_level));
     if (o->batch_size < 1 || o->epochs < 1 || o->accum_steps < 1)
         FAIL(DT_ERR(DT_ERR_INVALID, "batch_size, epochs and accum_steps must be >= 1"));
     t->dp = t->ci.size > 1 && o->dist.enable_data_parallel;
@@ -209,8 +263,11 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     t->layer_seg = malloc(sizeof(int) * (size_t)t->nlayers);
     if (!t->layer_seg) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory"));
     for (int l = 0; l < t->nlayers; l++) t->layer_seg[l] = -1;
-    if (t->dp) FAIL(setup_ddp(t));
-    FAIL(setup_optimizer(t));
+    t->mem_model[0] = t->mem_model[1] = (long long)(dt_model_num_params(t->model) * sizeof(float));
+    if (t->dp && o->dist.zero_opt_level == 0) FAIL(setup_ddp(t));
+    FAIL(setup_optimizer(t)); /* ZeRO (stage >= 1) replaces DDP and the optimizer */
+    dt_mem_add(DT_MEM_PARAMS, t->mem_model[0]);
+    dt_mem_add(DT_MEM_GRADS, t->mem_model[1]);
 
     int cap = o->batch_size > 500 ? o->batch_size : 500; /* eval batches of 500 */
     t->x = malloc(sizeof(float) * (size_t)cap * 784);
@@ -230,7 +287,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
         t->json = fopen(o->json_path, "w");
         if (!t->json) FAIL(DT_ERR(DT_ERR_IO, "cannot open JSON output '%s'", o->json_path));
     }
-    dt_model_hooks hk = {.ctx = t, .pre_forward = h_pre, .post_forward = h_post_fwd, .pre_backward = h_pre,
+    dt_model_hooks hk = {.ctx = t, .pre_forward = h_pre_fwd, .post_forward = h_post_fwd, .pre_backward = h_pre_bwd,
                          .grad_ready = h_grad_ready, .post_backward = h_post_bwd,
                          .sync_stats = (t->dp && o->dist.sync_bn) ? h_sync_stats : NULL};
     FAIL(dt_model_set_hooks(t->model, &hk));
@@ -244,7 +301,11 @@ void dt_trainer_free(dt_trainer *t) {
     if (t->tracing) dt_trace_close();
     if (t->json) fclose(t->json);
     dt_ddp_free(t->ddp);
+    dt_zero_free(t->zero);
+    if (t->opt) dt_mem_add(DT_MEM_OPTIM, -(long long)dt_optim_state_bytes(t->opt));
     dt_optim_destroy(t->opt);
+    dt_mem_add(DT_MEM_PARAMS, -t->mem_model[0]);
+    dt_mem_add(DT_MEM_GRADS, -t->mem_model[1]);
     dt_model_free(t->model);
     dt_batch_iter_free(&t->it);
     dt_dataset_free(&t->train);
@@ -267,28 +328,77 @@ static int sum_over_ranks(dt_trainer *t, double *v, int n) {
 
 int dt_trainer_evaluate(dt_trainer *t, double *acc, double *loss) {
     if (!t) return DT_ERR(DT_ERR_INVALID, "trainer is NULL");
-    /* rank r evaluates samples r, r+N, ...: the test set exactly once overall */
+    /* rank r evaluates samples r, r+N, ...: the test set exactly once overall.
+     * Every rank runs the same number of batches (ZeRO-3 gathers parameters
+     * collectively in forward): ranks with fewer samples pad their last batch
+     * with sample 0, whose row is not counted. */
     double v[3] = {0, 0, 0}; /* correct, count, loss sum */
     int64_t idx[500];
-    int N = t->ci.size;
-    for (int64_t s = t->ci.rank; s < t->test.count;) {
-        int B = 0;
-        while (B < 500 && s < t->test.count) { idx[B++] = s; s += N; }
+    int N = t->ci.size, C = dt_model_num_classes(t->model);
+    int64_t per_rank = (t->test.count + N - 1) / N;
+    for (int64_t i = 0; i < per_rank;) {
+        int B = 0, valid = 0;
+        for (; B < 500 && i < per_rank; B++, i++) {
+            int64_t s = t->ci.rank + i * N;
+            idx[B] = s < t->test.count ? s : 0;
+            if (s < t->test.count) valid = B + 1;
+        }
         int rc = dt_dataset_batch(&t->test, idx, B, t->x, t->y, NULL);
-        float l;
-        if (!rc) rc = dt_model_forward(t->model, t->x, t->y, B, 0, &l);
+        if (!rc) rc = dt_model_forward(t->model, t->x, t->y, B, 0, NULL);
         if (rc) return rc;
-        int c = dt_model_correct(t->model, t->y, B);
-        if (c < 0) return c;
-        v[0] += c;
-        v[1] += B;
-        v[2] += (double)l * B;
+        const float *lp = dt_model_logits(t->model); /* [B, C] log-probabilities */
+        for (int b = 0; b < valid; b++) {
+            const float *row = lp + (size_t)b * C;
+            int best = 0;
+            for (int c = 1; c < C; c++) if (row[c] > row[best]) best = c;
+            v[0] += best == t->y[b];
+            v[1] += 1;
+            v[2] -= row[t->y[b]];
+        }
     }
     int rc = sum_over_ranks(t, v, 3);
     if (rc) return rc;
     if (acc) *acc = v[1] > 0 ? v[0] / v[1] : 0;
     if (loss) *loss = v[1] > 0 ? v[2] / v[1] : 0;
     return DT_OK;
+}
+
+int dt_trainer_gather_params(dt_trainer *t, float *dst, int root) {
+    if (!t) return DT_ERR(DT_ERR_INVALID, "trainer is NULL");
+    size_t n = dt_model_num_params(t->model);
+    if (t->zero) return dt_zero_gather_range(t->zero, 0, n, dst, root);
+    if (t->ci.world_rank == root) {
+        if (!dst) return DT_ERR(DT_ERR_INVALID, "dst is NULL on the root");
+        memcpy(dst, dt_model_params(t->model), n * sizeof(float));
+    }
+    return DT_OK;
+}
+
+void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when) {
+    if (!t || t->ci.rank != 0) return;
+    size_t P = dt_model_num_params(t->model);
+    if (f) {
+        fprintf(f, "memory (%s, rank 0 of %d, ZeRO stage %d, P = %zu parameters = %.2f MB):\n", when, t->ci.size,
+                t->o.dist.zero_opt_level, P, 4.0 * (double)P / 1e6);
+        fprintf(f, "  %-10s %14s %14s %8s\n", "category", "current B", "peak B", "x P");
+        long long model_state = 0;
+        for (int c = 0; c < DT_MEM_NUM; c++) {
+            long long cur = dt_mem_current((dt_mem_category)c), pk = dt_mem_peak((dt_mem_category)c);
+            if (c <= DT_MEM_OPTIM) model_state += cur;
+            fprintf(f, "  %-10s %14lld %14lld %8.3f\n", dt_mem_category_name((dt_mem_category)c), cur, pk, (double)cur / (double)P);
+        }
+        fprintf(f, "  %-10s %14lld %14s %8.3f\n", "model state", model_state, "", (double)model_state / (double)P);
+        fflush(f);
+    }
+    if (t->json) {
+        fprintf(t->json, "{\"type\":\"memory\",\"when\":\"%s\",\"num_params\":%zu,\"ranks\":%d,\"zero_opt_level\":%d", when, P,
+                t->ci.size, t->o.dist.zero_opt_level);
+        for (int c = 0; c < DT_MEM_NUM; c++)
+            fprintf(t->json, ",\"%s\":%lld,\"%s_peak\":%lld", dt_mem_category_name((dt_mem_category)c),
+                    dt_mem_current((dt_mem_category)c), dt_mem_category_name((dt_mem_category)c), dt_mem_peak((dt_mem_category)c));
+        fprintf(t->json, "}\n");
+        fflush(t->json);
+    }
 }
 
 /* ---- training --------------------------------------------------------------- */
@@ -337,6 +447,7 @@ static int train_step(dt_trainer *t, double *loss_sum, double *correct, double *
             if ((rc = dt_ddp_set_grad_sync(t->ddp, m == k - 1))) return rc;
             if ((rc = dt_ddp_begin_step(t->ddp))) return rc;
         }
+        if (t->zero && (rc = dt_zero_begin_step(t->zero, m == k - 1))) return rc;
         float l;
         if ((rc = dt_model_forward(t->model, t->x, t->y, B, 1, &l))) return rc;
         int c = dt_model_correct(t->model, t->y, B);
@@ -347,19 +458,31 @@ static int train_step(dt_trainer *t, double *loss_sum, double *correct, double *
         *step_loss += l / k;
         t->bwd_t0 = dt_trace_now_us();
         /* mean over k micro-batches, and over the ranks when the buckets sum */
-        float scale = 1.0f / (float)k / (float)(t->ddp ? t->ci.size : 1);
+        float scale = 1.0f / (float)k / (float)(t->ddp || t->zero ? t->ci.size : 1);
         if ((rc = dt_model_backward_scaled(t->model, scale))) return rc;
         t->bwd_t1 = dt_trace_now_us();
         if (t->ddp) {
             if ((rc = dt_ddp_finish(t->ddp))) return rc;
             if (m == k - 1 && t->step > 0) account_overlap(t);
         }
+        if (t->zero && (rc = dt_zero_finish(t->zero))) return rc;
     }
     double o0 = dt_trace_now_us();
     float lr = dt_lr_at(&t->sched, t->step);
-    int rc = dt_optim_step(t->opt, dt_model_params(t->model), dt_model_grads(t->model), lr);
-    if (rc) return rc;
-    dt_model_zero_grad(t->model);
+    int rc;
+    if (t->zero) {
+        if ((rc = dt_zero_step(t->zero, lr, t->o.clip_grad_norm, &t->grad_norm))) return rc;
+        if (t->o.dist.zero_opt_level == 1) dt_model_zero_grad(t->model);
+    } else {
+        size_t n = dt_model_num_params(t->model);
+        float *g = dt_model_grads(t->model);
+        /* gradients are identical on every rank here: the local norm is global */
+        t->grad_norm = sqrt(dt_grad_sqnorm(g, n));
+        if (t->o.clip_grad_norm > 0 && t->o.clip_grad_norm / (t->grad_norm + 1e-6) < 1.0)
+            dt_grad_scale(g, n, (float)(t->o.clip_grad_norm / (t->grad_norm + 1e-6)));
+        if ((rc = dt_optim_step(t->opt, dt_model_params(t->model), g, lr))) return rc;
+        dt_model_zero_grad(t->model);
+    }
     double t1 = dt_trace_now_us();
     if (t->tracing) dt_trace_event("optimizer step", "optimizer", DT_TRACE_COMPUTE, o0, t1);
     if (t->nstep_s == t->cap_step_s) {
@@ -433,6 +556,7 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
         }
     }
     if (t->ddp && t->comm_sum > 0) r.comm_hidden = t->hidden_sum / t->comm_sum;
+    r.grad_norm = t->grad_norm;
     if (res) *res = r;
     return DT_OK;
 }

@@ -32,8 +32,10 @@ int main(int argc, char **argv) {
                o.batch_size * ci.size * o.accum_steps, o.optimizer, o.epochs, (unsigned long long)o.seed, cfg);
         fflush(stdout);
     }
+    if (!rc && !o.quiet) dt_trainer_print_memory(t, stdout, "start");
     dt_train_result r;
     if (!rc) rc = dt_trainer_fit(t, &r);
+    if (!rc && !o.quiet) dt_trainer_print_memory(t, stdout, "end");
     if (!rc && ci.rank == 0 && !o.quiet) {
         printf("done: %ld steps, final train loss %.4f, train acc %.2f%%", r.steps, r.last_loss, 100 * r.train_acc);
         if (r.test_acc >= 0) printf(", test acc %.2f%%", 100 * r.test_acc);

@@ -1,0 +1,110 @@
+/* dtrain/zero.h - ZeRO sharding (Rajbhandari et al., arXiv 1910.02054) over a
+ * flat parameter vector of P f32 elements split into SEGMENTS (one per layer,
+ * forward order; a segment may be empty).
+ *
+ * Each rank of the communicator (N ranks, group rank r) owns one contiguous
+ * slice [lo, hi) of the flat vector: S = ceil(P / N), lo = min(r*S, P),
+ * hi = min(lo + S, P). Its optimizer (dtrain/optim.h) holds state for that
+ * slice only.
+ *  stage 1  gradients averaged over ranks as in data parallelism (fused
+ *           buckets overlapped with backward, dtrain/ddp.h) in the caller's full
+ *           gradient buffer; the optimizer updates the slice; the updated
+ *           slices are broadcast from their owners in chunks, asynchronously,
+ *           and waited for per layer just before the layer's next forward.
+ *  stage 2  as stage 1, but each layer's gradients are written into one of two
+ *           reusable layer buffers and reduced straight into the owner's
+ *           gradient shard as soon as the layer's backward is done; no full
+ *           gradient buffer exists.
+ *  stage 3  parameters are sharded too: before a layer's forward, and again
+ *           before its backward, its parameters are gathered from their owners
+ *           into one of two temporary buffers (the next layer's gather is
+ *           prefetched asynchronously while the current one computes) and
+ *           released after use; gradients as in stage 2.
+ * A layer range that spans several owners moves as one broadcast (gather) or
+ * one reduce (gradients) per owner piece: a variable-size reduce-scatter /
+ * allgather expressed with the existing collectives.
+ *
+ * Use: create; per micro-step begin_step -> for each layer the hooks
+ * (pre_forward / post_forward, then in reverse pre_backward / grad_ready /
+ * post_backward), pointing the layer's parameters/gradients where the hooks
+ * say -> finish; after the last micro-step of a step, dt_zero_step (clips by
+ * the global gradient norm, steps the optimizer on the slice, re-shares the
+ * parameters). Gradient accumulation: stage 1 skips communication on
+ * micro-steps begun with sync = 0; stages 2 and 3 reduce every micro-step into
+ * the shard, which accumulates. */
+#ifndef DTRAIN_ZERO_H
+#define DTRAIN_ZERO_H
+
+#include <stddef.h>
+#include "dtrain/comm.h"
+#include "dtrain/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dt_zero dt_zero;
+
+typedef struct dt_zero_config {
+    int stage;                 /* 1, 2 or 3 */
+    size_t bucket_cap_bytes;   /* stage 1 gradient buckets and stage 1/2 parameter
+                                * broadcast chunks (default 25 MiB; 0 = per layer) */
+    size_t first_bucket_bytes; /* stage 1 first bucket (default 1 MiB) */
+    int overlap;               /* reduce during backward (default 1) */
+    int prefetch;              /* stage 3: prefetch the next layer's gather (default 1) */
+    int average;               /* 1 (default): gradients become sum / N; 0: the caller
+                                * pre-scaled its gradients (e.g. backward by 1/N) */
+} dt_zero_config;
+
+void dt_zero_config_default(dt_zero_config *cfg);
+
+/* Collective over comm. seg_offset/seg_count: nsegs segments in forward
+ * order, inside [0, num_params). params: the full flat vector; for stages 1
+ * and 2 it stays the caller's working copy (kept in sync), for stage 3 it is
+ * read during create only (after rank 0's values are broadcast into it) and
+ * may be released afterwards. grads: the caller's full gradient buffer, stage
+ * 1 only (NULL for stages 2 and 3). ocfg: optimizer for the slice. */
+int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t num_params,
+                   const size_t *seg_offset, const size_t *seg_count, int nsegs,
+                   float *params, float *grads, const dt_optim_config *ocfg, dt_zero **out);
+void dt_zero_free(dt_zero *z);
+
+/* Start a micro-step; sync = 0 skips gradient communication (stage 1 only). */
+int dt_zero_begin_step(dt_zero *z, int sync);
+/* Layer hooks. *params / *grads receive where segment seg's parameters /
+ * gradients live for this pass (NULL for an empty segment); point the layer
+ * there. Stage 1/2 pre_forward waits for the segment's pending parameter
+ * broadcasts. Gradient buffers handed out by pre_backward are zeroed. */
+int dt_zero_pre_forward(dt_zero *z, int seg, float **params);
+int dt_zero_post_forward(dt_zero *z, int seg);
+int dt_zero_pre_backward(dt_zero *z, int seg, float **params, float **grads);
+int dt_zero_grad_ready(dt_zero *z, int seg);
+int dt_zero_post_backward(dt_zero *z, int seg);
+/* Wait for this micro-step's gradient communication. */
+int dt_zero_finish(dt_zero *z);
+/* After the last micro-step: if max_grad_norm > 0, scale the gradients by
+ * min(1, max_grad_norm / (norm + 1e-6)) where norm is the L2 norm over ALL
+ * shards (as torch.nn.utils.clip_grad_norm_); step the optimizer on the slice
+ * with lr; zero the gradient shard (stages 2, 3); start re-sharing the
+ * parameters (stages 1, 2). *grad_norm (may be NULL) receives the norm before
+ * clipping. */
+int dt_zero_step(dt_zero *z, float lr, double max_grad_norm, double *grad_norm);
+
+/* This rank's slice [*lo, *hi). */
+int dt_zero_shard(const dt_zero *z, size_t *lo, size_t *hi);
+float *dt_zero_param_shard(dt_zero *z);   /* [hi - lo] */
+float *dt_zero_grad_shard(dt_zero *z);    /* [hi - lo] */
+dt_optim *dt_zero_optim(dt_zero *z);
+/* Copy the global range [offset, offset + count) of the parameters into dst
+ * on the rank with world rank `root` (dst may be NULL elsewhere). Collective;
+ * moves only the pieces other ranks own (for consolidated checkpoints of
+ * stage 3, layer by layer). */
+int dt_zero_gather_range(dt_zero *z, size_t offset, size_t count, float *dst, int root);
+/* Replace this rank's parameter slice (e.g. after loading a checkpoint);
+ * stages 1/2 re-share it with every rank. Collective. */
+int dt_zero_load_param_shard(dt_zero *z, const float *slice);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

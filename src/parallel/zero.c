@@ -1,0 +1,465 @@
+/* src/parallel/zero.c - ZeRO stages 1-3 over a sharded flat vector (see
+ * dtrain/zero.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/error.h"
+#include "dtrain/coll.h"
+#include "dtrain/ddp.h"
+#include "dtrain/mem.h"
+#include "dtrain/zero.h"
+
+#define MAXW 64 /* pending works per layer buffer (one per owner piece) */
+
+typedef struct wlist { dt_work *w[MAXW]; int n; } wlist;
+
+typedef struct layerbuf { /* a reusable layer-sized buffer */
+    float *buf;
+    int seg;   /* segment it holds, -1 if free */
+    wlist pending;
+} layerbuf;
+
+typedef struct chunk { size_t a, b; dt_work *w; } chunk;
+
+struct dt_zero {
+    dt_comm *comm;
+    dt_comm_info ci;
+    dt_zero_config cfg;
+    int N, r;
+    size_t P, S, lo, hi;
+    int nsegs;
+    size_t *off, *cnt, maxseg;
+    float *params;  /* stage 1/2: caller's full vector */
+    float *grads;   /* stage 1: caller's full gradients */
+    float *p_shard, *g_shard;
+    int own_p, own_g;
+    dt_optim *opt;
+    dt_ddp *ddp;    /* stage 1 */
+    int *ddp_seg;   /* seg -> ddp segment */
+    layerbuf gb[2]; /* stage 2/3 gradient layer buffers */
+    layerbuf pb[2]; /* stage 3 gathered parameter buffers */
+    chunk *chunks;  /* stage 1/2 parameter broadcasts in flight */
+    int nchunks, capchunks;
+    int in_step, sync;
+};
+
+void dt_zero_config_default(dt_zero_config *c) {
+    if (!c) return;
+    *c = (dt_zero_config){.stage = 1, .bucket_cap_bytes = (size_t)25 << 20,
+                          .first_bucket_bytes = (size_t)1 << 20, .overlap = 1, .prefetch = 1, .average = 1};
+}
+
+static int wait_list(wlist *l) {
+    int rc = DT_OK;
+    for (int i = 0; i < l->n; i++) {
+        int w = dt_work_wait(l->w[i]);
+        if (!rc) rc = w;
+        dt_work_free(l->w[i]);
+    }
+    l->n = 0;
+    return rc;
+}
+
+static int owner_world(const dt_zero *z, int o) { return dt_comm_world_rank_of(z->comm, o); }
+
+/* Calls fn for each owner piece of [a, b). */
+#define FOR_PIECES(z, a, b, o, pa, pb)                                                    \
+    for (int o = (int)((a) / (z)->S); (size_t)o * (z)->S < (b) && o < (z)->N; o++)         \
+        for (size_t pa = (a) > (size_t)o * (z)->S ? (a) : (size_t)o * (z)->S,               \
+                    pb = (b) < ((size_t)o + 1) * (z)->S ? (b) : ((size_t)o + 1) * (z)->S,   \
+                    once_ = 1; once_ && pa < pb; once_ = 0)
+
+static void mem_buf(dt_mem_category c, size_t n, int sign) { dt_mem_add(c, sign * (long long)(n * sizeof(float))); }
+
+void dt_zero_free(dt_zero *z) {
+    if (!z) return;
+    for (int i = 0; i < 2; i++) {
+        wait_list(&z->gb[i].pending);
+        wait_list(&z->pb[i].pending);
+        if (z->gb[i].buf) { free(z->gb[i].buf); mem_buf(DT_MEM_COMM, z->maxseg, -1); }
+        if (z->pb[i].buf) { free(z->pb[i].buf); mem_buf(DT_MEM_GATHERED, z->maxseg, -1); }
+    }
+    for (int i = 0; i < z->nchunks; i++) { dt_work_wait(z->chunks[i].w); dt_work_free(z->chunks[i].w); }
+    free(z->chunks);
+    dt_ddp_free(z->ddp);
+    if (z->opt) { dt_mem_add(DT_MEM_OPTIM, -(long long)dt_optim_state_bytes(z->opt)); dt_optim_destroy(z->opt); }
+    if (z->own_p) { free(z->p_shard); mem_buf(DT_MEM_PARAMS, z->hi - z->lo, -1); }
+    if (z->own_g) { free(z->g_shard); mem_buf(DT_MEM_GRADS, z->hi - z->lo, -1); }
+    free(z->off);
+    free(z->cnt);
+    free(z->ddp_seg);
+    free(z);
+}
+
+int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const size_t *seg_off,
+                   const size_t *seg_cnt, int nsegs, float *params, float *grads,
+                   const dt_optim_config *ocfg, dt_zero **out) {
+    if (!out) return DT_ERR(DT_ERR_INVALID, "out is NULL");
+    *out = NULL;
+    dt_comm_info ci;
+    int rc = dt_comm_info_get(comm, &ci);
+    if (rc) return rc;
+    dt_zero_config c;
+    dt_zero_config_default(&c);
+    if (cfg) c = *cfg;
+    if (c.stage < 1 || c.stage > 3) return DT_ERR(DT_ERR_INVALID, "ZeRO stage %d (valid: 1, 2, 3)", c.stage);
+    if (!ocfg) return DT_ERR(DT_ERR_INVALID, "optimizer config is NULL");
+    if (P == 0 || nsegs < 1 || !seg_off || !seg_cnt || !params)
+        return DT_ERR(DT_ERR_INVALID, "need parameters (num_params %zu, nsegs %d, params %p)", P, nsegs, (void *)params);
+    if (c.stage == 1 && !grads) return DT_ERR(DT_ERR_INVALID, "stage 1 needs the full gradient buffer");
+    for (int s = 0; s < nsegs; s++)
+        if (seg_off[s] > P || seg_cnt[s] > P - seg_off[s])
+            return DT_ERR(DT_ERR_INVALID, "segment %d [%zu, +%zu) lies outside [0, %zu)", s, seg_off[s], seg_cnt[s], P);
+
+    dt_zero *z = calloc(1, sizeof *z);
+    if (!z) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    z->comm = comm;
+    z->ci = ci;
+    z->cfg = c;
+    z->N = ci.size;
+    z->r = ci.rank;
+    z->P = P;
+    z->S = (P + (size_t)z->N - 1) / (size_t)z->N;
+    z->lo = (size_t)z->r * z->S < P ? (size_t)z->r * z->S : P;
+    z->hi = z->lo + z->S < P ? z->lo + z->S : P;
+    z->nsegs = nsegs;
+    z->params = c.stage < 3 ? params : NULL;
+    z->grads = c.stage == 1 ? grads : NULL;
+    z->off = malloc(sizeof(size_t) * (size_t)nsegs);
+    z->cnt = malloc(sizeof(size_t) * (size_t)nsegs);
+    z->ddp_seg = malloc(sizeof(int) * (size_t)nsegs);
+#define FAIL(x) do { rc = (x); dt_zero_free(z); return rc; } while (0)
+    if (!z->off || !z->cnt || !z->ddp_seg) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory"));
+    memcpy(z->off, seg_off, sizeof(size_t) * (size_t)nsegs);
+    memcpy(z->cnt, seg_cnt, sizeof(size_t) * (size_t)nsegs);
+    for (int s = 0; s < nsegs; s++) if (seg_cnt[s] > z->maxseg) z->maxseg = seg_cnt[s];
+    for (int i = 0; i < 2; i++) { z->gb[i].seg = -1; z->pb[i].seg = -1; }
+
+    /* everyone starts from the root's parameters */
+    if ((rc = dt_broadcast(params, params, P, DT_F32, dt_comm_world_rank_of(comm, 0), comm))) FAIL(rc);
+    size_t n = z->hi - z->lo;
+    if (c.stage == 3) {
+        z->p_shard = malloc(sizeof(float) * (n ? n : 1));
+        if (!z->p_shard) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for the parameter shard"));
+        if (n) memcpy(z->p_shard, params + z->lo, n * sizeof(float));
+        z->own_p = 1;
+        mem_buf(DT_MEM_PARAMS, n, 1);
+    } else {
+        z->p_shard = params + z->lo;
+    }
+    if (c.stage >= 2) {
+        z->g_shard = calloc(n ? n : 1, sizeof(float));
+        if (!z->g_shard) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for the gradient shard"));
+        z->own_g = 1;
+        mem_buf(DT_MEM_GRADS, n, 1);
+        for (int i = 0; i < 2; i++) {
+            z->gb[i].buf = malloc(sizeof(float) * (z->maxseg ? z->maxseg : 1));
+            if (!z->gb[i].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for gradient layer buffers"));
+            mem_buf(DT_MEM_COMM, z->maxseg, 1);
+        }
+    } else {
+        z->g_shard = grads + z->lo;
+    }
+    if (c.stage == 3)
+        for (int i = 0; i < 2; i++) {
+            z->pb[i].buf = malloc(sizeof(float) * (z->maxseg ? z->maxseg : 1));
+            if (!z->pb[i].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for gathered-parameter buffers"));
+            mem_buf(DT_MEM_GATHERED, z->maxseg, 1);
+        }
+    if ((rc = dt_optim_create(ocfg, n, &z->opt))) FAIL(rc);
+    dt_mem_add(DT_MEM_OPTIM, (long long)dt_optim_state_bytes(z->opt));
+
+    if (c.stage == 1) { /* gradient averaging through the data-parallel buckets */
+        dt_ddp_segment *ds = malloc(sizeof *ds * (size_t)nsegs);
+        if (!ds) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory"));
+        int m = 0;
+        for (int s = 0; s < nsegs; s++) {
+            z->ddp_seg[s] = -1;
+            if (!seg_cnt[s]) continue;
+            z->ddp_seg[s] = m;
+            ds[m++] = (dt_ddp_segment){params + seg_off[s], grads + seg_off[s], seg_cnt[s]};
+        }
+        dt_ddp_config dc;
+        dt_ddp_config_default(&dc);
+        dc.bucket_cap_bytes = c.bucket_cap_bytes;
+        dc.first_bucket_bytes = c.first_bucket_bytes;
+        dc.overlap = c.overlap;
+        dc.root = dt_comm_world_rank_of(comm, 0);
+        dc.broadcast_buffers = 0;
+        dc.average = c.average;
+        rc = m ? dt_ddp_create(comm, ds, m, NULL, 0, &dc, &z->ddp) : DT_ERR(DT_ERR_INVALID, "all segments are empty");
+        free(ds);
+        if (rc) FAIL(rc);
+    }
+#undef FAIL
+    *out = z;
+    return DT_OK;
+}
+
+int dt_zero_shard(const dt_zero *z, size_t *lo, size_t *hi) {
+    if (!z) return DT_ERR(DT_ERR_INVALID, "zero is NULL");
+    if (lo) *lo = z->lo;
+    if (hi) *hi = z->hi;
+    return DT_OK;
+}
+float *dt_zero_param_shard(dt_zero *z) { return z ? z->p_shard : NULL; }
+float *dt_zero_grad_shard(dt_zero *z) { return z ? z->g_shard : NULL; }
+dt_optim *dt_zero_optim(dt_zero *z) { return z ? z->opt : NULL; }
+
+static int check_seg(const dt_zero *z, int seg, const char *fn) {
+    if (!z) return dt_error(DT_ERR_INVALID, fn, "zero is NULL");
+    if (seg < 0 || seg >= z->nsegs) return dt_error(DT_ERR_INVALID, fn, "segment %d out of range [0, %d)", seg, z->nsegs);
+    return DT_OK;
+}
+
+int dt_zero_begin_step(dt_zero *z, int sync) {
+    if (!z) return DT_ERR(DT_ERR_INVALID, "zero is NULL");
+    if (z->in_step) return DT_ERR(DT_ERR_STATE, "dt_zero_begin_step twice without dt_zero_finish");
+    z->in_step = 1;
+    z->sync = sync != 0;
+    if (z->ddp) {
+        int rc = dt_ddp_set_grad_sync(z->ddp, z->sync);
+        if (!rc) rc = dt_ddp_begin_step(z->ddp);
+        return rc;
+    }
+    return DT_OK;
+}
+
+/* ---- stage 1/2: waiting for re-shared parameters ---- */
+static int wait_chunks(dt_zero *z, size_t a, size_t b) {
+    int rc = DT_OK, k = 0;
+    for (int i = 0; i < z->nchunks; i++) {
+        chunk *c = &z->chunks[i];
+        if (c->a < b && a < c->b) {
+            int w = dt_work_wait(c->w);
+            if (!rc) rc = w;
+            dt_work_free(c->w);
+        } else {
+            z->chunks[k++] = *c;
+        }
+    }
+    z->nchunks = k;
+    return rc;
+}
+
+/* ---- stage 3: gathering a segment's parameters ---- */
+static int gather_into(dt_zero *z, layerbuf *lb, int seg) {
+    size_t a = z->off[seg], b = a + z->cnt[seg];
+    lb->seg = seg;
+    FOR_PIECES(z, a, b, o, pa, pb) {
+        if (lb->pending.n >= MAXW) return DT_ERR(DT_ERR_INTERNAL, "too many owner pieces for one layer");
+        const float *src = o == z->r ? z->p_shard + (pa - z->lo) : NULL;
+        int rc = dt_broadcast_async(src, lb->buf + (pa - a), pb - pa, DT_F32, owner_world(z, o), z->comm,
+                                    &lb->pending.w[lb->pending.n]);
+        if (rc) return rc;
+        lb->pending.n++;
+    }
+    return DT_OK;
+}
+
+static layerbuf *find_pb(dt_zero *z, int seg) {
+    for (int i = 0; i < 2; i++) if (z->pb[i].seg == seg) return &z->pb[i];
+    return NULL;
+}
+
+/* gather seg (unless prefetched), prefetch `next` (>= 0), wait for seg */
+static int stage3_acquire(dt_zero *z, int seg, int next, float **params) {
+    layerbuf *lb = find_pb(z, seg);
+    int rc;
+    if (!lb) {
+        lb = z->pb[0].seg < 0 ? &z->pb[0] : z->pb[1].seg < 0 ? &z->pb[1] : NULL;
+        if (!lb) { /* both hold other layers (a stale prefetch): reuse the first */
+            lb = &z->pb[0];
+            if ((rc = wait_list(&lb->pending))) return rc;
+        }
+        if ((rc = gather_into(z, lb, seg))) return rc;
+    }
+    if (next >= 0 && z->cfg.prefetch && !find_pb(z, next)) {
+        layerbuf *other = lb == &z->pb[0] ? &z->pb[1] : &z->pb[0];
+        if (other->seg < 0 && (rc = gather_into(z, other, next))) return rc;
+    }
+    if ((rc = wait_list(&lb->pending))) return rc;
+    *params = lb->buf;
+    return DT_OK;
+}
+
+static void stage3_release(dt_zero *z, int seg) {
+    layerbuf *lb = find_pb(z, seg);
+    if (lb && lb->pending.n == 0) lb->seg = -1;
+}
+
+static int next_nonempty(const dt_zero *z, int seg, int dir) {
+    for (int s = seg + dir; s >= 0 && s < z->nsegs; s += dir)
+        if (z->cnt[s]) return s;
+    return -1;
+}
+
+int dt_zero_pre_forward(dt_zero *z, int seg, float **params) {
+    int rc = check_seg(z, seg, __func__);
+    if (rc) return rc;
+    if (!params) return DT_ERR(DT_ERR_INVALID, "params is NULL");
+    *params = NULL;
+    if (!z->cnt[seg]) return DT_OK;
+    if (z->cfg.stage < 3) {
+        *params = z->params + z->off[seg];
+        return wait_chunks(z, z->off[seg], z->off[seg] + z->cnt[seg]);
+    }
+    return stage3_acquire(z, seg, next_nonempty(z, seg, +1), params);
+}
+
+int dt_zero_post_forward(dt_zero *z, int seg) {
+    int rc = check_seg(z, seg, __func__);
+    if (rc) return rc;
+    if (z->cfg.stage == 3 && z->cnt[seg]) stage3_release(z, seg);
+    return DT_OK;
+}
+
+int dt_zero_pre_backward(dt_zero *z, int seg, float **params, float **grads) {
+    int rc = check_seg(z, seg, __func__);
+    if (rc) return rc;
+    if (!params || !grads) return DT_ERR(DT_ERR_INVALID, "NULL output pointer");
+    *params = *grads = NULL;
+    if (!z->cnt[seg]) return DT_OK;
+    if (z->cfg.stage < 3) *params = z->params + z->off[seg];
+    else if ((rc = stage3_acquire(z, seg, next_nonempty(z, seg, -1), params))) return rc;
+    if (z->cfg.stage == 1) { *grads = z->grads + z->off[seg]; return DT_OK; }
+    /* a free gradient layer buffer: the older one once its reduces are done */
+    layerbuf *g = z->gb[0].seg < 0 && !z->gb[0].pending.n ? &z->gb[0]
+                : z->gb[1].seg < 0 && !z->gb[1].pending.n ? &z->gb[1] : NULL;
+    if (!g) {
+        g = z->gb[0].pending.n ? &z->gb[0] : &z->gb[1];
+        if ((rc = wait_list(&g->pending))) return rc;
+    }
+    g->seg = seg;
+    memset(g->buf, 0, z->cnt[seg] * sizeof(float));
+    *grads = g->buf;
+    return DT_OK;
+}
+
+int dt_zero_grad_ready(dt_zero *z, int seg) {
+    int rc = check_seg(z, seg, __func__);
+    if (rc) return rc;
+    if (!z->in_step) return DT_ERR(DT_ERR_STATE, "dt_zero_grad_ready outside a step");
+    if (!z->cnt[seg]) return DT_OK;
+    if (z->ddp) return dt_ddp_grad_ready(z->ddp, z->ddp_seg[seg]);
+    layerbuf *g = z->gb[0].seg == seg ? &z->gb[0] : z->gb[1].seg == seg ? &z->gb[1] : NULL;
+    if (!g) return DT_ERR(DT_ERR_STATE, "segment %d has no gradient buffer (pre_backward not called)", seg);
+    size_t a = z->off[seg], b = a + z->cnt[seg];
+    FOR_PIECES(z, a, b, o, pa, pb) {
+        if (g->pending.n >= MAXW) return DT_ERR(DT_ERR_INTERNAL, "too many owner pieces for one layer");
+        dt_work **w = &g->pending.w[g->pending.n];
+        if (o == z->r) { /* the shard accumulates: own contribution = shard + local gradient */
+            float *sp = z->g_shard + (pa - z->lo);
+            const float *lp = g->buf + (pa - a);
+            for (size_t i = 0; i < pb - pa; i++) sp[i] += lp[i];
+            rc = dt_reduce_async(sp, sp, pb - pa, DT_F32, DT_SUM, owner_world(z, o), z->comm, w);
+        } else {
+            rc = dt_reduce_async(g->buf + (pa - a), NULL, pb - pa, DT_F32, DT_SUM, owner_world(z, o), z->comm, w);
+        }
+        if (rc) return rc;
+        g->pending.n++;
+    }
+    g->seg = -1; /* free once pending completes */
+    return DT_OK;
+}
+
+int dt_zero_post_backward(dt_zero *z, int seg) {
+    int rc = check_seg(z, seg, __func__);
+    if (rc) return rc;
+    if (z->cfg.stage == 3 && z->cnt[seg]) stage3_release(z, seg);
+    return DT_OK;
+}
+
+int dt_zero_finish(dt_zero *z) {
+    if (!z) return DT_ERR(DT_ERR_INVALID, "zero is NULL");
+    if (!z->in_step) return DT_ERR(DT_ERR_STATE, "dt_zero_finish outside a step");
+    z->in_step = 0;
+    if (z->ddp) return dt_ddp_finish(z->ddp);
+    int rc = DT_OK;
+    for (int i = 0; i < 2; i++) {
+        int w = wait_list(&z->gb[i].pending);
+        if (!rc) rc = w;
+        z->gb[i].seg = -1;
+    }
+    return rc;
+}
+
+static int reshare_params(dt_zero *z) {
+    /* each owner broadcasts its updated slice, in chunks */
+    size_t cap = z->cfg.bucket_cap_bytes / sizeof(float);
+    if (cap == 0) cap = z->maxseg ? z->maxseg : 1;
+    for (int o = 0; o < z->N; o++) {
+        size_t a = (size_t)o * z->S, b = a + z->S < z->P ? a + z->S : z->P;
+        for (size_t c = a; c < b; c += cap) {
+            size_t e = c + cap < b ? c + cap : b;
+            if (z->nchunks == z->capchunks) {
+                int nc = z->capchunks ? 2 * z->capchunks : 64;
+                chunk *p = realloc(z->chunks, sizeof(chunk) * (size_t)nc);
+                if (!p) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+                z->chunks = p;
+                z->capchunks = nc;
+            }
+            chunk *ch = &z->chunks[z->nchunks];
+            int rc = dt_broadcast_async(z->params + c, z->params + c, e - c, DT_F32, owner_world(z, o), z->comm, &ch->w);
+            if (rc) return rc;
+            ch->a = c;
+            ch->b = e;
+            z->nchunks++;
+        }
+    }
+    return DT_OK;
+}
+
+int dt_zero_step(dt_zero *z, float lr, double max_norm, double *norm_out) {
+    if (!z) return DT_ERR(DT_ERR_INVALID, "zero is NULL");
+    if (z->in_step) return DT_ERR(DT_ERR_STATE, "dt_zero_step inside a micro-step (call dt_zero_finish first)");
+    size_t n = z->hi - z->lo;
+    int rc;
+    if (z->cfg.stage >= 2 && z->cfg.average) dt_grad_scale(z->g_shard, n, 1.0f / (float)z->N);
+    double sq = dt_grad_sqnorm(z->g_shard, n);
+    if ((rc = dt_allreduce(&sq, &sq, 1, DT_F64, DT_SUM, z->comm))) return rc;
+    double norm = sqrt(sq);
+    if (norm_out) *norm_out = norm;
+    if (max_norm > 0) {
+        double coef = max_norm / (norm + 1e-6);
+        if (coef < 1.0) dt_grad_scale(z->g_shard, n, (float)coef);
+    }
+    if ((rc = dt_optim_step(z->opt, z->p_shard, z->g_shard, lr))) return rc;
+    if (z->cfg.stage >= 2) memset(z->g_shard, 0, n * sizeof(float));
+    if (z->cfg.stage < 3) return reshare_params(z);
+    return DT_OK;
+}
+
+int dt_zero_gather_range(dt_zero *z, size_t offset, size_t count, float *dst, int root) {
+    if (!z) return DT_ERR(DT_ERR_INVALID, "zero is NULL");
+    if (offset > z->P || count > z->P - offset) return DT_ERR(DT_ERR_INVALID, "range [%zu, +%zu) outside [0, %zu)", offset, count, z->P);
+    int me = z->ci.world_rank == root, rc;
+    if (me && !dst && count) return DT_ERR(DT_ERR_INVALID, "dst is NULL on the root");
+    if (z->cfg.stage < 3) {
+        if ((rc = wait_chunks(z, offset, offset + count))) return rc;
+        if (me && count) memcpy(dst, z->params + offset, count * sizeof(float));
+        return DT_OK;
+    }
+    FOR_PIECES(z, offset, offset + count, o, pa, pb) {
+        int ow = owner_world(z, o);
+        if (ow == root) {
+            if (me) memcpy(dst + (pa - offset), z->p_shard + (pa - z->lo), (pb - pa) * sizeof(float));
+        } else if (me) {
+            if ((rc = dt_recv(dst + (pa - offset), pb - pa, DT_F32, ow, z->comm))) return rc;
+        } else if (o == z->r) {
+            if ((rc = dt_send(z->p_shard + (pa - z->lo), pb - pa, DT_F32, root, z->comm))) return rc;
+        }
+    }
+    return DT_OK;
+}
+
+int dt_zero_load_param_shard(dt_zero *z, const float *slice) {
+    if (!z || (!slice && z->hi > z->lo)) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    if (z->cfg.stage < 3) {
+        int rc = wait_chunks(z, 0, z->P);
+        if (rc) return rc;
+    }
+    if (z->hi > z->lo) memmove(z->p_shard, slice, (z->hi - z->lo) * sizeof(float));
+    return z->cfg.stage < 3 ? reshare_params(z) : DT_OK;
+}

@@ -1,0 +1,18 @@
+"""dtrain.distributed (alias dtrain.dist): configuration, communicators and
+collective operators (RAF's ``raf.distributed``).
+
+* ``get_config()``: the process-wide DistConfig (dtrain.distributed.config).
+* ``get_communicator(rank_list=None)``: the world communicator or this rank's
+  sub-communicator for a rank_list (dtrain.distributed.communicator).
+* ``op``: the collective operators; ``dir(dtrain.distributed.op)`` lists them.
+  They are also available here and at the package top level
+  (``dtrain.allreduce``).
+"""
+from . import op
+from .config import DistConfig, get_config
+from .communicator import Communicator, get_communicator, normalize_rank_list
+from .op import (allreduce, allgather, reduce, reduce_scatter, broadcast, all_to_all, gather,
+                 scatter, send, recv, barrier)
+
+__all__ = ["op", "DistConfig", "get_config", "Communicator", "get_communicator",
+           "normalize_rank_list"] + list(op.__all__)

@@ -1,0 +1,230 @@
+"""The distributed configuration (RAF's ``DistConfig``), in Python.
+
+``dtrain.distributed.get_config()`` returns the process-wide DistConfig.
+Settings are attributes, checked on assignment::
+
+    dcfg = dist.get_config()
+    dcfg.enable_data_parallel = True
+    dcfg.update({"enable_data_parallel": True, "zero_opt_level": 1})
+    text = dcfg.dumps()          # JSON
+    dcfg.loads(text)             # apply JSON
+
+The keys, defaults and accepted values are those of the C library's config
+(include/dtrain/config.h, dt_config): the JSON keys here are the JSON keys the
+C trainer reads (dt_config_parse_json / dt_config_load, ``dtrain-train
+--config``), the environment variables DTRAIN_<KEY> and the trainer flags
+--<key-with-dashes>. ``dumps()`` output is accepted by dt_config_parse_json
+and a file written by ``save()`` by dt_config_load. This object itself needs
+no library (it is plain Python); the tests check it against the C parser.
+
+Settings (default):
+
+``enable_data_parallel`` (True)
+    data parallelism: gradients are averaged across the ranks. (RAF's
+    default was False; dtrain's trainer defaults to data parallel.)
+``zero_opt_level`` (0)
+    ZeRO stage 0-3: 1 partitions the optimizer state, 2 also replaces the
+    gradient AllReduce by ReduceScatter, 3 also partitions the weights (what
+    the trainer supports is the trainer's to say).
+``bucket_size_mb`` (25.0)
+    gradient bucket cap in MiB, [0, 2^20]; 0: one bucket per layer.
+``first_bucket_mb`` (1.0)
+    cap of the first bucket (the last layers' gradients, ready first) in MiB,
+    [0, 2^20], so that communication starts early.
+``overlap`` (True)
+    reduce buckets during the backward pass.
+``broadcast_buffers`` (True)
+    re-broadcast batch-norm buffers from rank 0 every step.
+``sync_bn`` (False)
+    synchronised batch norm.
+``timeout_s`` (300.0)
+    limit on any blocking wait, [0.001, 1e7] seconds.
+
+Values: booleans take True/False, 0/1 or the strings true/false/1/0/yes/no/
+on/off (any case); numbers take ints, floats or numeric strings (as in the C
+library). Unknown keys raise AttributeError (with a suggestion), bad values
+TypeError or ValueError; ``update`` and ``loads`` apply all or nothing.
+
+Deprecated read-only attributes, as in RAF (use get_communicator() instead):
+``rank``, ``size``, ``local_rank``, ``local_size``, ``root_rank`` of the world
+communicator (reading one starts the runtime). They are not part of dumps().
+"""
+import difflib
+import json
+import math
+import numbers
+import os
+
+__all__ = ["DistConfig", "get_config"]
+
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
+
+
+def _bool(name, v):
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, numbers.Integral) and int(v) in (0, 1):
+        return bool(v)
+    if isinstance(v, str):
+        s = v.strip().lower()
+        if s in _TRUE:
+            return True
+        if s in _FALSE:
+            return False
+        raise ValueError("DistConfig.%s: %r is not a boolean (true/false/1/0/yes/no/on/off)"
+                         % (name, v))
+    raise TypeError("DistConfig.%s must be a bool, got %r" % (name, v))
+
+
+def _number(name, v, lo, hi, integer):
+    what = "an int" if integer else "a number"
+    if isinstance(v, str):
+        try:
+            v = float(v)
+        except ValueError:
+            raise ValueError("DistConfig.%s: %r is not a number" % (name, v)) from None
+    elif isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError("DistConfig.%s must be %s, got %r" % (name, what, v))
+    f = float(v)
+    if not math.isfinite(f):
+        raise ValueError("DistConfig.%s must be finite, got %r" % (name, v))
+    if not lo <= f <= hi:
+        raise ValueError("DistConfig.%s must be in [%g, %g], got %r" % (name, lo, hi, v))
+    if integer:
+        if f != math.floor(f):
+            raise ValueError("DistConfig.%s must be an integer, got %r" % (name, v))
+        return int(f)
+    return f
+
+
+def _num(lo, hi, integer=False):
+    return lambda name, v: _number(name, v, lo, hi, integer)
+
+
+# key: (default, converter) - the table of src/core/config.c, in its order
+_FIELDS = {
+    "enable_data_parallel": (True, _bool),
+    "zero_opt_level": (0, _num(0, 3, integer=True)),
+    "bucket_size_mb": (25.0, _num(0, 1 << 20)),
+    "first_bucket_mb": (1.0, _num(0, 1 << 20)),
+    "overlap": (True, _bool),
+    "broadcast_buffers": (True, _bool),
+    "sync_bn": (False, _bool),
+    "timeout_s": (300.0, _num(0.001, 1e7)),
+}
+_READONLY = ("rank", "size", "local_rank", "local_size", "root_rank")
+
+
+class DistConfig:
+    __doc__ = __doc__
+    __slots__ = ("_values",)
+
+    def __init__(self, values=None):
+        object.__setattr__(self, "_values", {k: d for k, (d, _) in _FIELDS.items()})
+        if values:
+            self.update(values)
+
+    @staticmethod
+    def keys():
+        """The setting names (= JSON keys), in the C library's order."""
+        return list(_FIELDS)
+
+    @staticmethod
+    def defaults():
+        """A dict of the default values."""
+        return {k: d for k, (d, _) in _FIELDS.items()}
+
+    def _check(self, name, value):
+        if name not in _FIELDS:
+            if name in _READONLY:
+                raise AttributeError("DistConfig.%s is read-only (it comes from the world "
+                                     "communicator)" % name)
+            near = difflib.get_close_matches(str(name), list(_FIELDS), n=1)
+            raise AttributeError("DistConfig has no setting %r%s; settings: %s"
+                                 % (name, " (did you mean %r?)" % near[0] if near else "",
+                                    ", ".join(_FIELDS)))
+        return _FIELDS[name][1](name, value)
+
+    def __getattr__(self, name):
+        values = object.__getattribute__(self, "_values")
+        if name in values:
+            return values[name]
+        if name in _READONLY:
+            from .communicator import world
+            w = world()
+            return {"rank": w.rank, "size": w.size, "local_rank": w.local_rank,
+                    "local_size": w.local_size, "root_rank": w.root_rank}[name]
+        raise AttributeError("DistConfig has no attribute %r" % name)
+
+    def __setattr__(self, name, value):
+        self._values[name] = self._check(name, value)
+
+    def __dir__(self):
+        return sorted(set(object.__dir__(self)) | set(_FIELDS) | set(_READONLY))
+
+    def update(self, mapping=None, **kwargs):
+        """Apply settings from a dict (and/or keywords), e.g.
+        ``{"enable_data_parallel": True, "zero_opt_level": 1}``. All values are
+        checked before any is applied. Returns self."""
+        items = dict(mapping or {})
+        items.update(kwargs)
+        checked = {k: self._check(k, v) for k, v in items.items()}
+        self._values.update(checked)
+        return self
+
+    apply = update
+
+    def from_env(self, environ=None):
+        """Apply every DTRAIN_<KEY> variable present (as dt_config_from_env).
+        Returns self."""
+        env = os.environ if environ is None else environ
+        items = {k: env["DTRAIN_" + k.upper()] for k in _FIELDS if "DTRAIN_" + k.upper() in env}
+        return self.update(items)
+
+    def to_dict(self):
+        """The settings as a new dict."""
+        return dict(self._values)
+
+    def dumps(self, indent=None):
+        """The settings as one JSON object (the C library's key order)."""
+        return json.dumps(self._values, indent=indent)
+
+    def loads(self, text):
+        """Apply settings from JSON text (an object; keys as in dumps()). Returns self."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("DistConfig.loads: expected a JSON object, got %s"
+                             % type(data).__name__)
+        return self.update(data)
+
+    def save(self, path):
+        """Write dumps() to a file (readable by dt_config_load / dtrain-train --config)."""
+        with open(path, "w") as f:
+            f.write(self.dumps() + "\n")
+
+    def load(self, path):
+        """Apply a JSON file. Returns self."""
+        with open(path) as f:
+            return self.loads(f.read())
+
+    def reset(self):
+        """Back to the defaults. Returns self."""
+        self._values.update(self.defaults())
+        return self
+
+    def __eq__(self, other):
+        return isinstance(other, DistConfig) and other._values == self._values
+
+    __hash__ = None
+
+    def __repr__(self):
+        return "DistConfig(%s)" % ", ".join("%s=%r" % kv for kv in self._values.items())
+
+
+_CONFIG = DistConfig()
+
+
+def get_config():
+    """The process-wide DistConfig (the same object on every call)."""
+    return _CONFIG

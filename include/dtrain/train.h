@@ -80,6 +80,9 @@ void dt_train_options_default(dt_train_options *o);
 int dt_train_parse_args(dt_train_options *o, int argc, char **argv);
 /* Usage text. */
 const char *dt_train_usage(void);
+/* sizeof(dt_train_options), for bindings that hold the options as an opaque
+ * buffer (the Python front sets fields through dt_train_parse_args). */
+size_t dt_train_options_size(void);
 
 /* Build everything (loads data, creates model, optimizer, data parallelism)
  * over o->comm. Collective over the communicator. */

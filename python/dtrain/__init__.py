@@ -26,6 +26,7 @@ from . import distributed
 from .distributed import (allreduce, allgather, reduce, reduce_scatter, broadcast, all_to_all,
                           gather, scatter, send, recv, barrier, get_config, get_communicator)
 from ._dtypes import BFLOAT16 as bfloat16
+from . import train
 
 dist = distributed
 _sys.modules[__name__ + ".dist"] = distributed
@@ -35,4 +36,4 @@ __version__ = "0.1.0"
 __all__ = ["DtrainError", "LibraryNotFoundError", "init", "finalize", "is_initialized",
            "library_path", "distributed", "dist", "allreduce", "allgather", "reduce",
            "reduce_scatter", "broadcast", "all_to_all", "gather", "scatter", "send", "recv",
-           "barrier", "get_config", "get_communicator", "bfloat16", "__version__"]
+           "barrier", "get_config", "get_communicator", "bfloat16", "train", "__version__"]

@@ -27,6 +27,8 @@ void dt_train_options_default(dt_train_options *o) {
     dt_config_default(&o->dist);
 }
 
+size_t dt_train_options_size(void) { return sizeof(dt_train_options); }
+
 const char *dt_train_usage(void) {
     return
 "usage: dtrain-train [flags]      (launch data parallel with: mpirun -np N dtrain-train ...)\n"

@@ -100,6 +100,13 @@ int dt_trainer_gather_params(dt_trainer *t, float *dst, int root);
 void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when);
 void dt_trainer_free(dt_trainer *t);
 
+/* Ask every trainer in this process to stop at the next step boundary.
+ * Async-signal-safe: dtrain-train calls it from its SIGINT/SIGTERM handler.
+ * The ranks agree on stopping (a one-element MAX allreduce per step), finish
+ * the step under way, and dt_trainer_fit returns DT_ERR_STATE ("stopped by
+ * request") with the result filled up to that step; nothing is half-written. */
+void dt_trainer_request_stop(void);
+
 #ifdef __cplusplus
 }
 #endif

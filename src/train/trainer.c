@@ -1,6 +1,7 @@
 /* src/train/trainer.c - the training loop: data, model, optimizer, data
  * parallelism, metrics, JSON lines, timeline (see dtrain/train.h). */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,17 @@ struct dt_trainer {
     double *step_s;          /* per-step wall times */
     long nstep_s, cap_step_s;
 };
+
+static volatile sig_atomic_t g_stop_requested;
+
+void dt_trainer_request_stop(void) { g_stop_requested = 1; }
+
+/* 1 if any rank was asked to stop (all ranks get the same answer). */
+static int stop_agreed(dt_trainer *t, int *rc) {
+    int v = g_stop_requested ? 1 : 0;
+    if (t->ci.size > 1 && (*rc = dt_allreduce(&v, &v, 1, DT_I32, DT_MAX, t->comm))) return 1;
+    return v;
+}
 
 /* ---- hooks ---------------------------------------------------------------- */
 
@@ -514,6 +526,13 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
         long done = 0;
         for (;;) {
             if (o->max_steps > 0 && t->step >= o->max_steps) break;
+            if (stop_agreed(t, &rc)) {
+                if (rc) return rc;
+                if (bar) printf("\n");
+                r.steps = t->step;
+                if (res) *res = r;
+                return DT_ERR(DT_ERR_STATE, "stopped by request (signal) after step %ld; nothing was left half-written", t->step);
+            }
             int got = train_step(t, &v[0], &v[1], &v[2], &sl);
             if (got < 0) return got;
             if (!got) break;

@@ -1,9 +1,15 @@
 /* dtrain-train: train a model on Fashion-MNIST, single process or data
  * parallel under mpirun. Exit codes: 0 ok, 1 runtime error, 2 usage error. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include "dtrain/dtrain.h"
 #include "dtrain/train.h"
+
+static void on_signal(int sig) {
+    (void)sig;
+    dt_trainer_request_stop(); /* the ranks stop together at the next step boundary */
+}
 
 int main(int argc, char **argv) {
     dt_train_options o;
@@ -14,6 +20,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "dtrain-train: %s\n%s", dt_last_error(), dt_train_usage());
         return 2;
     }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     if ((rc = dt_init())) {
         fprintf(stderr, "dtrain-train: %s\n", dt_last_error());
         return 1;
@@ -46,5 +58,5 @@ int main(int argc, char **argv) {
     if (rc) fprintf(stderr, "dtrain-train[rank %d]: %s\n", ci.rank, dt_last_error());
     dt_trainer_free(t);
     dt_finalize();
-    return rc ? 1 : 0;
+    return rc ? 1 : 0; /* a stop by signal also exits 1: the run did not complete */
 }

@@ -1,0 +1,196 @@
+/* dtrain/ckpt.h - sharded training-state checkpoints (model-agnostic).
+ *
+ * A checkpoint is a DIRECTORY:
+ *   DIR/manifest.json     format version, step, epoch, position in the epoch,
+ *                         RNG state, world size, ZeRO level, parameter/buffer
+ *                         counts, the named state vectors (e.g. "params",
+ *                         "exp_avg", "exp_avg_sq", "momentum_buffer", "buffers")
+ *                         with their total lengths, one entry per rank file
+ *                         (the ranges it holds, its byte size and CRC32) and
+ *                         free-form string metadata (model name, optimizer,
+ *                         dist config JSON...) for the caller's compatibility
+ *                         checks.
+ *   DIR/rank-00000.bin    one file per writing rank: a header (magic
+ *   DIR/rank-00001.bin    "DTCKPT01", version, rank, the ranges) followed by
+ *   ...                   the raw little-endian f32 data of its ranges, in order.
+ *
+ * A rank file holds any list of ranges [offset, offset + count) of any state
+ * vectors (a ZeRO rank its partition of each vector; with replicated state
+ * rank 0 alone may hold everything; ranges of different ranks may overlap).
+ * dt_ckpt_read_range reads ANY global range of a vector by stitching the
+ * pieces from whichever rank files hold it, so a checkpoint written at one
+ * world size / ZeRO level can be loaded at another.
+ *
+ * Saving (the caller drives the collective part):
+ *   1. (optional) rank 0: dt_ckpt_prepare(DIR) removes a stale DIR.tmp; barrier.
+ *   2. every rank that holds state: dt_ckpt_write_shard(DIR, rank, &shard, NULL)
+ *      writes DIR.tmp/rank-RRRRR.bin (DIR.tmp is created with mode 0700) and
+ *      fsyncs it. Existing files of the same name (a crashed save) are replaced.
+ *   3. barrier (the caller's).
+ *   4. rank 0: dt_ckpt_commit(DIR, &manifest) reads the rank files' headers
+ *      (or takes the table the caller gathered), checks that every vector is
+ *      fully covered, writes DIR.tmp/manifest.json, fsyncs, removes stray files
+ *      from DIR.tmp, then swaps atomically:
+ *         rename DIR -> DIR.old (if DIR exists); rename DIR.tmp -> DIR;
+ *         fsync the parent; remove DIR.old.
+ *      If a step fails, DIR is restored from DIR.old: nothing is overwritten by
+ *      a failed save.
+ * Crash safety / recovery rule: at every instant either DIR or (between the
+ * two renames) DIR.old holds a complete checkpoint. dt_ckpt_load_manifest uses
+ * DIR; if DIR does not exist but DIR.old does, it uses DIR.old. DIR.tmp is
+ * never read. The next commit first renames a lone DIR.old back to DIR, or
+ * deletes DIR.old if DIR exists.
+ *
+ * Loading: dt_ckpt_load_manifest validates the manifest (format, version,
+ * every field, ranges inside the vectors, byte sizes consistent with the
+ * ranges). Rank files are verified lazily: the first dt_ckpt_read_range that
+ * needs a rank file checks its size, magic, version, rank, ranges and CRC32
+ * (a full read) and caches the success in the manifest object.
+ *
+ * Errors name the file: missing directory / manifest / rank file, truncated
+ * rank file, checksum mismatch, bad magic, manifest JSON syntax: DT_ERR_IO;
+ * unsupported format version ("format version 2 not supported (this build
+ * reads 1)"): DT_ERR_UNSUPPORTED; a requested range not covered by the rank
+ * files, or rank files that disagree with the manifest: DT_ERR_MISMATCH; bad
+ * arguments (range beyond the vector, unknown vector): DT_ERR_INVALID.
+ * DIR may carry trailing slashes ("ckpt/" is "ckpt"); DIR.tmp and DIR.old are
+ * its siblings, so they must be on the same file system (rename).
+ * This build requires a little-endian host (DT_ERR_UNSUPPORTED otherwise). */
+#ifndef DTRAIN_CKPT_H
+#define DTRAIN_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DT_CKPT_FORMAT_VERSION 1
+#define DT_CKPT_MAX_NAME 255            /* bytes in a vector name */
+#define DT_CKPT_MAX_MANIFEST (64u << 20) /* bytes in manifest.json */
+#define DT_CKPT_MAX_WORLD (1 << 20)
+
+typedef struct dt_ckpt_vector {
+    const char *name;   /* non-empty, <= DT_CKPT_MAX_NAME bytes, unique */
+    uint64_t length;    /* elements (f32) */
+} dt_ckpt_vector;
+
+typedef struct dt_ckpt_kv { const char *key, *value; } dt_ckpt_kv;
+
+typedef struct dt_ckpt_range {
+    const char *vector;  /* a state vector's name */
+    uint64_t offset;     /* first element, global index in the vector */
+    uint64_t count;      /* elements */
+    const float *data;   /* dt_ckpt_write_shard: count values; NULL elsewhere */
+} dt_ckpt_range;
+
+/* What one rank saves. */
+typedef struct dt_ckpt_shard {
+    int nranges;
+    const dt_ckpt_range *ranges;
+} dt_ckpt_shard;
+
+/* One rank file as listed in the manifest (file name rank-%05d.bin). */
+typedef struct dt_ckpt_rank_file {
+    int rank;
+    int nranges;
+    const dt_ckpt_range *ranges; /* data unused */
+    uint64_t bytes;              /* file size */
+    uint32_t crc32;              /* zlib CRC-32 of the whole file */
+} dt_ckpt_rank_file;
+
+/* What dt_ckpt_write_shard wrote (gather these to rank 0 if you build the
+ * rank table yourself). */
+typedef struct dt_ckpt_shard_info {
+    uint64_t bytes;
+    uint32_t crc32;
+} dt_ckpt_shard_info;
+
+/* The manifest. For dt_ckpt_commit the caller fills it (pointers to its own
+ * storage; priv_ NULL; format_version ignored, always written as
+ * DT_CKPT_FORMAT_VERSION). nranks == 0 asks commit to discover the rank table
+ * from DIR.tmp/rank-*.bin for ranks 0..world_size-1 (each must exist; their
+ * CRC is computed by reading them). nranks > 0 gives the table (ranks,
+ * ranges, bytes and crc32 from each rank's dt_ckpt_shard_info; commit checks
+ * sizes and headers, not the CRC).
+ * Objects from dt_ckpt_load_manifest / dt_ckpt_manifest_parse own all their
+ * memory: free them with dt_ckpt_manifest_free; do not modify them. */
+typedef struct dt_ckpt_manifest {
+    int format_version;
+    uint64_t step;            /* optimizer steps taken */
+    uint64_t epoch;
+    uint64_t epoch_position;  /* batches consumed inside the epoch */
+    uint64_t rng_state[4];    /* written as 16-digit hex strings */
+    int world_size;           /* 1..DT_CKPT_MAX_WORLD: ranks at save time */
+    int zero_level;           /* 0..3 */
+    uint64_t num_params;
+    uint64_t num_buffers;
+    int nvectors;
+    const dt_ckpt_vector *vectors;
+    int nranks;
+    const dt_ckpt_rank_file *ranks; /* ranks unique, in [0, world_size) */
+    int nmeta;
+    const dt_ckpt_kv *meta;         /* keys unique */
+    void *priv_;                    /* library-owned (cache); NULL in caller-built */
+} dt_ckpt_manifest;
+
+/* Rank 0, optional, before any rank writes: removes a leftover DIR.tmp from a
+ * crashed save and creates an empty one (mode 0700). */
+int dt_ckpt_prepare(const char *dir);
+
+/* Writes DIR.tmp/rank-RRRRR.bin (creating DIR.tmp, mode 0700, if needed) and
+ * fsyncs it. Each range needs count values at data. info may be NULL. */
+int dt_ckpt_write_shard(const char *dir, int rank, const dt_ckpt_shard *shard, dt_ckpt_shard_info *info);
+
+/* Rank 0, after every rank's dt_ckpt_write_shard returned (caller's barrier):
+ * writes the manifest and atomically replaces DIR (see above). */
+int dt_ckpt_commit(const char *dir, const dt_ckpt_manifest *m);
+
+/* Reads and validates DIR/manifest.json (or DIR.old/manifest.json, see the
+ * recovery rule). */
+int dt_ckpt_load_manifest(const char *dir, dt_ckpt_manifest **out);
+
+/* Parses and validates a manifest from memory (fuzzing entry point). Error
+ * messages name the file "<memory>". The result can be used with
+ * dt_ckpt_read_range given a directory. */
+int dt_ckpt_manifest_parse(const char *json, size_t len, dt_ckpt_manifest **out);
+
+/* Serializes m (caller-built or loaded; validated first) as manifest JSON:
+ * *out is malloc'd, NUL-terminated (free() it), *len its length (may be NULL). */
+int dt_ckpt_manifest_to_json(const dt_ckpt_manifest *m, char **out, size_t *len);
+
+void dt_ckpt_manifest_free(dt_ckpt_manifest *m);
+
+/* Copies elements [offset, offset + count) of state vector `vector` into dst,
+ * from whichever rank files hold them. m must come from dt_ckpt_load_manifest
+ * or dt_ckpt_manifest_parse. dir: the checkpoint directory (NULL: the one m
+ * was loaded from, including the DIR.old fallback). Rank files used are
+ * verified once (size, header, CRC32) and the result cached in m. */
+int dt_ckpt_read_range(const char *dir, dt_ckpt_manifest *m, const char *vector, uint64_t offset,
+                       uint64_t count, float *dst);
+
+/* Verifies every rank file of m now (same checks, same cache). */
+int dt_ckpt_verify(const char *dir, dt_ckpt_manifest *m);
+
+/* Index of the vector called name, or -1. */
+int dt_ckpt_vector_index(const dt_ckpt_manifest *m, const char *name);
+/* Metadata value for key, or NULL. */
+const char *dt_ckpt_meta_get(const dt_ckpt_manifest *m, const char *key);
+
+/* Testing: fault injection. The hook is called before each file-system step
+ * with its name: "shard_write", "manifest_write", "rename_old", "rename_new",
+ * "remove_old". Return 0 to proceed, DT_CKPT_FAULT_FAIL to make the step fail
+ * (the function cleans up and rolls back as for a real error), or
+ * DT_CKPT_FAULT_CRASH to stop right there with DT_ERR_IO and no cleanup (what
+ * a killed process leaves behind). NULL removes the hook. Process-wide, not
+ * thread-safe. */
+#define DT_CKPT_FAULT_FAIL 1
+#define DT_CKPT_FAULT_CRASH 2
+typedef int (*dt_ckpt_fault_fn)(const char *step, void *arg);
+void dt_ckpt_set_fault_hook(dt_ckpt_fault_fn fn, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

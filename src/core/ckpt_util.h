@@ -1,0 +1,36 @@
+/* src/core/ckpt_util.h - internal: small POSIX file helpers shared by the
+ * safetensors reader/writer and the checkpoint store. All return 0 on success
+ * or -1 with errno set (callers turn that into DT_ERR messages). */
+#ifndef DT_CORE_CKPT_UTIL_H
+#define DT_CORE_CKPT_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* 1 on a little-endian host. */
+int dtck_little_endian(void);
+/* malloc'd concatenation of a and b; NULL on allocation failure. */
+char *dtck_cat(const char *a, const char *b);
+/* malloc'd "dir/name". */
+char *dtck_join(const char *dir, const char *name);
+int dtck_write_all(int fd, const void *buf, size_t n);
+int dtck_pwrite_all(int fd, const void *buf, size_t n, uint64_t off);
+/* Reads up to n bytes at off; returns the count read (< n only at end of
+ * file) or -1. */
+long long dtck_pread_all(int fd, void *buf, size_t n, uint64_t off);
+/* fsync the directory containing path (or path itself if is_dir). */
+int dtck_fsync_dir_of(const char *path, int is_dir);
+/* Removes every non-directory entry of dir, then dir. Missing dir: 0. */
+int dtck_rmtree1(const char *dir);
+/* 1 if path exists (any type), 0 if not, -1 on other errors. */
+int dtck_exists(const char *path);
+/* Reads a whole regular file of at most max bytes into a malloc'd buffer
+ * (NUL-terminated). Returns 0, -1 (errno) or -2 (larger than max). */
+int dtck_read_file(const char *path, size_t max, char **out, size_t *len);
+/* Little-endian helpers. */
+void dtck_put_u32(unsigned char *p, uint32_t v);
+void dtck_put_u64(unsigned char *p, uint64_t v);
+uint32_t dtck_get_u32(const unsigned char *p);
+uint64_t dtck_get_u64(const unsigned char *p);
+
+#endif

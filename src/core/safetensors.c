@@ -1,0 +1,651 @@
+/* src/core/safetensors.c - strict .safetensors reader and streaming writer. */
+#include "dtrain/safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/ckpt_json.h"
+#include "core/ckpt_util.h"
+#include "core/error.h"
+
+static const char *const k_st_names[DT_NUM_DTYPES] = {"F32", "F64", "F16", "BF16", "I8", "U8", "I32", "I64"};
+/* Names of the specification this build does not read. */
+static const char *const k_st_unsupported[] = {"BOOL", "U16", "I16", "U32", "U64", "F8_E5M2", "F8_E4M3"};
+
+const char *dt_st_dtype_name(dt_dtype d) {
+    return (unsigned)d < DT_NUM_DTYPES ? k_st_names[d] : "?";
+}
+
+#define BE_CHECK()                                                                     \
+    do {                                                                               \
+        if (!dtck_little_endian())                                                     \
+            return DT_ERR(DT_ERR_UNSUPPORTED, "safetensors needs a little-endian host"); \
+    } while (0)
+
+/* Element count x size with overflow checks; returns 0 and sets *out, or -1. */
+static int tensor_bytes(dt_dtype dtype, int ndim, const int64_t *shape, uint64_t *out) {
+    uint64_t n = dt_dtype_size(dtype);
+    if (!n || ndim < 0 || ndim > DT_ST_MAX_DIMS) return -1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0) return -1;
+        uint64_t s = (uint64_t)shape[d];
+        if (s && n > UINT64_MAX / s) return -1;
+        n *= s;
+    }
+    *out = n;
+    return 0;
+}
+
+uint64_t dt_st_nbytes(const dt_st_info *t) {
+    uint64_t n;
+    if (!t) { DT_ERR(DT_ERR_INVALID, "NULL info"); return 0; }
+    if (tensor_bytes(t->dtype, t->ndim, t->shape, &n)) {
+        DT_ERR(DT_ERR_INVALID, "tensor '%s': invalid dtype/ndim/shape or size overflow", t->name ? t->name : "(null)");
+        return 0;
+    }
+    return n;
+}
+
+/* ===================================================================== reader */
+typedef struct st_tensor {
+    const char *name; /* points into the JSON document */
+    dt_dtype dtype;
+    int ndim;
+    int64_t shape[DT_ST_MAX_DIMS];
+    uint64_t begin, end; /* relative to the data section */
+    size_t doc_order;
+} st_tensor;
+
+typedef struct st_meta { const char *key, *value; } st_meta;
+
+struct dt_st_file {
+    char *fname;
+    int fd;                   /* -1 unless opened from a path */
+    const unsigned char *mem; /* whole image for dt_st_open_memory */
+    int has_data;
+    uint64_t data_start;      /* 8 + N */
+    uint64_t file_size;
+    int n;
+    st_tensor *t;             /* sorted by data offset */
+    int *by_name;             /* tensor indexes sorted by name */
+    int nmeta;
+    st_meta *meta;            /* sorted by key */
+    dtj_doc *doc;
+};
+
+void dt_st_close(dt_st_file *f) {
+    if (!f) return;
+    if (f->fd >= 0) close(f->fd);
+    dtj_free(f->doc);
+    free(f->t);
+    free(f->by_name);
+    free(f->meta);
+    free(f->fname);
+    free(f);
+}
+
+static int cmp_tensor_off(const void *a, const void *b) {
+    const st_tensor *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return x->doc_order < y->doc_order ? -1 : x->doc_order > y->doc_order;
+}
+
+static _Thread_local const st_tensor *tl_sort_tensors;
+static int cmp_name_idx(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return strcmp(tl_sort_tensors[x].name, tl_sort_tensors[y].name);
+}
+static int cmp_meta(const void *a, const void *b) {
+    return strcmp(((const st_meta *)a)->key, ((const st_meta *)b)->key);
+}
+
+#define NAMEFMT "%.200s"
+
+static int parse_tensor(const char *fname, const dtj_member *m, st_tensor *t) {
+    const dtj_val *v = m->val;
+    if (strlen(m->key) != m->key_len)
+        return DT_ERR(DT_ERR_IO, "%s: tensor name contains a NUL character", fname);
+    t->name = m->key;
+    if (v->type != DTJ_OBJ)
+        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': entry is not a JSON object", fname, m->key);
+    for (size_t k = 0; k < v->len; k++) {
+        const char *key = v->members[k].key;
+        if (strcmp(key, "dtype") && strcmp(key, "shape") && strcmp(key, "data_offsets"))
+            return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': unknown field '" NAMEFMT "'", fname, m->key, key);
+    }
+    const dtj_val *dt = dtj_get(v, "dtype"), *sh = dtj_get(v, "shape"), *of = dtj_get(v, "data_offsets");
+    if (!dt || !sh || !of)
+        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': missing field '%s'", fname, m->key,
+                      !dt ? "dtype" : !sh ? "shape" : "data_offsets");
+    if (!dtj_is_cstr(dt))
+        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': dtype is not a string", fname, m->key);
+    int found = -1;
+    for (int d = 0; d < DT_NUM_DTYPES; d++)
+        if (strcmp(dt->str, k_st_names[d]) == 0) found = d;
+    if (found < 0) {
+        for (size_t k = 0; k < sizeof k_st_unsupported / sizeof *k_st_unsupported; k++)
+            if (strcmp(dt->str, k_st_unsupported[k]) == 0)
+                return DT_ERR(DT_ERR_UNSUPPORTED, "%s: tensor '" NAMEFMT "': dtype %s is not supported by dtrain",
+                              fname, m->key, dt->str);
+        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': unknown dtype '" NAMEFMT "'", fname, m->key, dt->str);
+    }
+    t->dtype = (dt_dtype)found;
+    if (sh->type != DTJ_ARR)
+        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': shape is not an array", fname, m->key);
+    if (sh->len > DT_ST_MAX_DIMS)
+        return DT_ERR(DT_ERR_UNSUPPORTED, "%s: tensor '" NAMEFMT "': %zu dimensions (at most %d supported)", fname,
+                      m->key, sh->len, DT_ST_MAX_DIMS);
+    t->ndim = (int)sh->len;
+    for (size_t d = 0; d < sh->len; d++) {
+        uint64_t x;
+        if (dtj_u64(sh->items[d], &x) || x > (uint64_t)INT64_MAX)
+            return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': shape[%zu] is not a non-negative integer", fname,
+                          m->key, d);
+        t->shape[d] = (int64_t)x;
+    }
+    if (of->type != DTJ_ARR || of->len != 2 || dtj_u64(of->items[0], &t->begin) || dtj_u64(of->items[1], &t->end))
+        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': data_offsets is not [begin, end] (non-negative integers)",
+                      fname, m->key);
+    if (t->end < t->begin)
+        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': data_offsets [%llu, %llu] end before begin", fname,
+                      m->key, (unsigned long long)t->begin, (unsigned long long)t->end);
+    uint64_t nb;
+    if (tensor_bytes(t->dtype, t->ndim, t->shape, &nb))
+        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': shape size overflows", fname, m->key);
+    if (nb != t->end - t->begin)
+        return DT_ERR(DT_ERR_IO,
+                      "%s: tensor '" NAMEFMT "': shape/size mismatch: dtype %s and shape give %llu bytes but "
+                      "data_offsets [%llu, %llu] span %llu",
+                      fname, m->key, k_st_names[t->dtype], (unsigned long long)nb, (unsigned long long)t->begin,
+                      (unsigned long long)t->end, (unsigned long long)(t->end - t->begin));
+    return DT_OK;
+}
+
+/* Validates the first len bytes (>= 8 + N) of a file of file_size bytes. */
+static int parse_image(dt_st_file *f, const unsigned char *buf, size_t len, uint64_t file_size) {
+    const char *fname = f->fname;
+    f->file_size = file_size;
+    if (file_size < 8 || len < 8)
+        return DT_ERR(DT_ERR_IO, "%s: truncated: %llu bytes, a safetensors file starts with an 8-byte header length",
+                      fname, (unsigned long long)(file_size < len ? file_size : len));
+    uint64_t hn = dtck_get_u64(buf);
+    if (hn > DT_ST_MAX_HEADER)
+        return DT_ERR(DT_ERR_IO, "%s: header length %llu too large (limit %llu)", fname, (unsigned long long)hn,
+                      (unsigned long long)DT_ST_MAX_HEADER);
+    if (hn > file_size - 8)
+        return DT_ERR(DT_ERR_IO, "%s: header length %llu exceeds the file size (%llu bytes)", fname,
+                      (unsigned long long)hn, (unsigned long long)file_size);
+    if (hn < 2) return DT_ERR(DT_ERR_IO, "%s: header length %llu too small", fname, (unsigned long long)hn);
+    if (len - 8 < hn)
+        return DT_ERR(DT_ERR_INVALID, "%s: buffer has %zu bytes, the header needs %llu", fname, len,
+                      (unsigned long long)(hn + 8));
+    const char *h = (const char *)buf + 8;
+    if (h[0] != '{') return DT_ERR(DT_ERR_IO, "%s: header does not start with '{'", fname);
+    char jerr[256];
+    f->doc = dtj_parse(h, (size_t)hn, jerr, sizeof jerr);
+    if (!f->doc) return DT_ERR(DT_ERR_IO, "%s: invalid header JSON %s", fname, jerr);
+    const dtj_val *root = dtj_root(f->doc);
+    if (root->type != DTJ_OBJ) return DT_ERR(DT_ERR_IO, "%s: header is not a JSON object", fname);
+    if (root->len > (size_t)INT32_MAX) return DT_ERR(DT_ERR_IO, "%s: too many tensors", fname);
+    f->data_start = 8 + hn;
+    f->t = malloc((root->len ? root->len : 1) * sizeof *f->t);
+    f->by_name = malloc((root->len ? root->len : 1) * sizeof *f->by_name);
+    if (!f->t || !f->by_name) return DT_ERR(DT_ERR_NOMEM, "%s: out of memory", fname);
+    const dtj_val *md = NULL;
+    int n = 0;
+    for (size_t k = 0; k < root->len; k++) {
+        const dtj_member *m = &root->members[k];
+        if (m->key_len == 12 && memcmp(m->key, "__metadata__", 12) == 0) {
+            md = m->val;
+            continue;
+        }
+        st_tensor *t = &f->t[n];
+        memset(t, 0, sizeof *t);
+        t->doc_order = k;
+        int rc = parse_tensor(fname, m, t);
+        if (rc) return rc;
+        n++;
+    }
+    f->n = n;
+    if (md) {
+        if (md->type != DTJ_OBJ) return DT_ERR(DT_ERR_IO, "%s: __metadata__ is not a JSON object", fname);
+        f->meta = malloc((md->len ? md->len : 1) * sizeof *f->meta);
+        if (!f->meta) return DT_ERR(DT_ERR_NOMEM, "%s: out of memory", fname);
+        for (size_t k = 0; k < md->len; k++) {
+            const dtj_member *m = &md->members[k];
+            if (strlen(m->key) != m->key_len || !dtj_is_cstr(m->val))
+                return DT_ERR(DT_ERR_IO, "%s: __metadata__ entry '" NAMEFMT "' is not a string (without NUL)", fname,
+                              m->key);
+            f->meta[k].key = m->key;
+            f->meta[k].value = m->val->str;
+        }
+        f->nmeta = (int)md->len;
+        qsort(f->meta, md->len, sizeof *f->meta, cmp_meta);
+    }
+    qsort(f->t, (size_t)n, sizeof *f->t, cmp_tensor_off);
+    uint64_t expect = 0;
+    for (int i = 0; i < n; i++) {
+        const st_tensor *t = &f->t[i];
+        if (t->begin < expect)
+            return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "' data_offsets [%llu, %llu] overlap tensor '" NAMEFMT
+                          "' (which ends at %llu)", fname, t->name, (unsigned long long)t->begin,
+                          (unsigned long long)t->end, f->t[i - 1].name, (unsigned long long)expect);
+        if (t->begin > expect)
+            return DT_ERR(DT_ERR_IO, "%s: gap in the data section: tensor '" NAMEFMT "' starts at %llu, expected %llu",
+                          fname, t->name, (unsigned long long)t->begin, (unsigned long long)expect);
+        expect = t->end;
+    }
+    uint64_t have = file_size - f->data_start;
+    if (expect > have)
+        return DT_ERR(DT_ERR_IO, "%s: truncated: the tensors need %llu bytes of data, the file has %llu", fname,
+                      (unsigned long long)expect, (unsigned long long)have);
+    if (expect < have)
+        return DT_ERR(DT_ERR_IO, "%s: %llu unexpected bytes after the last tensor (data section %llu, tensors %llu)",
+                      fname, (unsigned long long)(have - expect), (unsigned long long)have,
+                      (unsigned long long)expect);
+    for (int i = 0; i < n; i++) f->by_name[i] = i;
+    tl_sort_tensors = f->t;
+    qsort(f->by_name, (size_t)n, sizeof *f->by_name, cmp_name_idx);
+    tl_sort_tensors = NULL;
+    for (int i = 1; i < n; i++)
+        if (strcmp(f->t[f->by_name[i]].name, f->t[f->by_name[i - 1]].name) == 0)
+            return DT_ERR(DT_ERR_IO, "%s: duplicate tensor name '" NAMEFMT "'", fname, f->t[f->by_name[i]].name);
+    return DT_OK;
+}
+
+static dt_st_file *new_file(const char *fname) {
+    dt_st_file *f = calloc(1, sizeof *f);
+    if (!f) return NULL;
+    f->fd = -1;
+    f->fname = dtck_cat(fname, "");
+    if (!f->fname) { free(f); return NULL; }
+    return f;
+}
+
+int dt_st_parse_header(const void *buf, size_t len, uint64_t file_size, dt_st_file **out) {
+    BE_CHECK();
+    if (!out || (!buf && len)) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    *out = NULL;
+    if (len > file_size) return DT_ERR(DT_ERR_INVALID, "buffer (%zu bytes) larger than file_size", len);
+    dt_st_file *f = new_file("<memory>");
+    if (!f) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    int rc = parse_image(f, buf, len, file_size);
+    if (rc) { dt_st_close(f); return rc; }
+    *out = f;
+    return DT_OK;
+}
+
+int dt_st_open_memory(const void *buf, size_t len, dt_st_file **out) {
+    int rc = dt_st_parse_header(buf, len, len, out);
+    if (rc) return rc;
+    (*out)->mem = buf;
+    (*out)->has_data = 1;
+    return DT_OK;
+}
+
+int dt_st_open(const char *path, dt_st_file **out) {
+    BE_CHECK();
+    if (!path || !out) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return DT_ERR(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return DT_ERR(DT_ERR_IO, "%s: not a regular file", path);
+    }
+    dt_st_file *f = new_file(path);
+    if (!f) { close(fd); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
+    f->fd = fd;
+    uint64_t size = (uint64_t)st.st_size;
+    unsigned char head[8];
+    long long got = dtck_pread_all(fd, head, 8, 0);
+    if (got < 0) { dt_st_close(f); return DT_ERR(DT_ERR_IO, "%s: read error: %s", path, strerror(errno)); }
+    int rc;
+    if (got < 8) {
+        rc = parse_image(f, head, (size_t)got, (uint64_t)got);
+        dt_st_close(f);
+        return rc;
+    }
+    uint64_t hn = dtck_get_u64(head);
+    if (hn > DT_ST_MAX_HEADER || hn > size - 8 || hn < 2) { /* let parse_image word the error */
+        rc = parse_image(f, head, 8, size);
+        dt_st_close(f);
+        return rc;
+    }
+    unsigned char *buf = malloc((size_t)hn + 8);
+    if (!buf) { dt_st_close(f); return DT_ERR(DT_ERR_NOMEM, "%s: out of memory for a %llu-byte header", path,
+                                              (unsigned long long)hn); }
+    got = dtck_pread_all(fd, buf, (size_t)hn + 8, 0);
+    if (got != (long long)hn + 8) {
+        free(buf);
+        dt_st_close(f);
+        return DT_ERR(DT_ERR_IO, "%s: truncated while reading the header", path);
+    }
+    rc = parse_image(f, buf, (size_t)hn + 8, size);
+    free(buf); /* the DOM copied every string it keeps */
+    if (rc) { dt_st_close(f); return rc; }
+    f->has_data = 1;
+    *out = f;
+    return DT_OK;
+}
+
+int dt_st_num_tensors(const dt_st_file *f) { return f ? f->n : DT_ERR(DT_ERR_INVALID, "NULL file"); }
+
+int dt_st_tensor_info(const dt_st_file *f, int i, dt_st_info *info, uint64_t *nbytes, uint64_t *offset) {
+    if (!f || !info) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    if (i < 0 || i >= f->n) return DT_ERR(DT_ERR_INVALID, "%s: tensor index %d out of range [0, %d)", f->fname, i, f->n);
+    const st_tensor *t = &f->t[i];
+    memset(info, 0, sizeof *info);
+    info->name = t->name;
+    info->dtype = t->dtype;
+    info->ndim = t->ndim;
+    memcpy(info->shape, t->shape, sizeof t->shape);
+    if (nbytes) *nbytes = t->end - t->begin;
+    if (offset) *offset = f->data_start + t->begin;
+    return DT_OK;
+}
+
+int dt_st_find(const dt_st_file *f, const char *name) {
+    if (!f || !name) return -1;
+    int lo = 0, hi = f->n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        int c = strcmp(f->t[f->by_name[mid]].name, name);
+        if (c == 0) return f->by_name[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return -1;
+}
+
+int dt_st_read(dt_st_file *f, int i, void *dst, size_t dst_bytes) {
+    if (!f) return DT_ERR(DT_ERR_INVALID, "NULL file");
+    if (i < 0 || i >= f->n) return DT_ERR(DT_ERR_INVALID, "%s: tensor index %d out of range [0, %d)", f->fname, i, f->n);
+    if (!f->has_data) return DT_ERR(DT_ERR_STATE, "%s: opened with dt_st_parse_header (no data)", f->fname);
+    const st_tensor *t = &f->t[i];
+    uint64_t nb = t->end - t->begin;
+    if (nb > SIZE_MAX) return DT_ERR(DT_ERR_UNSUPPORTED, "%s: tensor '" NAMEFMT "' too large", f->fname, t->name);
+    if (dst_bytes < nb)
+        return DT_ERR(DT_ERR_INVALID, "%s: tensor '" NAMEFMT "' has %llu bytes, destination holds %zu", f->fname,
+                      t->name, (unsigned long long)nb, dst_bytes);
+    if (nb == 0) return DT_OK;
+    if (!dst) return DT_ERR(DT_ERR_INVALID, "NULL destination");
+    if (f->mem) {
+        memcpy(dst, f->mem + f->data_start + t->begin, (size_t)nb);
+        return DT_OK;
+    }
+    long long got = dtck_pread_all(f->fd, dst, (size_t)nb, f->data_start + t->begin);
+    if (got < 0) return DT_ERR(DT_ERR_IO, "%s: read error: %s", f->fname, strerror(errno));
+    if ((uint64_t)got != nb)
+        return DT_ERR(DT_ERR_IO, "%s: truncated: tensor '" NAMEFMT "' (file shrank after opening)", f->fname, t->name);
+    return DT_OK;
+}
+
+int dt_st_num_metadata(const dt_st_file *f) { return f ? f->nmeta : DT_ERR(DT_ERR_INVALID, "NULL file"); }
+
+int dt_st_metadata_at(const dt_st_file *f, int i, const char **key, const char **value) {
+    if (!f || !key || !value) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    if (i < 0 || i >= f->nmeta) return DT_ERR(DT_ERR_INVALID, "metadata index %d out of range [0, %d)", i, f->nmeta);
+    *key = f->meta[i].key;
+    *value = f->meta[i].value;
+    return DT_OK;
+}
+
+const char *dt_st_metadata_get(const dt_st_file *f, const char *key) {
+    if (!f || !key) return NULL;
+    for (int lo = 0, hi = f->nmeta; lo < hi;) {
+        int mid = lo + (hi - lo) / 2;
+        int c = strcmp(f->meta[mid].key, key);
+        if (c == 0) return f->meta[mid].value;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+/* ===================================================================== writer */
+struct dt_st_writer {
+    char *path, *tmp;
+    int fd;
+    int n;
+    uint64_t *off;  /* absolute file offset of each tensor */
+    uint64_t *nb;
+    unsigned char *written;
+    char **names;   /* for messages */
+    int failed;
+};
+
+static void writer_free(dt_st_writer *w) {
+    if (!w) return;
+    if (w->fd >= 0) close(w->fd);
+    if (w->names)
+        for (int i = 0; i < w->n; i++) free(w->names[i]);
+    free(w->names);
+    free(w->off);
+    free(w->nb);
+    free(w->written);
+    free(w->path);
+    free(w->tmp);
+    free(w);
+}
+
+void dt_st_writer_abort(dt_st_writer *w) {
+    if (!w) return;
+    if (w->fd >= 0) { close(w->fd); w->fd = -1; }
+    if (w->tmp) unlink(w->tmp);
+    writer_free(w);
+}
+
+static int cmp_cstr_ptr(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Appends the metadata object (validated) to b. */
+static int put_metadata(dtj_buf *b, const char *path, const char *json) {
+    char jerr[256];
+    dtj_doc *d = dtj_parse(json, strlen(json), jerr, sizeof jerr);
+    if (!d) return DT_ERR(DT_ERR_INVALID, "%s: metadata is not valid JSON %s", path, jerr);
+    const dtj_val *r = dtj_root(d);
+    int rc = DT_OK;
+    if (r->type != DTJ_OBJ) {
+        rc = DT_ERR(DT_ERR_INVALID, "%s: metadata must be a JSON object of strings", path);
+    } else {
+        dtj_puts(b, "\"__metadata__\":{");
+        for (size_t k = 0; k < r->len; k++) {
+            const dtj_member *m = &r->members[k];
+            if (strlen(m->key) != m->key_len || !dtj_is_cstr(m->val)) {
+                rc = DT_ERR(DT_ERR_INVALID, "%s: metadata value for '" NAMEFMT "' is not a string", path, m->key);
+                break;
+            }
+            if (k) dtj_puts(b, ",");
+            dtj_put_str(b, m->key, m->key_len);
+            dtj_puts(b, ":");
+            dtj_put_str(b, m->val->str, m->val->len);
+        }
+        dtj_puts(b, "}");
+    }
+    dtj_free(d);
+    return rc;
+}
+
+int dt_st_writer_open(const char *path, const dt_st_info *ts, int n, const char *metadata_json,
+                      dt_st_writer **out) {
+    BE_CHECK();
+    if (!out) return DT_ERR(DT_ERR_INVALID, "NULL out");
+    *out = NULL;
+    if (!path || !*path) return DT_ERR(DT_ERR_INVALID, "NULL or empty path");
+    if (n < 0 || (n > 0 && !ts)) return DT_ERR(DT_ERR_INVALID, "%s: invalid tensor list (n = %d)", path, n);
+    dt_st_writer *w = calloc(1, sizeof *w);
+    if (!w) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    w->fd = -1;
+    w->n = n;
+    size_t cnt = n ? (size_t)n : 1;
+    w->off = calloc(cnt, sizeof *w->off);
+    w->nb = calloc(cnt, sizeof *w->nb);
+    w->written = calloc(cnt, 1);
+    w->names = calloc(cnt, sizeof *w->names);
+    const char **sorted = calloc(cnt, sizeof *sorted);
+    char pidbuf[32];
+    snprintf(pidbuf, sizeof pidbuf, ".tmp.%ld", (long)getpid());
+    w->path = dtck_cat(path, "");
+    w->tmp = dtck_cat(path, pidbuf);
+    dtj_buf b = {0};
+    int rc = DT_OK;
+    if (!w->off || !w->nb || !w->written || !w->names || !sorted || !w->path || !w->tmp) {
+        rc = DT_ERR(DT_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    /* Validate every description. */
+    for (int i = 0; i < n; i++) {
+        const dt_st_info *t = &ts[i];
+        if (!t->name || !*t->name) { rc = DT_ERR(DT_ERR_INVALID, "%s: tensor %d has no name", path, i); goto fail; }
+        if (!dtj_utf8_valid(t->name, strlen(t->name))) {
+            rc = DT_ERR(DT_ERR_INVALID, "%s: tensor %d name is not valid UTF-8", path, i);
+            goto fail;
+        }
+        if (strcmp(t->name, "__metadata__") == 0) {
+            rc = DT_ERR(DT_ERR_INVALID, "%s: '__metadata__' is reserved, not a tensor name", path);
+            goto fail;
+        }
+        if ((unsigned)t->dtype >= DT_NUM_DTYPES) {
+            rc = DT_ERR(DT_ERR_INVALID, "%s: tensor '" NAMEFMT "': invalid dtype %d", path, t->name, (int)t->dtype);
+            goto fail;
+        }
+        if (t->ndim < 0 || t->ndim > DT_ST_MAX_DIMS) {
+            rc = DT_ERR(DT_ERR_INVALID, "%s: tensor '" NAMEFMT "': ndim %d out of range [0, %d]", path, t->name,
+                        t->ndim, DT_ST_MAX_DIMS);
+            goto fail;
+        }
+        if (tensor_bytes(t->dtype, t->ndim, t->shape, &w->nb[i])) {
+            rc = DT_ERR(DT_ERR_INVALID, "%s: tensor '" NAMEFMT "': negative dimension or size overflow", path, t->name);
+            goto fail;
+        }
+        sorted[i] = t->name;
+        w->names[i] = dtck_cat(t->name, "");
+        if (!w->names[i]) { rc = DT_ERR(DT_ERR_NOMEM, "out of memory"); goto fail; }
+    }
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_cstr_ptr);
+    for (int i = 1; i < n; i++)
+        if (strcmp(sorted[i], sorted[i - 1]) == 0) {
+            rc = DT_ERR(DT_ERR_INVALID, "%s: duplicate tensor name '" NAMEFMT "'", path, sorted[i]);
+            goto fail;
+        }
+    /* Header JSON. */
+    dtj_puts(&b, "{");
+    int first = 1;
+    if (metadata_json) {
+        rc = put_metadata(&b, path, metadata_json);
+        if (rc) goto fail;
+        first = 0;
+    }
+    uint64_t rel = 0;
+    for (int i = 0; i < n; i++) {
+        const dt_st_info *t = &ts[i];
+        if (!first) dtj_puts(&b, ",");
+        first = 0;
+        dtj_put_str(&b, t->name, strlen(t->name));
+        dtj_printf(&b, ":{\"dtype\":\"%s\",\"shape\":[", k_st_names[t->dtype]);
+        for (int d = 0; d < t->ndim; d++) dtj_printf(&b, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+        if (rel > UINT64_MAX - w->nb[i]) { rc = DT_ERR(DT_ERR_INVALID, "%s: total size overflows", path); goto fail; }
+        dtj_printf(&b, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)rel,
+                   (unsigned long long)(rel + w->nb[i]));
+        w->off[i] = rel;
+        rel += w->nb[i];
+    }
+    dtj_puts(&b, "}");
+    while (!b.oom && b.len % 8) dtj_puts(&b, " ");
+    if (b.oom) { rc = DT_ERR(DT_ERR_NOMEM, "%s: out of memory building the header", path); goto fail; }
+    if (b.len > DT_ST_MAX_HEADER) {
+        rc = DT_ERR(DT_ERR_INVALID, "%s: header of %zu bytes exceeds the %llu-byte limit", path, b.len,
+                    (unsigned long long)DT_ST_MAX_HEADER);
+        goto fail;
+    }
+    for (int i = 0; i < n; i++) w->off[i] += 8 + (uint64_t)b.len;
+    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w->fd < 0) { rc = DT_ERR(DT_ERR_IO, "%s: cannot create: %s", w->tmp, strerror(errno)); goto fail; }
+    unsigned char len8[8];
+    dtck_put_u64(len8, (uint64_t)b.len);
+    if (dtck_write_all(w->fd, len8, 8) || dtck_write_all(w->fd, b.p, b.len)) {
+        rc = DT_ERR(DT_ERR_IO, "%s: write error: %s", w->tmp, strerror(errno));
+        goto fail;
+    }
+    dtj_buf_free(&b);
+    free(sorted);
+    *out = w;
+    return DT_OK;
+fail:
+    dtj_buf_free(&b);
+    free(sorted);
+    dt_st_writer_abort(w);
+    return rc;
+}
+
+int dt_st_writer_write(dt_st_writer *w, int i, const void *data) {
+    if (!w) return DT_ERR(DT_ERR_INVALID, "NULL writer");
+    if (i < 0 || i >= w->n) return DT_ERR(DT_ERR_INVALID, "%s: tensor index %d out of range [0, %d)", w->path, i, w->n);
+    if (w->written[i])
+        return DT_ERR(DT_ERR_INVALID, "%s: tensor '" NAMEFMT "' written twice", w->path, w->names[i]);
+    if (w->nb[i] > SIZE_MAX) return DT_ERR(DT_ERR_UNSUPPORTED, "%s: tensor too large", w->path);
+    if (w->nb[i] && !data) return DT_ERR(DT_ERR_INVALID, "%s: NULL data for tensor '" NAMEFMT "'", w->path, w->names[i]);
+    if (w->nb[i] && dtck_pwrite_all(w->fd, data, (size_t)w->nb[i], w->off[i])) {
+        w->failed = 1;
+        return DT_ERR(DT_ERR_IO, "%s: write error: %s", w->tmp, strerror(errno));
+    }
+    w->written[i] = 1;
+    return DT_OK;
+}
+
+int dt_st_writer_close(dt_st_writer *w) {
+    if (!w) return DT_OK;
+    int rc = DT_OK;
+    if (w->failed) {
+        rc = DT_ERR(DT_ERR_IO, "%s: an earlier write failed; file not saved", w->path);
+        goto fail;
+    }
+    for (int i = 0; i < w->n; i++)
+        if (!w->written[i]) {
+            rc = DT_ERR(DT_ERR_STATE, "%s: tensor '" NAMEFMT "' was never written; file not saved", w->path,
+                        w->names[i]);
+            goto fail;
+        }
+    if (fsync(w->fd) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", w->tmp, strerror(errno)); goto fail; }
+    int fd = w->fd;
+    w->fd = -1;
+    if (close(fd) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: close: %s", w->tmp, strerror(errno)); goto fail; }
+    if (rename(w->tmp, w->path) != 0) {
+        rc = DT_ERR(DT_ERR_IO, "%s: cannot rename %s into place: %s", w->path, w->tmp, strerror(errno));
+        goto fail;
+    }
+    if (dtck_fsync_dir_of(w->path, 0) != 0) {
+        /* The file is complete under its name; report the durability problem. */
+        rc = DT_ERR(DT_ERR_IO, "%s: fsync of the directory: %s", w->path, strerror(errno));
+        writer_free(w);
+        return rc;
+    }
+    writer_free(w);
+    return DT_OK;
+fail:
+    dt_st_writer_abort(w);
+    return rc;
+}
+
+int dt_st_save(const char *path, const dt_st_info *ts, int n, const char *metadata_json) {
+    dt_st_writer *w;
+    int rc = dt_st_writer_open(path, ts, n, metadata_json, &w);
+    if (rc) return rc;
+    for (int i = 0; i < n; i++) {
+        rc = dt_st_writer_write(w, i, ts[i].data);
+        if (rc) {
+            dt_st_writer_abort(w);
+            return rc;
+        }
+    }
+    return dt_st_writer_close(w);
+}

@@ -10,5 +10,17 @@
 #include "dtrain/dtype.h"
 #include "dtrain/comm.h"
 #include "dtrain/coll.h"
+#include "dtrain/config.h"
+#include "dtrain/trace.h"
+#include "dtrain/mem.h"
+#include "dtrain/ddp.h"
+#include "dtrain/optim.h"
+#include "dtrain/zero.h"
+#include "dtrain/nn.h"
+#include "dtrain/model.h"
+#include "dtrain/data.h"
+#include "dtrain/safetensors.h"
+#include "dtrain/ckpt.h"
+#include "dtrain/train.h"
 
 #endif

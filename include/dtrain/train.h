@@ -52,6 +52,10 @@ typedef struct dt_train_options {
     int quiet;               /* no progress output */
     char json_path[256];     /* JSON lines: one object per step and per epoch ("" = off) */
     char timeline_path[256]; /* Chrome trace per rank ("" = off); "%d" -> rank */
+    char save_model[256];    /* write the trained model as safetensors here ("" = off) */
+    char checkpoint_dir[256];/* training-state checkpoints go here ("" = off) */
+    long checkpoint_every;   /* write one every K optimizer steps (0: only at the end) */
+    char resume_dir[256];    /* continue from this checkpoint ("" = start fresh) */
     dt_config dist;          /* enable_data_parallel, zero_opt_level, buckets, overlap, sync_bn */
     dt_comm *comm;           /* communicator to train over; NULL = world */
 } dt_train_options;
@@ -99,6 +103,24 @@ int dt_trainer_gather_params(dt_trainer *t, float *dst, int root);
  * append it as a JSON object to the JSON lines file if one is open. */
 void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when);
 void dt_trainer_free(dt_trainer *t);
+
+/* Consolidated model: parameters and batch-norm buffers by state_dict name in
+ * the safetensors format, written by the rank with world rank 0 (ZeRO-3:
+ * gathered to it one tensor at a time). Collective. The file appears
+ * atomically (temporary name, fsync, rename). */
+int dt_trainer_save_model(dt_trainer *t, const char *path);
+/* Training-state checkpoint (dtrain/ckpt.h): a directory with a manifest and
+ * one file per rank holding its partition [r*S, (r+1)*S) of the parameters and
+ * of every optimizer state (S = ceil(P / N)), plus the buffers on rank 0; the
+ * step, epoch and position in the epoch. Collective; crash-safe (the previous
+ * checkpoint stays intact until the new one is complete). */
+int dt_trainer_save_checkpoint(dt_trainer *t, const char *dir);
+/* Load a checkpoint into a freshly created trainer (before dt_trainer_fit):
+ * any world size and ZeRO level (the state is resharded); the same world size
+ * and level continue bit-identically. Refuses a checkpoint of another model or
+ * optimizer (DT_ERR_MISMATCH), a corrupted or truncated one (DT_ERR_IO, naming
+ * the file), an unknown format version (DT_ERR_UNSUPPORTED). Collective. */
+int dt_trainer_resume(dt_trainer *t, const char *dir);
 
 /* Ask every trainer in this process to stop at the next step boundary.
  * Async-signal-safe: dtrain-train calls it from its SIGINT/SIGTERM handler.

@@ -55,6 +55,10 @@ const char *dt_train_usage(void) {
 "  --json FILE                JSON lines: one object per step and per epoch\n"
 "  --timeline FILE            Chrome trace per rank (\"%d\" in FILE becomes the rank;\n"
 "                             otherwise rank r > 0 writes FILE.r)\n"
+"  --save-model FILE          write the trained model (safetensors, state_dict names)\n"
+"  --checkpoint-dir DIR       write training-state checkpoints (crash-safe) to DIR\n"
+"  --checkpoint-every K       ... every K optimizer steps (default: at the end only)\n"
+"  --resume DIR               continue from a checkpoint (any world size / ZeRO level)\n"
 "  --config FILE              dist config JSON (see below)   --dump-config FILE\n"
 "dist config (JSON keys; env DTRAIN_<KEY>; flags --key with '-' for '_'):\n"
 "  --enable-data-parallel 0|1 --zero-opt-level 0..3 (alias --zero) --bucket-size-mb MB\n"
@@ -155,6 +159,10 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
         else if (!strcmp(f, "--eval")) { rc = parse_long(f, v, 0, 1, &l); o->eval = (int)l; }
         else if (!strcmp(f, "--json")) rc = copy_path(f, v, o->json_path, sizeof o->json_path);
         else if (!strcmp(f, "--timeline")) rc = copy_path(f, v, o->timeline_path, sizeof o->timeline_path);
+        else if (!strcmp(f, "--save-model")) rc = copy_path(f, v, o->save_model, sizeof o->save_model);
+        else if (!strcmp(f, "--checkpoint-dir")) rc = copy_path(f, v, o->checkpoint_dir, sizeof o->checkpoint_dir);
+        else if (!strcmp(f, "--checkpoint-every")) rc = parse_long(f, v, 0, 1L << 40, &o->checkpoint_every);
+        else if (!strcmp(f, "--resume")) rc = copy_path(f, v, o->resume_dir, sizeof o->resume_dir);
         else if (!strcmp(f, "--config")) rc = DT_OK; /* applied in pass 1 */
         else if (!strcmp(f, "--dump-config")) rc = copy_path(f, v, dump, sizeof dump);
         else {

@@ -16,36 +16,9 @@
 #include "dtrain/trace.h"
 #include "dtrain/train.h"
 #include "dtrain/zero.h"
+#include "train/trainer_internal.h"
 
-struct dt_trainer {
-    dt_train_options o;
-    dt_comm *comm;
-    dt_comm_info ci;
-    int dp;                  /* gradients averaged over comm (size > 1) */
-    dt_dataset train, test;
-    dt_model *model;
-    dt_optim *opt;
-    dt_lr_schedule sched;
-    dt_ddp *ddp;
-    dt_zero *zero;           /* ZeRO stage >= 1 (then opt is NULL) */
-    long long mem_model[2];  /* bytes of the model's own params/grads registered */
-    int *layer_seg;          /* [layers] DDP segment of each layer, -1 if none */
-    int nlayers;
-    dt_sampler sampler;
-    dt_batch_iter it;
-    float *x;                /* [cap, 784] batch images */
-    int32_t *y;              /* [cap] batch labels */
-    int cap;
-    long step;
-    FILE *json;
-    int tracing;
-    double t_layer;          /* start of the current layer (trace) */
-    double bwd_t0, bwd_t1;   /* backward interval of the current step */
-    double hidden_sum, comm_sum; /* overlap accounting over synced steps */
-    double grad_norm;        /* of the last step, before clipping */
-    double *step_s;          /* per-step wall times */
-    long nstep_s, cap_step_s;
-};
+
 
 static volatile sig_atomic_t g_stop_requested;
 
@@ -303,6 +276,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
                          .grad_ready = h_grad_ready, .post_backward = h_post_bwd,
                          .sync_stats = (t->dp && o->dist.sync_bn) ? h_sync_stats : NULL};
     FAIL(dt_model_set_hooks(t->model, &hk));
+    if (*o->resume_dir) FAIL(dt_trainer_resume(t, o->resume_dir));
 #undef FAIL
     *out = t;
     return DT_OK;
@@ -415,6 +389,8 @@ void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when) {
 
 /* ---- training --------------------------------------------------------------- */
 
+static uint64_t o_seed(const dt_trainer *t) { return t->o.seed; }
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -454,6 +430,12 @@ static int train_step(dt_trainer *t, double *loss_sum, double *correct, double *
         int rc = dt_batch_iter_next(&t->it, &idx, &B);
         if (rc <= 0) return rc < 0 ? rc : DT_ERR(DT_ERR_INTERNAL, "batch iterator ended inside a step");
         rc = dt_dataset_batch(&t->train, idx, B, t->x, t->y, NULL);
+        if (rc) return rc;
+        t->epoch_batches++;
+        /* the dropout stream depends only on (seed, rank, step, micro-step): a
+         * resumed run draws the same masks as an uninterrupted one */
+        rc = dt_model_seed_dropout(t->model, (o_seed(t) * 0x9e3779b97f4a7c15ull) ^
+                                                 ((uint64_t)t->ci.world_rank << 48) ^ ((uint64_t)t->step * 64 + (uint64_t)m));
         if (rc) return rc;
         if (t->ddp) {
             if ((rc = dt_ddp_set_grad_sync(t->ddp, m == k - 1))) return rc;
@@ -519,10 +501,19 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
     dt_train_result r = {.test_acc = -1, .comm_hidden = -1};
     long steps_per_epoch = dt_batch_iter_num_batches(&t->it) / o->accum_steps;
     int rc = DT_OK;
-    for (int e = 0; e < o->epochs && (o->max_steps <= 0 || t->step < o->max_steps); e++) {
+    for (int e = t->epoch; e < o->epochs && (o->max_steps <= 0 || t->step < o->max_steps); e++) {
+        t->epoch = e;
         dt_sampler_set_epoch(&t->sampler, (uint64_t)e);
         if ((rc = dt_batch_iter_reset(&t->it, &t->sampler))) return rc;
+        t->epoch_batches = 0;
+        for (; t->resume_skip > 0; t->resume_skip--) { /* resumed mid-epoch */
+            const int64_t *idx;
+            int B;
+            if ((rc = dt_batch_iter_next(&t->it, &idx, &B)) <= 0) return rc < 0 ? rc : DT_ERR(DT_ERR_INVALID, "resume position beyond the epoch");
+            t->epoch_batches++;
+        }
         double v[3] = {0, 0, 0}, t0 = dt_trace_now_us(), sl = 0;
+        int epoch_complete = 0;
         long done = 0;
         for (;;) {
             if (o->max_steps > 0 && t->step >= o->max_steps) break;
@@ -535,9 +526,12 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
             }
             int got = train_step(t, &v[0], &v[1], &v[2], &sl);
             if (got < 0) return got;
-            if (!got) break;
+            if (!got) { epoch_complete = 1; break; }
             done++;
             if (bar && (done % 10 == 0 || done == steps_per_epoch)) progress(t, e, done, steps_per_epoch, sl);
+            if (*o->checkpoint_dir && o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0 &&
+                (rc = dt_trainer_save_checkpoint(t, o->checkpoint_dir)))
+                return rc;
         }
         double secs = (dt_trace_now_us() - t0) * 1e-6;
         if ((rc = sum_over_ranks(t, v, 3))) return rc;
@@ -555,6 +549,10 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
             printf("  (%.1f s)\n", secs);
             fflush(stdout);
         }
+        if (epoch_complete) { /* a checkpoint from here on starts at the next epoch */
+            t->epoch = e + 1;
+            t->epoch_batches = 0;
+        }
         if (t->json) {
             fprintf(t->json, "{\"type\":\"epoch\",\"epoch\":%d,\"steps\":%ld,\"loss\":%.9g,\"train_acc\":%.6f,"
                              "\"samples_per_s\":%.1f,\"time_s\":%.3f",
@@ -565,6 +563,11 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
         }
     }
     r.steps = t->step;
+    if (*o->checkpoint_dir && (o->checkpoint_every <= 0 || t->step % o->checkpoint_every != 0)) {
+        /* the final state */
+        if ((rc = dt_trainer_save_checkpoint(t, o->checkpoint_dir))) return rc;
+    }
+    if (*o->save_model && (rc = dt_trainer_save_model(t, o->save_model))) return rc;
     if (t->nstep_s) {
         double *s = malloc(sizeof(double) * (size_t)t->nstep_s);
         if (s) {

@@ -1,0 +1,185 @@
+/* src/train/train_ckpt.c - the trainer's checkpoints: consolidated model
+ * export (safetensors) and sharded training-state checkpoints (dtrain/ckpt.h)
+ * with resume at any world size and ZeRO level. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/error.h"
+#include "dtrain/ckpt.h"
+#include "dtrain/coll.h"
+#include "dtrain/safetensors.h"
+#include "train/trainer_internal.h"
+
+/* rank 0's status, shared with every rank (so all take the same path) */
+static int agree(dt_trainer *t, int rc) {
+    int v[2] = {rc, rc < 0 ? 1 : 0};
+    int brc = dt_broadcast(v, v, 2, DT_I32, dt_comm_world_rank_of(t->comm, 0), t->comm);
+    if (brc) return brc;
+    if (t->ci.rank != 0 && v[1]) return DT_ERR(v[0], "rank 0 failed (see its message)");
+    return v[0];
+}
+
+/* any rank's failure, on every rank */
+static int agree_all(dt_trainer *t, int rc) {
+    int v = rc < 0 ? 1 : 0;
+    int brc = t->ci.size > 1 ? dt_allreduce(&v, &v, 1, DT_I32, DT_MAX, t->comm) : DT_OK;
+    if (brc) return brc;
+    if (v && !rc) return DT_ERR(DT_ERR_IO, "another rank failed (see its message)");
+    return rc;
+}
+
+/* ---- consolidated model ---------------------------------------------------- */
+
+int dt_trainer_save_model(dt_trainer *t, const char *path) {
+    if (!t || !path || !*path) return DT_ERR(DT_ERR_INVALID, "trainer or path is NULL/empty");
+    int root = dt_comm_world_rank_of(t->comm, 0), me = t->ci.rank == 0;
+    int np = dt_model_num_slices(t->model), nb = dt_model_num_buffer_slices(t->model), n = np + nb;
+    dt_st_info *info = calloc((size_t)n, sizeof *info);
+    size_t maxc = 0;
+    int rc = info ? DT_OK : DT_ERR(DT_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n && !rc; i++) {
+        const dt_param_slice *sl = i < np ? dt_model_slice(t->model, i) : dt_model_buffer_slice(t->model, i - np);
+        info[i].name = sl->name;
+        info[i].dtype = DT_F32;
+        info[i].ndim = sl->ndim;
+        for (int d = 0; d < sl->ndim; d++) info[i].shape[d] = sl->shape[d];
+        if (i < np && sl->count > maxc) maxc = sl->count;
+    }
+    dt_st_writer *w = NULL;
+    char meta[256];
+    snprintf(meta, sizeof meta, "{\"format\": \"pt\", \"model\": \"%s\", \"written_by\": \"dtrain\", \"step\": \"%ld\"}",
+             t->o.model, t->step);
+    if (me && !rc) rc = dt_st_writer_open(path, info, n, meta, &w);
+    rc = agree(t, rc);
+    /* one tensor at a time: ZeRO-3 never holds the whole model on rank 0 */
+    float *buf = rc ? NULL : malloc(sizeof(float) * (maxc ? maxc : 1));
+    if (!rc && !buf) rc = DT_ERR(DT_ERR_NOMEM, "out of memory");
+    rc = agree_all(t, rc);
+    int wrc = DT_OK;
+    for (int i = 0; i < np && !rc; i++) {
+        const dt_param_slice *sl = dt_model_slice(t->model, i);
+        if (t->zero) rc = dt_zero_gather_range(t->zero, sl->offset, sl->count, buf, root);
+        else if (me) memcpy(buf, dt_model_params(t->model) + sl->offset, sl->count * sizeof(float));
+        if (!rc && me && !wrc) wrc = dt_st_writer_write(w, i, buf);
+    }
+    for (int i = 0; i < nb && !rc && me && !wrc; i++) /* buffers are identical on every rank */
+        wrc = dt_st_writer_write(w, np + i, dt_model_buffers(t->model) + dt_model_buffer_slice(t->model, i)->offset);
+    if (me && w) {
+        if (!rc && !wrc) wrc = dt_st_writer_close(w);
+        else dt_st_writer_abort(w);
+    }
+    free(buf);
+    free(info);
+    if (rc) return rc;
+    return agree(t, wrc);
+}
+
+/* ---- training-state checkpoints ---------------------------------------------- */
+
+/* the state vectors: params, each optimizer state, buffers */
+static int num_states(dt_trainer *t) { return dt_optim_num_states(t->zero ? dt_zero_optim(t->zero) : t->opt); }
+
+static float *state_ptr(dt_trainer *t, int i, const char **name) {
+    return dt_optim_state(t->zero ? dt_zero_optim(t->zero) : t->opt, i, name);
+}
+
+int dt_trainer_save_checkpoint(dt_trainer *t, const char *dir) {
+    if (!t || !dir || !*dir) return DT_ERR(DT_ERR_INVALID, "trainer or directory is NULL/empty");
+    size_t P = dt_model_num_params(t->model), NB = dt_model_num_buffers(t->model);
+    int N = t->ci.size, r = t->ci.rank, ns = num_states(t);
+    /* this rank's partition [lo, hi): the ZeRO slice (every stage, so a
+     * checkpoint has the same layout whatever wrote it) */
+    size_t S = (P + (size_t)N - 1) / (size_t)N;
+    size_t lo = (size_t)r * S < P ? (size_t)r * S : P, hi = lo + S < P ? lo + S : P;
+    int zero = t->o.dist.zero_opt_level, rc = DT_OK;
+    /* this rank's slice is current even while ZeRO 1/2 re-share it to others */
+    const float *pdata = zero == 3 ? dt_zero_param_shard(t->zero) : dt_model_params(t->model) + lo;
+    if (r == 0) rc = dt_ckpt_prepare(dir);
+    rc = agree(t, rc);
+    if (rc) return rc;
+
+    dt_ckpt_range ranges[8];
+    int nr = 0;
+    const char *names[6];
+    ranges[nr++] = (dt_ckpt_range){"params", lo, hi - lo, pdata};
+    for (int i = 0; i < ns && i < 5; i++) {
+        float *st = state_ptr(t, i, &names[i]);
+        /* stage 0 holds the full state: save this rank's partition of it */
+        ranges[nr++] = (dt_ckpt_range){names[i], lo, hi - lo, t->zero ? st : st + lo};
+    }
+    if (r == 0 && NB) ranges[nr++] = (dt_ckpt_range){"buffers", 0, NB, dt_model_buffers(t->model)};
+    dt_ckpt_shard shard = {nr, ranges};
+    rc = agree_all(t, dt_ckpt_write_shard(dir, r, &shard, NULL));
+    if (rc) return rc;
+
+    if (r == 0) {
+        dt_ckpt_vector vec[8];
+        int nv = 0;
+        vec[nv++] = (dt_ckpt_vector){"params", P};
+        for (int i = 0; i < ns && i < 5; i++) vec[nv++] = (dt_ckpt_vector){names[i], P};
+        if (NB) vec[nv++] = (dt_ckpt_vector){"buffers", NB};
+        char dist[1024], nparams[32], h1[16], h2[16];
+        dt_config_dumps(&t->o.dist, dist, sizeof dist);
+        snprintf(nparams, sizeof nparams, "%zu", P);
+        snprintf(h1, sizeof h1, "%d", t->o.hidden1);
+        snprintf(h2, sizeof h2, "%d", t->o.hidden2);
+        dt_ckpt_kv meta[] = {{"model", t->o.model}, {"optimizer", t->o.optimizer}, {"hidden1", h1},
+                             {"hidden2", h2}, {"dist_config", dist}, {"written_by", "dtrain-train"}};
+        dt_ckpt_manifest m = {.step = (uint64_t)t->step, .epoch = (uint64_t)t->epoch,
+                              .epoch_position = (uint64_t)t->epoch_batches,
+                              .rng_state = {t->o.seed, 0, 0, 0}, .world_size = N, .zero_level = zero,
+                              .num_params = P, .num_buffers = NB, .nvectors = nv, .vectors = vec,
+                              .nranks = 0, .nmeta = (int)(sizeof meta / sizeof meta[0]), .meta = meta};
+        rc = dt_ckpt_commit(dir, &m);
+    }
+    return agree(t, rc);
+}
+
+static int check_meta(dt_ckpt_manifest *m, const char *dir, const char *key, const char *want) {
+    const char *got = dt_ckpt_meta_get(m, key);
+    if (!got || strcmp(got, want) != 0)
+        return DT_ERR(DT_ERR_MISMATCH, "checkpoint '%s' was written for %s '%s', this run uses '%s'", dir, key,
+                      got ? got : "(none)", want);
+    return DT_OK;
+}
+
+int dt_trainer_resume(dt_trainer *t, const char *dir) {
+    if (!t || !dir || !*dir) return DT_ERR(DT_ERR_INVALID, "trainer or directory is NULL/empty");
+    dt_ckpt_manifest *m = NULL;
+    size_t P = dt_model_num_params(t->model), NB = dt_model_num_buffers(t->model);
+    char h1[16], h2[16];
+    snprintf(h1, sizeof h1, "%d", t->o.hidden1);
+    snprintf(h2, sizeof h2, "%d", t->o.hidden2);
+    int rc = dt_ckpt_load_manifest(dir, &m);
+    if (!rc) rc = check_meta(m, dir, "model", t->o.model);
+    if (!rc) rc = check_meta(m, dir, "optimizer", t->o.optimizer);
+    if (!rc) rc = check_meta(m, dir, "hidden1", h1);
+    if (!rc) rc = check_meta(m, dir, "hidden2", h2);
+    if (!rc && (m->num_params != P || m->num_buffers != NB))
+        rc = DT_ERR(DT_ERR_MISMATCH, "checkpoint '%s' holds %llu parameters and %llu buffer values, the model has %zu and %zu",
+                    dir, (unsigned long long)m->num_params, (unsigned long long)m->num_buffers, P, NB);
+    /* parameters: the full vector (stages 0-2) or this rank's slice (stage 3) */
+    size_t lo = 0, hi = P;
+    if (t->zero) dt_zero_shard(t->zero, &lo, &hi);
+    if (!rc) {
+        if (t->o.dist.zero_opt_level == 3) rc = dt_ckpt_read_range(NULL, m, "params", lo, hi - lo, dt_zero_param_shard(t->zero));
+        else rc = dt_ckpt_read_range(NULL, m, "params", 0, P, dt_model_params(t->model));
+    }
+    for (int i = 0; !rc && i < num_states(t); i++) {
+        const char *name;
+        float *st = state_ptr(t, i, &name);
+        if (dt_ckpt_vector_index(m, name) < 0)
+            rc = DT_ERR(DT_ERR_MISMATCH, "checkpoint '%s' has no optimizer state '%s'", dir, name);
+        else rc = dt_ckpt_read_range(NULL, m, name, lo, hi - lo, st);
+    }
+    if (!rc && NB) rc = dt_ckpt_read_range(NULL, m, "buffers", 0, NB, dt_model_buffers(t->model));
+    if (!rc) {
+        dt_optim *opt = t->zero ? dt_zero_optim(t->zero) : t->opt;
+        rc = dt_optim_set_step(opt, (long)m->step);
+        t->step = (long)m->step;
+        t->epoch = (int)m->epoch;
+        t->resume_skip = (long)m->epoch_position;
+    }
+    dt_ckpt_manifest_free(m);
+    return agree_all(t, rc);
+}

@@ -1,0 +1,46 @@
+/* src/train/trainer_internal.h - internal: the trainer object, shared by
+ * trainer.c (set-up and loop) and train_ckpt.c (checkpoints, model export). */
+#ifndef DT_TRAIN_TRAINER_INTERNAL_H
+#define DT_TRAIN_TRAINER_INTERNAL_H
+
+#include <stdio.h>
+#include "dtrain/data.h"
+#include "dtrain/ddp.h"
+#include "dtrain/optim.h"
+#include "dtrain/train.h"
+#include "dtrain/zero.h"
+
+struct dt_trainer {
+    dt_train_options o;
+    dt_comm *comm;
+    dt_comm_info ci;
+    int dp;                  /* gradients averaged over comm (size > 1) */
+    dt_dataset train, test;
+    dt_model *model;
+    dt_optim *opt;
+    dt_lr_schedule sched;
+    dt_ddp *ddp;
+    dt_zero *zero;           /* ZeRO stage >= 1 (then opt is NULL) */
+    long long mem_model[2];  /* bytes of the model's own params/grads registered */
+    int *layer_seg;          /* [layers] DDP segment of each layer, -1 if none */
+    int nlayers;
+    dt_sampler sampler;
+    dt_batch_iter it;
+    float *x;                /* [cap, 784] batch images */
+    int32_t *y;              /* [cap] batch labels */
+    int cap;
+    long step;
+    int epoch;               /* current epoch (0-based) */
+    long epoch_batches;      /* micro-batches consumed in the current epoch */
+    long resume_skip;        /* batches to skip at the start of the resumed epoch */
+    FILE *json;
+    int tracing;
+    double t_layer;          /* start of the current layer (trace) */
+    double bwd_t0, bwd_t1;   /* backward interval of the current step */
+    double hidden_sum, comm_sum; /* overlap accounting over synced steps */
+    double grad_norm;        /* of the last step, before clipping */
+    double *step_s;          /* per-step wall times */
+    long nstep_s, cap_step_s;
+};
+
+#endif

@@ -151,8 +151,9 @@ static int validate(const char *fn, dt_coll_desc *d) {
             if ((!a->data && a->count) || (!b->data && b->count))
                 return dt_error(DT_ERR_INVALID, fn, "tensor %d: %s data is NULL but count is %zu", i, !a->data && a->count ? "input" : "output", a->count);
             size_t es = dt_dtype_size(a->dtype);
-            if (totals[a->dtype] > (size_t)PTRDIFF_MAX / es - a->count)
-                return dt_error(DT_ERR_INVALID, fn, "tensor %d: fused %s total overflows", i, dt_dtype_name(a->dtype));
+            TRY(check_count(fn, a->count, a->dtype, 1));
+            if (a->count > (size_t)PTRDIFF_MAX / es - totals[a->dtype])
+                return dt_error(DT_ERR_INVALID, fn, "tensor %d: fused %s count overflows the address space", i, dt_dtype_name(a->dtype));
             totals[a->dtype] += a->count;
         }
         for (int t = 0; t < DT_NUM_DTYPES; t++) {

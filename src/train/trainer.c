@@ -579,6 +579,10 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
     }
     if (t->ddp && t->comm_sum > 0) r.comm_hidden = t->hidden_sum / t->comm_sum;
     r.grad_norm = t->grad_norm;
+    if (t->json)
+        fprintf(t->json, "{\"type\":\"summary\",\"steps\":%ld,\"ranks\":%d,\"zero_opt_level\":%d,\"median_step_s\":%.6f,"
+                         "\"comm_hidden\":%.4f,\"grad_norm\":%.6g,\"test_acc\":%.6f}\n",
+                r.steps, t->ci.size, o->dist.zero_opt_level, r.median_step_s, r.comm_hidden, r.grad_norm, r.test_acc);
     if (res) *res = r;
     return DT_OK;
 }

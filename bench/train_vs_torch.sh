@@ -39,3 +39,13 @@ for m in $MODELS; do
   d1=$(eval echo "\$D_${m}_1"); d2=$(eval echo "\$D_${m}_2")
   printf "%-6s weak-scaling efficiency 1->2 ranks (dtrain): %.1f%%\n" "$m" "$($PY -c "print(100 * $d1 / $d2)")"
 done
+
+# Fraction of bucket communication time that overlapped backward (dtrain's own
+# measurement: each bucket's execution interval on the communication thread
+# against the backward interval, summed over steps), 2 ranks.
+for m in $MODELS; do
+  j="$TMP/o.json"
+  $MPIRUN -np 2 "$BUILD/bin/dtrain-train" --model "$m" --batch-size 64 --epochs 1 --max-steps $((STEPS + 20)) \
+      --eval 0 --quiet --json "$j" >/dev/null
+  $PY -c "import json; s=[json.loads(l) for l in open('$j') if '\"summary\"' in l][0]; print('%-6s communication hidden behind backward (2 ranks): %.0f%%' % ('$m', 100 * s['comm_hidden']))"
+done

@@ -1,4 +1,5 @@
 #include "testutil.h"
+#include <math.h>
 #include <stdarg.h>
 
 int dt_test_passed = 0, dt_test_failed = 0;
@@ -19,4 +20,14 @@ int dt_test_finish(const char *name) {
                dt_test_rank >= 0 ? dt_test_rank : 0, dt_test_passed, dt_test_failed);
     fflush(stdout);
     return dt_test_failed ? 1 : 0;
+}
+
+double dt_test_rel_err(const float *a, const float *b, size_t n) {
+    double d = 0, m = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        if (e > d) d = e;
+        if (fabs((double)b[i]) > m) m = fabs((double)b[i]);
+    }
+    return d / m;
 }

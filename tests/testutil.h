@@ -26,6 +26,10 @@ void dt_test_fail(const char *file, int line, const char *fmt, ...);
                       #expr, dt_status_str(rc_), dt_status_str(st), dt_last_error(), sub); \
     } while (0)
 
+/* max|a[i] - b[i]| / max|b[i]| over n elements (the relative error measure of
+ * the equivalence tests; 0 when identical). */
+double dt_test_rel_err(const float *a, const float *b, size_t n);
+
 /* Prints the summary line; returns 0 if nothing failed, 1 otherwise. */
 int dt_test_finish(const char *name);
 

@@ -50,16 +50,6 @@ static float *train(dt_comm *comm, const char *model, const char *optim, int bat
     return p;
 }
 
-static double rel_err(const float *a, const float *b, size_t n) {
-    double d = 0, m = 1e-30;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]);
-        if (e > d) d = e;
-        if (fabs((double)b[i]) > m) m = fabs((double)b[i]);
-    }
-    return d / m;
-}
-
 int main(void) {
     CHECK_OK(dt_init());
     dt_comm *w = dt_comm_world();
@@ -80,7 +70,7 @@ int main(void) {
         float *ref = train(solo, cases[c].model, cases[c].optim, B, 0, 1, 25, 1, &n1);
         float *dp = train(w, cases[c].model, cases[c].optim, B / N, cases[c].sync_bn, 1, 25, 1, &nn);
         if (ref && dp) {
-            double e = rel_err(dp, ref, n1);
+            double e = dt_test_rel_err(dp, ref, n1);
             if (rank == 0) printf("%s/%s%s: %d ranks x batch %d vs 1 x %d after %d steps: rel err %.3g\n",
                                   cases[c].model, cases[c].optim, cases[c].sync_bn ? "/sync-bn" : "", N, B / N, B, STEPS, e);
             CHECK(n1 == nn && e <= 1e-5, "%s/%s: rel err %.3g > 1e-5", cases[c].model, cases[c].optim, e);
@@ -98,7 +88,7 @@ int main(void) {
             float *p = train(w, "mlp", "sgd", B / N, 0, ov, caps[c], 1, &nx);
             CHECK(base && p && nx == n0 && memcmp(p, base, n0 * sizeof(float)) == 0,
                   "bucket cap %g MB, overlap %d differs from 25 MB/overlap (rel err %.3g)", caps[c], ov,
-                  base && p ? rel_err(p, base, n0) : -1.0);
+                  base && p ? dt_test_rel_err(p, base, n0) : -1.0);
             free(p);
         }
     free(base);
@@ -107,7 +97,7 @@ int main(void) {
     float *acc = train(w, "mlp", "sgd", B / (2 * N), 0, 1, 25, 2, &nx);
     float *big = train(w, "mlp", "sgd", B / N, 0, 1, 25, 1, &n0);
     if (acc && big) {
-        double e = rel_err(acc, big, n0);
+        double e = dt_test_rel_err(acc, big, n0);
         if (rank == 0) printf("no_sync: 2 micro-steps of %d vs 1 step of %d per rank: rel err %.3g\n", B / (2 * N), B / N, e);
         CHECK(e <= 1e-5, "no_sync accumulation rel err %.3g", e);
     }

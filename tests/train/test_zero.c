@@ -54,16 +54,6 @@ static float *train(dt_comm *comm, int zero, run r, int batch, size_t *n) {
     return p;
 }
 
-static double rel_err(const float *a, const float *b, size_t n) {
-    double d = 0, m = 1e-30;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]);
-        if (e > d) d = e;
-        if (fabs((double)b[i]) > m) m = fabs((double)b[i]);
-    }
-    return d / m;
-}
-
 static void check_memory(dt_comm *w, int N, int rank) {
     for (int zero = 0; zero <= 3; zero++) {
         dt_mem_reset();
@@ -124,11 +114,11 @@ int main(void) {
             unclipped[which] = malloc(n0 * sizeof(float));
             if (dp) memcpy(unclipped[which], dp, n0 * sizeof(float));
         } else if (runs[k].clip > 0 && dp && unclipped[which]) {
-            double d = rel_err(dp, unclipped[which], n0);
+            double d = dt_test_rel_err(dp, unclipped[which], n0);
             CHECK(d > 1e-3, "clipping at %g changed nothing (rel diff %.3g): it must be active in this test", runs[k].clip, d);
         }
         if (one && dp) {
-            double e = rel_err(dp, one, n0);
+            double e = dt_test_rel_err(dp, one, n0);
             if (rank == 0) printf("%s clip %g accum %d: stage 0 on %d ranks vs 1 rank: rel err %.3g\n",
                                   runs[k].optim, runs[k].clip, runs[k].accum, N, e);
             CHECK(e <= 1e-5, "stage 0 vs 1 rank: %.3g", e);
@@ -136,7 +126,7 @@ int main(void) {
         for (int zero = 1; zero <= 3; zero++) {
             float *z = train(w, zero, runs[k], B / N, &nz);
             if (z && dp && one) {
-                double e0 = rel_err(z, dp, n0), e1 = rel_err(z, one, n0);
+                double e0 = dt_test_rel_err(z, dp, n0), e1 = dt_test_rel_err(z, one, n0);
                 if (rank == 0) printf("  stage %d: vs stage 0 %.3g, vs 1 rank %.3g\n", zero, e0, e1);
                 CHECK(nz == n0 && e0 <= 1e-5 && e1 <= 1e-5, "%s clip %g accum %d stage %d: rel err %.3g / %.3g",
                       runs[k].optim, runs[k].clip, runs[k].accum, zero, e0, e1);

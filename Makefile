@@ -13,7 +13,9 @@ export OMPI_ALLOW_RUN_AS_ROOT = 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
 MPIRUN = mpirun --oversubscribe
 
-.PHONY: all deps build run test bench install clean
+.PHONY: all deps build run test bench install clean check check-tools check-deps sanitize valgrind fuzz
+FUZZ_SECONDS ?= 60
+CHECK_PKGS = clang valgrind
 
 all: build
 
@@ -40,6 +42,22 @@ run: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# Reliability tooling (CI runs `make test` then `make check-tools`):
+#   sanitize  the whole suite, MPI tests included, in an ASan + UBSan build
+#   valgrind  memcheck over the unit tests
+#   fuzz      libFuzzer targets (IDX reader, config parser, trainer flags,
+#             safetensors, checkpoint manifest), FUZZ_SECONDS each
+check-deps: deps
+	@$(MAKE) --no-print-directory deps DEB_PKGS="$(CHECK_PKGS)"
+sanitize: deps
+	JOBS=$(JOBS) tests/tools/run_sanitizers.sh $(BUILD)-asan
+valgrind: check-deps build
+	JOBS=$(JOBS) tests/tools/run_valgrind.sh $(BUILD)-vg
+fuzz: check-deps
+	JOBS=$(JOBS) FUZZ_BUILD=$(BUILD)-fuzz tests/tools/run_fuzz.sh $(FUZZ_SECONDS)
+check-tools: sanitize valgrind fuzz
+check: test check-tools
 
 install: build
 	cmake --install $(BUILD)

@@ -14,7 +14,14 @@
  *    in f32 and rounded once to the 16-bit type.
  *  - DT_AVG on integer types truncates toward zero.
  *  - Every rank of the group must call the same collectives in the same order
- *    with matching arguments.
+ *    with matching arguments. This is checked before any data moves (collective
+ *    fingerprints, dtrain/reliability.h): a disagreement returns
+ *    DT_ERR_MISMATCH on every rank of the group, receive buffers untouched, and
+ *    the call does not count in the communicator's sequence numbers.
+ *    Point-to-point pairs are checked the same way (both ends fail).
+ *  - Every blocking call is watched by a timeout (DTRAIN_TIMEOUT, default
+ *    300 s): a call that does not complete in time ends the job with a stall
+ *    report naming the ranks that did not arrive (reliability.h).
  *
  * Ordering and threads: each process has one communication engine. Work runs
  * in submission order, blocking calls included: a blocking call made while
@@ -31,6 +38,7 @@
 #include <stddef.h>
 #include "dtrain/comm.h"
 #include "dtrain/dtype.h"
+#include "dtrain/reliability.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -41,13 +41,20 @@ typedef struct dt_comm_info {
 
 /* Start the runtime. Calls MPI_Init_thread when the MPI backend is chosen
  * (unless MPI is already initialised by the caller, in which case dtrain uses
- * it and leaves finalisation to the caller). Errors: DT_ERR_STATE if already
- * initialised; DT_ERR_BACKEND if MPI fails; DT_ERR_UNSUPPORTED if
- * DTRAIN_BACKEND asks for a backend this build lacks. */
+ * it and leaves finalisation to the caller). With MPI and more than one rank
+ * it also agrees on DTRAIN_CHECK_COLLECTIVES over the world and starts the
+ * watchdog thread (stalls and dead ranks, dtrain/reliability.h). Errors:
+ * DT_ERR_STATE if already initialised; DT_ERR_BACKEND if MPI fails;
+ * DT_ERR_UNSUPPORTED if DTRAIN_BACKEND asks for a backend this build lacks;
+ * DT_ERR_INVALID (naming the variable) for a malformed DTRAIN_TIMEOUT,
+ * DTRAIN_TIMEOUT_S, DTRAIN_CHECK_COLLECTIVES or DTRAIN_CHECK_INLINE_MAX. */
 int dt_init(void);
 
 /* Stop the runtime: waits for outstanding asynchronous work, frees every
- * communicator, finalises MPI if dt_init initialised it. DT_ERR_STATE if not
+ * communicator, finalises MPI if dt_init initialised it (a blocking wait for
+ * every rank, watched by the timeout like any collective), stops the
+ * watchdog. From its start, other ranks take this rank's exit as normal; a
+ * process that ends without dt_finalize is reported as a lost rank. DT_ERR_STATE if not
  * initialised (including a second dt_finalize). dt_init may be called again
  * afterwards only for the void backend (MPI cannot be re-initialised). */
 int dt_finalize(void);

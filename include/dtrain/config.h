@@ -9,7 +9,9 @@
  *   overlap               bool    default true  reduce buckets during backward
  *   broadcast_buffers     bool    default true  re-broadcast BN buffers every step
  *   sync_bn               bool    default false synchronised batch norm
- *   timeout_s             number  default 300   limit on any blocking wait
+ *   timeout_s             number  default 300   limit on any blocking call: a stall report,
+ *                                               then the job ends (dtrain/reliability.h);
+ *                                               DTRAIN_TIMEOUT is accepted too
  * Precedence, lowest first: defaults, JSON file, DTRAIN_* environment, flags.
  * Booleans accept true/false/1/0/yes/no/on/off. */
 #ifndef DTRAIN_CONFIG_H

@@ -2,7 +2,9 @@
  * translation, dispatch to the engine (blocking or asynchronous). */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include "coll/engine.h"
+#include "comm/watchdog.h"
 #include "core/error.h"
 
 const char *dt_coll_kind_name(dt_coll_kind k) {
@@ -167,7 +169,7 @@ static int validate(const char *fn, dt_coll_desc *d) {
     }
 }
 
-int dt_coll_execute(const dt_coll_desc *d) {
+int dt_coll_transport(const dt_coll_desc *d) {
     dt_comm *c = d->comm;
     const dt_backend_ops *o = c->ops;
     switch (d->kind) {
@@ -184,6 +186,27 @@ int dt_coll_execute(const dt_coll_desc *d) {
     case DT_COLL_BARRIER: return o->barrier(c);
     default: return dt_fusion_execute(d);
     }
+}
+
+int dt_coll_execute(const dt_coll_desc *d) {
+    dt_comm *c = d->comm;
+    uint64_t *counter = &c->seq;
+    if (d->kind == DT_COLL_SEND || d->kind == DT_COLL_RECV) {
+        /* per peer and direction, so both ends of a pair count alike */
+        if (!c->p2p_seq && !(c->p2p_seq = calloc(2 * (size_t)c->info.size, sizeof *c->p2p_seq)))
+            return DT_ERR(DT_ERR_NOMEM, "out of memory for point-to-point sequence numbers");
+        counter = &c->p2p_seq[2 * (size_t)d->root + (d->kind == DT_COLL_RECV)];
+    }
+    uint64_t seq = ++*counter;
+    dt_fp_hdr h;
+    dt_fp_fill(&h, d, seq);
+    dt_wd_op_begin(h.cid, h.kind, seq, h.dtype, h.count, h.root, h.op, h.nlist);
+    int rc = (c->info.size > 1 && c->ops->check && dt_rel_check_on()) ? dt_fp_execute(d, &h) : dt_coll_transport(d);
+    dt_wd_op_end();
+    /* A mismatched call does not count (every rank that took part rolls
+     * back), so the ranks stay in step for the calls that follow. */
+    if (rc == DT_ERR_MISMATCH) --*counter;
+    return rc;
 }
 
 /* Validate, then run blocking (work == NULL) or submit asynchronously. */

@@ -27,8 +27,21 @@ typedef struct dt_coll_desc {
 } dt_coll_desc;
 
 const char *dt_coll_kind_name(dt_coll_kind k);
-/* Run one validated descriptor on the transport (called by the engine). */
+/* Run one validated descriptor (called by the engine): assigns its sequence
+ * number, publishes it for the watchdog, and runs it fingerprint-checked when
+ * the check is on and the group has more than one rank. */
 int dt_coll_execute(const dt_coll_desc *d);
+/* The bare transport call of a descriptor (no check). */
+int dt_coll_transport(const dt_coll_desc *d);
+
+/* Fingerprints (fingerprint.c). */
+/* Header of d with sequence number seq (also the watchdog's description). */
+void dt_fp_fill(dt_fp_hdr *h, const dt_coll_desc *d, uint64_t seq);
+/* 1 if d is an allreduce whose check travels with its data. */
+int dt_fp_inline_ok(const dt_coll_desc *d);
+/* Run d checked: DT_ERR_MISMATCH (message from every rank's view) if the
+ * group's headers differ, else the transport's status. */
+int dt_fp_execute(const dt_coll_desc *d, dt_fp_hdr *h);
 /* Fused list collectives (fusion.c). */
 int dt_fusion_execute(const dt_coll_desc *d);
 void dt_fusion_release(void);

@@ -18,7 +18,7 @@ struct dt_work {
     int status;
     int done;
     double t_start, t_end; /* execution interval, trace clock (us) */
-    char msg[512];
+    char msg[1024];         /* dt_last_error() of the failed call (same size as its buffer) */
     struct dt_work *next;
 };
 

@@ -11,17 +11,17 @@
  *    then divided truncating toward zero).
  *  - counts above INT_MAX: elementwise ops (allreduce, reduce, broadcast) are
  *    chunked; other ops are limited by max_count.
- * Calls are serialised by the engine (coll/engine.c): MPI_THREAD_SERIALIZED. */
+ * Calls are serialised by the engine (coll/engine.c): MPI_THREAD_SERIALIZED.
+ * Each communicator also references a check channel (mpi_internal.h) used by
+ * the fingerprint checks of check_mpi.c. */
 #include <limits.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "comm/comm_internal.h"
+#include "comm/mpi_internal.h"
 #include "core/error.h"
-
-typedef struct mpi_impl { MPI_Comm comm; } mpi_impl;
 
 static int g_thread_level = -1;
 static void *g_scratch;     /* widening buffer, engine-serialised */
@@ -32,13 +32,13 @@ static size_t g_scratch_cap;
 
 static MPI_Comm mcomm(const dt_comm *c) { return ((const mpi_impl *)c->impl)->comm; }
 
-static int mpi_fail(int rc, const char *call) {
+int dt_mpi_fail(int rc, const char *call) {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error %d", rc);
     return dt_error(DT_ERR_BACKEND, call, "MPI error: %s", msg);
 }
-#define MPI_TRY(call, name) do { int mrc_ = (call); if (mrc_ != MPI_SUCCESS) return mpi_fail(mrc_, name); } while (0)
+#define MPI_TRY(call, name) DT_MPI_TRY(call, name)
 
 static MPI_Datatype mpi_type(dt_dtype dt) {
     switch (dt) {
@@ -269,15 +269,38 @@ static int set_local(MPI_Comm comm, dt_comm_info *info) {
     return DT_OK;
 }
 
-static int m_split(dt_comm *world, int color, dt_comm *out) {
+/* The check channel for a new communicator `nc`: shared with `same` (a
+ * communicator with the same members) or a duplicate of nc. Collective over
+ * nc's members, who all take the same branch (identical pools). */
+static int attach_check(mpi_impl *impl, MPI_Comm nc, const dt_comm *same) {
+    const mpi_impl *si = (same && same->ops == &dt_backend_mpi) ? same->impl : NULL;
+    if (si && si->chk) {
+        impl->chk = si->chk;
+        impl->chk->refs++;
+        return DT_OK;
+    }
+    mpi_check *k = malloc(sizeof *k);
+    if (!k) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    int rc = MPI_Comm_dup(nc, &k->comm);
+    if (rc != MPI_SUCCESS) { free(k); return dt_mpi_fail(rc, "MPI_Comm_dup"); }
+    MPI_Comm_set_errhandler(k->comm, MPI_ERRORS_RETURN);
+    k->refs = 1;
+    impl->chk = k;
+    return DT_OK;
+}
+
+static int m_split(dt_comm *world, int color, dt_comm *out, dt_comm *same) {
     MPI_Comm nc;
     MPI_TRY(MPI_Comm_split(mcomm(world), color >= 0 ? color : MPI_UNDEFINED, world->info.rank, &nc), "MPI_Comm_split");
     if (color < 0) return DT_OK;
     mpi_impl *impl = malloc(sizeof *impl);
     if (!impl) { MPI_Comm_free(&nc); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
     impl->comm = nc;
+    impl->chk = NULL;
     out->impl = impl;
     MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
+    int crc = attach_check(impl, nc, same);
+    if (crc) return crc;
     int r = -1, s = -1;
     MPI_Comm_rank(nc, &r);
     MPI_Comm_size(nc, &s);
@@ -292,6 +315,10 @@ static void m_destroy(dt_comm *c) {
     int fin = 0;
     MPI_Finalized(&fin);
     if (!fin) MPI_Comm_free(&impl->comm);
+    if (impl->chk && --impl->chk->refs == 0) {
+        if (!fin) MPI_Comm_free(&impl->chk->comm);
+        free(impl->chk);
+    }
     free(impl);
     c->impl = NULL;
 }
@@ -309,6 +336,10 @@ const dt_backend_ops dt_backend_mpi = {
     .send = m_send,
     .recv = m_recv,
     .barrier = m_barrier,
+    .check = dt_mpi_check,
+    .allreduce_checked = dt_mpi_allreduce_checked,
+    .gather_views = dt_mpi_gather_views,
+    .p2p_check = dt_mpi_p2p_check,
     .split = m_split,
     .max_count = INT_MAX,
     .destroy = m_destroy,
@@ -333,11 +364,14 @@ int dt_mpi_world_create(dt_comm **out, int *we_initialized) {
     dt_comm *c = calloc(1, sizeof *c);
     mpi_impl *impl = malloc(sizeof *impl);
     if (!c || !impl) { free(c); free(impl); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
+    impl->chk = NULL;
     MPI_Comm_dup(MPI_COMM_WORLD, &impl->comm);
     MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN);
     c->magic = DT_COMM_MAGIC;
     c->ops = &dt_backend_mpi;
     c->impl = impl;
+    int crc = attach_check(impl, impl->comm, NULL);
+    if (crc) { dt_comm_destroy(c); return crc; }
     int r, s;
     MPI_Comm_rank(impl->comm, &r);
     MPI_Comm_size(impl->comm, &s);
@@ -356,11 +390,22 @@ int dt_mpi_finalize(int we_initialized) {
     free(g_scratch);
     g_scratch = NULL;
     g_scratch_cap = 0;
+    dt_mpi_check_release();
     if (we_initialized) MPI_TRY(MPI_Finalize(), "MPI_Finalize");
     return DT_OK;
 }
 
 int dt_mpi_world_max_u64(dt_comm *world, unsigned long long *vals, int n) {
     MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, vals, n, MPI_UNSIGNED_LONG_LONG, MPI_MAX, mcomm(world)), "MPI_Allreduce");
+    return DT_OK;
+}
+
+int dt_mpi_agree_settings(dt_comm *world, int *check, size_t *inline_max) {
+    /* max(check): the check stays on if any rank wants it (a split decision
+     * would deadlock); max(-inline_max) = -min(inline_max). */
+    long long v[2] = {*check ? 1 : 0, -(long long)*inline_max};
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_LONG_LONG, MPI_MAX, mcomm(world)), "MPI_Allreduce");
+    *check = (int)v[0];
+    *inline_max = (size_t)(-v[1]);
     return DT_OK;
 }

@@ -1,8 +1,28 @@
 /* src/comm/comm.c - communicator attributes and rank translation. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "comm/comm_internal.h"
+#include "comm/watchdog.h"
 #include "core/error.h"
+
+uint64_t dt_fnv1a(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 1099511628211ull; }
+    return h;
+}
+
+void dt_comm_set_identity(dt_comm *c, uint32_t cid) {
+    const char *key = c->key ? c->key : "world";
+    uint64_t g = dt_fnv1a(DT_FNV_BASIS, key, strlen(key));
+    c->cid = cid;
+    c->gkey = dt_fnv1a(g, &c->info.group_id, sizeof c->info.group_id);
+    char name[96];
+    if (!c->key) snprintf(name, sizeof name, "world");
+    else if (c->info.group_id < 0) snprintf(name, sizeof name, "%.60s (no group)", c->key);
+    else snprintf(name, sizeof name, "%.60s%s group %d", c->key, strlen(c->key) > 60 ? "..." : "", c->info.group_id);
+    dt_reg_add(cid, name, c->world_ranks, c->info.size);
+}
 
 int dt_comm_check(const dt_comm *comm, const char *func) {
     if (!dt_is_initialized())
@@ -85,5 +105,6 @@ void dt_comm_destroy(dt_comm *c) {
     c->magic = 0;
     free(c->world_ranks);
     free(c->key);
+    free(c->p2p_seq);
     free(c);
 }

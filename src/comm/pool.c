@@ -6,9 +6,11 @@
 #include <string.h>
 #include "comm/comm_internal.h"
 #include "coll/engine.h"
+#include "comm/watchdog.h"
 #include "core/error.h"
 
 static dt_comm *g_pool;
+static uint32_t g_next_cid; /* creation index of the next sub-communicator - 1 */
 
 int dt_comm_pool_size(void) {
     int n = 0;
@@ -17,6 +19,7 @@ int dt_comm_pool_size(void) {
 }
 
 void dt_pool_clear(void) {
+    g_next_cid = 0;
     while (g_pool) {
         dt_comm *c = g_pool;
         g_pool = c->next;
@@ -182,7 +185,7 @@ static int create(dt_comm *world, int vrc, unsigned long long h, char *key, cons
     if (gsize == 1) {
         rc = dt_comm_make_standalone(me, W, my_group, ngroups, &c);
         if (rc) { free(key); return rc; }
-        if (W > 1 && world->ops->split) rc = world->ops->split(world, -1, NULL);
+        if (W > 1 && world->ops->split) rc = world->ops->split(world, -1, NULL, NULL);
     } else {
         c = calloc(1, sizeof *c);
         int *wr = malloc(sizeof(int) * (size_t)gsize);
@@ -196,10 +199,18 @@ static int create(dt_comm *world, int vrc, unsigned long long h, char *key, cons
         c->info = (dt_comm_info){.rank = myrank, .size = gsize, .local_rank = 0, .local_size = 1,
                                  .world_rank = me, .world_size = W,
                                  .group_id = my_group, .group_size = ngroups};
-        rc = world->ops->split(world, my_group, c);
+        /* an existing communicator with the same members shares its check
+         * channel (the same one on every member: all pools are alike) */
+        dt_comm *same = NULL;
+        if (gsize == W) same = world;
+        for (dt_comm *q = g_pool; q && !same; q = q->next)
+            if (q->info.size == gsize && q->ops == world->ops &&
+                memcmp(q->world_ranks, wr, sizeof(int) * (size_t)gsize) == 0) same = q;
+        rc = world->ops->split(world, my_group, c, same);
     }
     c->key = key;
     if (rc) { dt_comm_destroy(c); return rc; }
+    dt_comm_set_identity(c, ++g_next_cid);
     c->next = g_pool;
     g_pool = c;
     *out = c;
@@ -228,9 +239,15 @@ int dt_comm_from_rank_list(const int *ranks, const int *group_lens, int ngroups,
     } else {
         h = hash_str(dt_last_error()); /* identical bad input: identical hash */
     }
-    if (W > 1) dt_engine_exclusive_begin();
+    if (W > 1) {
+        dt_engine_exclusive_begin();
+        dt_wd_op_begin(0, DT_WD_COMM_CREATE, g_next_cid + 1, DT_FP_NONE, 0, -1, DT_FP_NONE, 0);
+    }
     rc = create(world, vrc, h, key, group_lens, ngroups, sorted, my_group, my_off, out);
-    if (W > 1) dt_engine_exclusive_end();
+    if (W > 1) {
+        dt_wd_op_end();
+        dt_engine_exclusive_end();
+    }
     free(sorted);
     return rc;
 }

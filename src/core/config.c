@@ -79,6 +79,8 @@ int dt_config_from_env(dt_config *c) {
         for (const char *s = g_keys[i].name; *s && n < sizeof var - 1; s++) var[n++] = (char)toupper((unsigned char)*s);
         var[n] = '\0';
         const char *v = getenv(var);
+        if (!v && strcmp(g_keys[i].name, "timeout_s") == 0 && (v = getenv("DTRAIN_TIMEOUT")))
+            snprintf(var, sizeof var, "DTRAIN_TIMEOUT"); /* the runtime's name for it */
         if (!v) continue;
         int rc = dt_config_set(c, g_keys[i].name, v);
         if (rc) {

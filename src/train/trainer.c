@@ -13,6 +13,7 @@
 #include "dtrain/mem.h"
 #include "dtrain/nn.h"
 #include "dtrain/optim.h"
+#include "dtrain/reliability.h"
 #include "dtrain/trace.h"
 #include "dtrain/train.h"
 #include "dtrain/zero.h"
@@ -213,6 +214,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
         FAIL(DT_ERR(DT_ERR_INVALID, "enable_data_parallel is off but %d ranks were launched: nothing would be shared", t->ci.size));
     if (t->ci.size > 1) FAIL(check_same_flags(t));
     FAIL(dt_set_num_threads(o->threads));
+    FAIL(dt_set_timeout(o->dist.timeout_s)); /* the watchdog's limit on every blocking call */
 
     FAIL(dt_fashion_mnist_load(o->data_dir, 1, &t->train));
     FAIL(dt_fashion_mnist_load(o->data_dir, 0, &t->test));

@@ -3,6 +3,7 @@
  * nothing hangs and the communicator still works afterwards. Also valid edge
  * cases: count 0 with NULL buffers. */
 #define _POSIX_C_SOURCE 200809L
+#include <limits.h>
 #include <stdint.h>
 #include "coll_common.h"
 
@@ -19,7 +20,7 @@ static void errors_on(const tcomm *t) {
     size_t n = (size_t)t->n;
     float a[64], b[64 * 8];
     memset(a, 0, sizeof a);
-    memset(b, 0, sizeof b);
+    memset(b, 0x5a, sizeof b); /* receive side: must stay untouched by rejected calls */
     const size_t huge = SIZE_MAX / 2;
     dt_dtype bad_dt = (dt_dtype)99;
     dt_op bad_op = (dt_op)99;
@@ -114,6 +115,54 @@ static void errors_on(const tcomm *t) {
         CHECK_ERRF(dt_send(a, 4, bad_dt, other, c), INV, "dt_send", K_DTYPE);
         CHECK_ERRF(dt_recv(b, huge, DT_F32, other, c), INV, "dt_recv", K_COUNT);
     }
+    /* Counts beyond what the MPI backend addresses in one call (int counts) for the
+     * operations it does not split: rejected before anything moves. */
+    if (n > 1 && strcmp(dt_comm_backend(c), "mpi") == 0) {
+        const size_t over = (size_t)INT_MAX + 1;
+        const char *K_LIM = "limit|exceed|backend|int|large|max";
+        CHECK_ERRF(dt_allgather(a, b, over, DT_F32, c), INV, "dt_allgather", K_LIM);
+        CHECK_ERRF(dt_all_to_all(a, b, over, DT_F32, c), INV, "dt_all_to_all", K_LIM);
+        CHECK_ERRF(dt_gather(a, b, over, DT_F32, root, c), INV, "dt_gather", K_LIM);
+        CHECK_ERRF(dt_scatter(a, b, over, DT_F32, root, c), INV, "dt_scatter", K_LIM);
+        CHECK_ERRF(dt_reduce_scatter(a, b, over * n, DT_F32, DT_SUM, c), INV, "dt_reduce_scatter", K_LIM);
+        int other = t->mem[(t->grank + 1) % t->n];
+        CHECK_ERRF(dt_send(a, over, DT_F32, other, c), INV, "dt_send", K_LIM);
+        CHECK_ERRF(dt_recv(b, over, DT_F32, other, c), INV, "dt_recv", K_LIM);
+    }
+    /* Point to point with disagreeing counts (reliability.h: DT_ERR_MISMATCH on
+     * both sides, nothing truncated, no deadlock; async: at wait). */
+    if (n > 1) {
+        int s0 = t->mem[0], r0 = t->mem[1];
+        const char *K_MM = "mismatch|count";
+        float src[8] = {1, 2, 3, 4, 5, 6, 7, 8}, dst[8];
+        for (int k = 0; k < 8; k++) dst[k] = -1;
+        if (ME == s0) CHECK_ERRF(dt_send(src, 5, DT_F32, r0, c), DT_ERR_MISMATCH, "dt_send", K_MM);
+        if (ME == r0) CHECK_ERRF(dt_recv(dst, 7, DT_F32, s0, c), DT_ERR_MISMATCH, "dt_recv", K_MM);
+        if (ME == s0) CHECK_ERRF(dt_send(src, 8, DT_F32, r0, c), DT_ERR_MISMATCH, "dt_send", K_MM);
+        if (ME == r0) CHECK_ERRF(dt_recv(dst, 6, DT_F32, s0, c), DT_ERR_MISMATCH, "dt_recv", K_MM);
+        if (ME == r0) {
+            int untouched = 1;
+            for (int k = 0; k < 8; k++) untouched &= dst[k] == -1;
+            CHECK(untouched, "%s: a mismatched recv wrote into the buffer", t->name);
+        }
+        dt_work *ws = NULL;
+        if (ME == s0 || ME == r0) {
+            if (ME == s0) CHECK_OK(dt_send_async(src, 3, DT_F32, r0, c, &ws));
+            else CHECK_OK(dt_recv_async(dst, 4, DT_F32, s0, c, &ws)); /* accepted at submission */
+            CHECK_ERRF(dt_work_wait(ws), DT_ERR_MISMATCH, "", K_MM);
+            int d = 0, rc = dt_work_test(ws, &d);
+            CHECK(d == 1 && rc == DT_ERR_MISMATCH, "%s: test after a failed wait: done %d %s",
+                  t->name, d, dt_status_str(rc));
+            dt_work_free(ws);
+        }
+        /* the pair still works */
+        if (ME == s0) CHECK_OK(dt_send(src, 8, DT_F32, r0, c));
+        if (ME == r0) {
+            CHECK_OK(dt_recv(dst, 8, DT_F32, s0, c));
+            CHECK(dst[0] == 1 && dst[7] == 8, "%s: send/recv after mismatches: %g %g", t->name,
+                  (double)dst[0], (double)dst[7]);
+        }
+    }
     /* async forms: argument errors at submission */
     CHECK_ERRF(dt_allreduce_async(NULL, b, 4, DT_F32, DT_SUM, c, &w), INV, "dt_allreduce", K_NULL);
     CHECK_ERRF(dt_allreduce_async(a, b, 4, DT_F32, DT_SUM, c, NULL), INV, "dt_allreduce", "work|NULL");
@@ -199,6 +248,11 @@ static void errors_on(const tcomm *t) {
     CHECK_ERRF(dt_reduce_scatter_list_async(in, out, 3, DT_SUM, c, NULL), INV,
                "dt_reduce_scatter_list", "work|NULL");
 
+    {
+        int untouched = 1;
+        for (size_t k = 0; k < sizeof b; k++) untouched &= ((unsigned char *)b)[k] == 0x5a;
+        CHECK(untouched, "%s: a rejected call wrote into a receive buffer", t->name);
+    }
     /* valid edges: count 0 with NULL buffers moves nothing */
     CHECK_OK(dt_allreduce(NULL, NULL, 0, DT_F32, DT_SUM, c));
     CHECK_OK(dt_allgather(NULL, NULL, 0, DT_F64, c));

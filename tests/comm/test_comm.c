@@ -270,6 +270,10 @@ static void test_mismatch(void) {
         mine = ME == N - 1 ? "[[0,1]]" : "[[0],[1]]"; /* different lengths too */
         CHECK_ERRM(dt_comm_from_rank_list_str(mine, &c), DT_ERR_MISMATCH,
                    "mismatch|differ|disagree|same|match");
+        /* one rank passes an invalid list, the others a valid one: an error everywhere */
+        mine = ME == 0 ? "[[0,0]]" : "[[0]]";
+        CHECK_ERRM(dt_comm_from_rank_list_str(mine, &c), DT_ERR_MISMATCH,
+                   "mismatch|differ|disagree|same|match");
         CHECK(dt_comm_pool_size() == pool, "mismatched creations changed the pool size %d -> %d",
               pool, dt_comm_pool_size());
     }

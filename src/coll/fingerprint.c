@@ -1,0 +1,189 @@
+/* src/coll/fingerprint.c - collective fingerprints: building the header of a
+ * call, running the call checked (the backend compares the headers of the
+ * group before the data moves, or together with it for small allreduces),
+ * and the DT_ERR_MISMATCH message, built from every rank's view so that it
+ * is the same on every rank (apart from "this rank called ..."). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "coll/coll_internal.h"
+#include "comm/watchdog.h"
+#include "core/error.h"
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    return h;
+}
+
+void dt_fp_fill(dt_fp_hdr *h, const dt_coll_desc *d, uint64_t seq) {
+    const dt_comm *c = d->comm;
+    memset(h, 0, sizeof *h);
+    h->seq = seq;
+    h->kind = (uint16_t)d->kind;
+    h->cid = c->cid;
+    h->gkey = c->gkey;
+    h->world_rank = (uint32_t)c->info.world_rank;
+    h->root = -1;
+    h->dtype = (uint8_t)d->dtype;
+    h->op = DT_FP_NONE;
+    h->count = d->count;
+    uint64_t sig = 0;
+    switch (d->kind) {
+    case DT_COLL_ALLREDUCE: case DT_COLL_REDUCE_SCATTER:
+        h->op = (uint8_t)d->op;
+        break;
+    case DT_COLL_REDUCE:
+        h->op = (uint8_t)d->op;
+        h->root = c->world_ranks[d->root];
+        break;
+    case DT_COLL_BROADCAST: case DT_COLL_GATHER: case DT_COLL_SCATTER:
+        h->root = c->world_ranks[d->root];
+        break;
+    case DT_COLL_SEND: case DT_COLL_RECV: {
+        /* the same value on both ends of a matching pair: (sender, receiver) */
+        h->root = c->world_ranks[d->root];
+        int src = d->kind == DT_COLL_SEND ? c->info.world_rank : h->root;
+        int dst = d->kind == DT_COLL_SEND ? h->root : c->info.world_rank;
+        uint64_t f = mix(mix(mix(0x7032700000000000ull, seq), d->dtype), d->count);
+        h->fp = mix(mix(mix(f, c->gkey), (uint64_t)src), (uint64_t)dst);
+        return;
+    }
+    case DT_COLL_BARRIER:
+        h->dtype = DT_FP_NONE;
+        h->count = 0;
+        break;
+    case DT_COLL_ALLREDUCE_LIST: case DT_COLL_ALLGATHER_LIST: case DT_COLL_REDUCE_SCATTER_LIST: {
+        size_t total = 0;
+        int first = d->n > 0 ? (int)d->in[0].dtype : -1;
+        for (int i = 0; i < d->n; i++) {
+            /* per rank: inputs for allreduce/allgather, outputs for reduce_scatter */
+            size_t k = d->kind == DT_COLL_REDUCE_SCATTER_LIST ? d->out[i].count : d->in[i].count;
+            sig = mix(mix(sig, (uint64_t)d->in[i].dtype), k);
+            total += k;
+            if ((int)d->in[i].dtype != first) first = -2;
+        }
+        h->dtype = first >= 0 ? (uint8_t)first : DT_FP_NONE;
+        h->count = total;
+        h->nlist = (uint32_t)d->n;
+        h->layout = (uint32_t)(sig ^ (sig >> 32));
+        if (d->kind != DT_COLL_ALLGATHER_LIST) h->op = (uint8_t)d->op;
+        break;
+    }
+    default:
+        break;
+    }
+    uint64_t f = mix(mix(mix(0x636f6c6c00000000ull, seq), h->kind), h->dtype);
+    f = mix(mix(mix(f, h->op), h->count), (uint64_t)(int64_t)h->root);
+    h->fp = mix(mix(mix(f, c->gkey), sig), h->nlist);
+}
+
+int dt_fp_inline_ok(const dt_coll_desc *d) {
+    if (d->kind != DT_COLL_ALLREDUCE) return 0;
+    size_t es = dt_dtype_size(d->dtype);
+    if (d->count > dt_rel_inline_max() / (es ? es : 1)) return 0;
+    switch (d->dtype) {
+    case DT_F32: case DT_F64: case DT_I64: return 1;              /* every op, avg included */
+    case DT_I8: case DT_U8: case DT_I32: return d->op != DT_AVG;  /* avg widens: not inline */
+    default: return 0;                                            /* f16/bf16 widen */
+    }
+}
+
+static void fn_name(char *buf, size_t cap, int kind) {
+    snprintf(buf, cap, "dt_%s", dt_coll_kind_name((dt_coll_kind)kind));
+}
+
+static const char *view(char *buf, size_t cap, const dt_fp_hdr *h) {
+    return dt_op_describe(buf, cap, h->kind, h->dtype, h->count, h->op, h->root, h->seq, h->cid, h->nlist, h->layout);
+}
+
+/* every rank's view -> the DT_ERR_MISMATCH message */
+static int coll_mismatch(const dt_coll_desc *d, const dt_fp_hdr *mine) {
+    dt_comm *c = d->comm;
+    int p = c->info.size;
+    char fn[48], me[256], cname[96];
+    fn_name(fn, sizeof fn, d->kind);
+    view(me, sizeof me, mine);
+    dt_reg_name(c->cid, cname, sizeof cname);
+    dt_fp_hdr *all = malloc(sizeof *all * (size_t)p);
+    int *grp = malloc(sizeof(int) * (size_t)p);
+    if (!all || !grp) {
+        free(all);
+        free(grp);
+        return dt_error(DT_ERR_MISMATCH, fn, "collective mismatch at sequence number %llu on communicator %s: this "
+                        "rank (world rank %d) called %s; the ranks of the group called something else",
+                        (unsigned long long)mine->seq, cname, c->info.world_rank, me);
+    }
+    int rc = c->ops->gather_views(c, mine, all);
+    if (rc) { free(all); free(grp); return rc; }
+    /* group identical calls; reference = the largest group (ties: lowest rank) */
+    int ngroups = 0, best = 0, best_n = 0;
+    for (int i = 0; i < p; i++) {
+        grp[i] = -1;
+        for (int j = 0; j < i; j++)
+            if (all[j].fp == all[i].fp) { grp[i] = grp[j]; break; }
+        if (grp[i] < 0) grp[i] = ngroups++;
+    }
+    for (int g = 0; g < ngroups; g++) {
+        int n = 0;
+        for (int i = 0; i < p; i++) n += grp[i] == g;
+        if (n > best_n) { best_n = n; best = g; }
+    }
+    char differ[256] = "", calls[640] = "", v[256];
+    size_t dn = 0, cn = 0;
+    for (int i = 0; i < p; i++)
+        if (grp[i] != best && dn < sizeof differ)
+            dn += (size_t)snprintf(differ + dn, sizeof differ - dn, "%s%u", dn ? "," : "", all[i].world_rank);
+    for (int g = 0; g < ngroups && cn < sizeof calls; g++) {
+        char ranks[128] = "";
+        size_t rn = 0;
+        int n = 0, first = -1;
+        for (int i = 0; i < p; i++)
+            if (grp[i] == g) {
+                if (first < 0) first = i;
+                if (rn < sizeof ranks) rn += (size_t)snprintf(ranks + rn, sizeof ranks - rn, "%s%u", n ? "," : "", all[i].world_rank);
+                n++;
+            }
+        cn += (size_t)snprintf(calls + cn, sizeof calls - cn, "%s%s %s: %s", g ? " | " : "", n > 1 ? "ranks" : "rank",
+                               ranks, view(v, sizeof v, &all[first]));
+    }
+    free(all);
+    free(grp);
+    return dt_error(DT_ERR_MISMATCH, fn, "collective mismatch at sequence number %llu on communicator %s: this rank "
+                    "(world rank %d) called %s; ranks that differ from the most common call: %s; calls: %s",
+                    (unsigned long long)mine->seq, cname, c->info.world_rank, me, differ, calls);
+}
+
+static int p2p_mismatch(const dt_coll_desc *d, const dt_fp_hdr *mine, const dt_fp_hdr *theirs) {
+    char fn[48], a[256], b[256], cname[96];
+    fn_name(fn, sizeof fn, d->kind);
+    dt_reg_name(d->comm->cid, cname, sizeof cname);
+    return dt_error(DT_ERR_MISMATCH, fn, "point-to-point mismatch on communicator %s: this rank (world rank %d) "
+                    "called %s, but rank %d called %s", cname, d->comm->info.world_rank, view(a, sizeof a, mine),
+                    (int)theirs->world_rank, view(b, sizeof b, theirs));
+}
+
+int dt_fp_execute(const dt_coll_desc *d, dt_fp_hdr *h) {
+    dt_comm *c = d->comm;
+    const dt_backend_ops *o = c->ops;
+    int rc;
+    if (d->kind == DT_COLL_SEND || d->kind == DT_COLL_RECV) {
+        dt_fp_hdr t;
+        rc = o->p2p_check(c, d->root, h, &t);
+        if (rc) return rc;
+        if (t.fp != h->fp) return p2p_mismatch(d, h, &t);
+        return dt_coll_transport(d);
+    }
+    if (dt_fp_inline_ok(d)) {
+        rc = o->allreduce_checked(c, d->send, d->recv, d->count, d->dtype, d->op, h);
+    } else {
+        rc = o->check(c, h);
+        /* the check exchange already synchronised the group: it is the barrier */
+        if (!rc && !(h->flags & DT_FP_MISMATCH) && d->kind != DT_COLL_BARRIER) rc = dt_coll_transport(d);
+    }
+    if (rc) return rc;
+    if (h->flags & DT_FP_MISMATCH) return coll_mismatch(d, h);
+    return DT_OK;
+}

@@ -1,0 +1,39 @@
+/* src/comm/mpi_internal.h - internal: state shared by the MPI backend files
+ * (backend_mpi.c: data movement; check_mpi.c: fingerprint checks;
+ * watchdog.c: stall and dead-rank watchdog). */
+#ifndef DT_MPI_INTERNAL_H
+#define DT_MPI_INTERNAL_H
+
+#include <mpi.h>
+#include "comm/comm_internal.h"
+
+/* The check channel of a set of members: a duplicate of the first MPI
+ * communicator created with those members, shared (refcounted) by every
+ * dtrain communicator with the same members. Fingerprint headers (and small
+ * allreduces with their header) travel on it; the data of other calls on the
+ * communicator's own MPI communicator. */
+typedef struct mpi_check {
+    MPI_Comm comm;
+    int refs;
+} mpi_check;
+
+typedef struct mpi_impl {
+    MPI_Comm comm;
+    mpi_check *chk;
+} mpi_impl;
+
+static inline MPI_Comm dt_mpi_comm(const dt_comm *c) { return ((const mpi_impl *)c->impl)->comm; }
+
+/* Turns an MPI error code into DT_ERR_BACKEND with the MPI message. */
+int dt_mpi_fail(int rc, const char *call);
+#define DT_MPI_TRY(call, name) do { int mrc_ = (call); if (mrc_ != MPI_SUCCESS) return dt_mpi_fail(mrc_, name); } while (0)
+
+/* check_mpi.c: backend ops and cleanup. */
+int dt_mpi_check(dt_comm *c, dt_fp_hdr *hdr);
+int dt_mpi_allreduce_checked(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt,
+                             dt_op op, dt_fp_hdr *hdr);
+int dt_mpi_gather_views(dt_comm *c, const dt_fp_hdr *mine, dt_fp_hdr *all);
+int dt_mpi_p2p_check(dt_comm *c, int peer, const dt_fp_hdr *mine, dt_fp_hdr *theirs);
+void dt_mpi_check_release(void);
+
+#endif

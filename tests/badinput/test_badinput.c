@@ -1,0 +1,905 @@
+/* tests/badinput/test_badinput.c - the bad-input matrix.
+ *
+ * One table: every row is a bad input (API misuse, trainer flag, config value,
+ * data file, launch, checkpoint) with the status or exit code it must get and a
+ * substring its message must contain. Every row is exercised:
+ *   K_CALL rows call the C API in this process (standalone: void backend);
+ *   K_PROC rows run dtrain-train (or mpiexec ... dtrain-train) and check the exit
+ *          code and its output; with `ranks` > 0 the message must be printed by
+ *          every rank ("[rank R]" on the same line).
+ * Small data files, config files and checkpoints are written to a private
+ * temporary directory (removed at the end).
+ *
+ *   test_badinput DTRAIN_TRAIN MPIEXEC [ROW_ID...]   run all rows (or the given ones)
+ *   test_badinput --markdown                       print the table (docs/troubleshooting.md)
+ *
+ * Exit 0 if every row got its status and message. */
+#define _DEFAULT_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+#include "dtrain/ckpt.h"
+#include "dtrain/config.h"
+#include "dtrain/data.h"
+#include "dtrain/dtrain.h"
+
+/* ---- helpers ----------------------------------------------------------------- */
+
+static char g_dir[128];             /* temporary directory */
+static const char *g_train, *g_mpiexec;
+static char g_msg[4096];            /* message captured by a K_CALL row */
+
+/* Records dt_last_error() as the row's message and returns rc. */
+static int R(int rc) {
+    snprintf(g_msg, sizeof g_msg, "%s", dt_last_error());
+    return rc;
+}
+
+static const char *path(const char *name) {
+    static char buf[8][512];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
+    return buf[k];
+}
+
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "badinput: setup failed: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(1);
+}
+
+static void write_bytes(const char *p, const void *b, size_t n) {
+    FILE *f = fopen(p, "wb");
+    if (!f || (n && fwrite(b, 1, n, f) != n) || fclose(f) != 0) die("cannot write %s", p);
+}
+
+static void write_text(const char *p, const char *s) { write_bytes(p, s, strlen(s)); }
+
+static void put_be32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+
+/* IDX files. count images of rows x cols; labels i % 10 (or `bad_label` for the last). */
+static void write_idx_images(const char *p, uint32_t magic, uint32_t count, uint32_t rows, uint32_t cols,
+                             long cut, int gz) {
+    size_t n = 16 + (size_t)count * rows * cols;
+    uint8_t *b = calloc(n, 1);
+    if (!b) die("oom");
+    put_be32(b, magic); put_be32(b + 4, count); put_be32(b + 8, rows); put_be32(b + 12, cols);
+    for (size_t i = 16; i < n; i++) b[i] = (uint8_t)(i * 131u);
+    if (cut > 0) n -= (size_t)cut;
+    if (gz) {
+        gzFile f = gzopen(p, "wb");
+        if (!f || gzwrite(f, b, (unsigned)n) != (int)n || gzclose(f) != Z_OK) die("gz %s", p);
+    } else {
+        write_bytes(p, b, n);
+    }
+    free(b);
+}
+
+static void write_idx_labels(const char *p, uint32_t magic, uint32_t count, int bad_label) {
+    uint8_t *b = calloc(8 + count, 1);
+    if (!b) die("oom");
+    put_be32(b, magic); put_be32(b + 4, count);
+    for (uint32_t i = 0; i < count; i++) b[8 + i] = (uint8_t)(i % 10);
+    if (bad_label >= 0 && count) b[8 + count - 1] = (uint8_t)bad_label;
+    write_bytes(p, b, 8 + count);
+    free(b);
+}
+
+/* A Fashion-MNIST-shaped directory: 64 training and 16 test samples, 28 x 28. */
+static void write_fm_dir(const char *name) {
+    char d[512];
+    snprintf(d, sizeof d, "%s", path(name));
+    if (mkdir(d, 0700) != 0 && errno != EEXIST) die("mkdir %s", d);
+    char p[640];
+    snprintf(p, sizeof p, "%s/train-images-idx3-ubyte", d); write_idx_images(p, 0x803, 64, 28, 28, 0, 0);
+    snprintf(p, sizeof p, "%s/train-labels-idx1-ubyte", d); write_idx_labels(p, 0x801, 64, -1);
+    snprintf(p, sizeof p, "%s/t10k-images-idx3-ubyte", d); write_idx_images(p, 0x803, 16, 28, 28, 0, 0);
+    snprintf(p, sizeof p, "%s/t10k-labels-idx1-ubyte", d); write_idx_labels(p, 0x801, 16, -1);
+}
+
+/* A valid checkpoint in `name`: vector "params" of 8 floats, written by rank 0
+ * of a world of 1. Returns its directory. */
+static const char *make_ckpt(const char *name) {
+    static char d[512];
+    snprintf(d, sizeof d, "%s", path(name));
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    dt_ckpt_range rg = {"params", 0, 8, x};
+    dt_ckpt_shard sh = {1, &rg};
+    dt_ckpt_vector v = {"params", 8};
+    dt_ckpt_manifest m;
+    memset(&m, 0, sizeof m);
+    m.world_size = 1;
+    m.num_params = 8;
+    m.nvectors = 1;
+    m.vectors = &v;
+    if (dt_ckpt_prepare(d) || dt_ckpt_write_shard(d, 0, &sh, NULL) || dt_ckpt_commit(d, &m))
+        die("checkpoint %s: %s", d, dt_last_error());
+    return d;
+}
+
+static void truncate_file(const char *p, long by) {
+    struct stat st;
+    if (stat(p, &st) != 0 || truncate(p, st.st_size - by) != 0) die("truncate %s", p);
+}
+
+static void flip_last_byte(const char *p) {
+    FILE *f = fopen(p, "r+b");
+    if (!f || fseek(f, -1, SEEK_END) != 0) die("open %s", p);
+    int c = fgetc(f);
+    fseek(f, -1, SEEK_END);
+    fputc(c ^ 0x5a, f);
+    fclose(f);
+}
+
+/* Replace the first occurrence of `from` by `to` in a text file. */
+static void edit_file(const char *p, const char *from, const char *to) {
+    FILE *f = fopen(p, "rb");
+    if (!f) die("open %s", p);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *at = strstr(buf, from);
+    if (!at) die("'%s' not in %s", from, p);
+    char out[9000];
+    snprintf(out, sizeof out, "%.*s%s%s", (int)(at - buf), buf, to, at + strlen(from));
+    write_text(p, out);
+}
+
+/* ---- K_CALL rows: API misuse ---------------------------------------------------- */
+
+static float fa[64], fb[64];
+
+static int api_finalize_before_init(void) { return R(dt_finalize()); }
+static int api_coll_before_init(void) { return R(dt_allreduce(fa, fb, 4, DT_F32, DT_SUM, dt_comm_world())); }
+static int api_rank_list_before_init(void) {
+    dt_comm *c;
+    return R(dt_comm_from_rank_list_str("[[0]]", &c));
+}
+static int api_double_init(void) {
+    if (dt_init()) return R(-100);
+    int rc = R(dt_init());
+    dt_finalize();
+    return rc;
+}
+static int api_double_finalize(void) {
+    if (dt_init() || dt_finalize()) return R(-100);
+    return R(dt_finalize());
+}
+static int api_after_finalize(void) {
+    if (dt_init() || dt_finalize()) return R(-100);
+    dt_comm *c;
+    return R(dt_comm_from_rank_list_str("[[0]]", &c));
+}
+static int api_barrier_after_finalize(void) {
+    if (dt_init() || dt_finalize()) return R(-100);
+    return R(dt_barrier(dt_comm_world()));
+}
+static int api_bad_backend(void) {
+    setenv("DTRAIN_BACKEND", "nccl2", 1);
+    int rc = R(dt_init());
+    unsetenv("DTRAIN_BACKEND");
+    if (rc == DT_OK) dt_finalize();
+    return rc;
+}
+
+/* Rows that need an initialised runtime: run `body` between dt_init and dt_finalize. */
+#define WITH_WORLD(name, expr)                               \
+    static int name(void) {                                  \
+        if (dt_init()) return R(-100);                       \
+        dt_comm *w = dt_comm_world();                        \
+        (void)w;                                             \
+        int rc_ = R(expr);                                   \
+        dt_finalize();                                       \
+        return rc_;                                          \
+    }
+
+WITH_WORLD(api_null_comm, dt_allreduce(fa, fb, 4, DT_F32, DT_SUM, NULL))
+WITH_WORLD(api_null_sendbuf, dt_allreduce(NULL, fb, 4, DT_F32, DT_SUM, w))
+WITH_WORLD(api_null_recvbuf, dt_allgather(fa, NULL, 4, DT_F32, w))
+WITH_WORLD(api_count_overflow, dt_allreduce(fa, fb, SIZE_MAX / 2, DT_F32, DT_SUM, w))
+WITH_WORLD(api_bad_dtype, dt_allreduce(fa, fb, 4, (dt_dtype)42, DT_SUM, w))
+WITH_WORLD(api_bad_op, dt_allreduce(fa, fb, 4, DT_F32, (dt_op)9, w))
+WITH_WORLD(api_root_outside, dt_broadcast(fa, fb, 4, DT_F32, 3, w))
+WITH_WORLD(api_root_negative, dt_reduce(fa, fb, 4, DT_F32, DT_SUM, -1, w))
+WITH_WORLD(api_send_to_self, dt_send(fa, 4, DT_F32, 0, w))
+WITH_WORLD(api_async_null_work, dt_allreduce_async(fa, fb, 4, DT_F32, DT_SUM, w, NULL))
+WITH_WORLD(api_list_negative, dt_allreduce_list(NULL, NULL, -1, DT_SUM, w))
+WITH_WORLD(api_list_null, dt_allreduce_list(NULL, NULL, 2, DT_SUM, w))
+
+static int api_list_dtype_mismatch(void) {
+    if (dt_init()) return R(-100);
+    dt_tensor in[1] = {{fa, 4, DT_F32}}, out[1] = {{fb, 4, DT_F64}};
+    int rc = R(dt_allreduce_list(in, out, 1, DT_SUM, dt_comm_world()));
+    dt_finalize();
+    return rc;
+}
+static int api_list_count_mismatch(void) {
+    if (dt_init()) return R(-100);
+    dt_tensor in[1] = {{fa, 4, DT_F32}}, out[1] = {{fb, 3, DT_F32}};
+    int rc = R(dt_allreduce_list(in, out, 1, DT_SUM, dt_comm_world()));
+    dt_finalize();
+    return rc;
+}
+
+/* the fused byte size of one huge tensor overflows (ASan found this unchecked once) */
+static int api_list_overflow(void) {
+    if (dt_init()) return R(-100);
+    dt_tensor in[2] = {{fa, SIZE_MAX / 2, DT_F32}, {fa + 4, 2, DT_I32}};
+    dt_tensor out[2] = {{fb, SIZE_MAX / 2, DT_F32}, {fb + 4, 2, DT_I32}};
+    int rc = R(dt_allreduce_list(in, out, 2, DT_SUM, dt_comm_world()));
+    dt_finalize();
+    return rc;
+}
+
+static int rank_list(const char *text) {
+    if (dt_init()) return R(-100);
+    dt_comm *c = NULL;
+    int rc = R(dt_comm_from_rank_list_str(text, &c));
+    dt_finalize();
+    return rc;
+}
+static int api_rank_list_syntax(void) { return rank_list("[[0,1]"); }
+static int api_rank_list_outside(void) { return rank_list("[[5]]"); }
+static int api_rank_list_duplicate(void) { return rank_list("[[0],[0]]"); }
+static int api_rank_list_empty_group(void) { return rank_list("[[0],[]]"); }
+static int api_rank_list_no_group(void) { return rank_list("[]"); }
+static int api_rank_list_flat_shape(void) {
+    if (dt_init()) return R(-100);
+    int ranks[2] = {0, 0}, lens[1] = {2};
+    dt_comm *c = NULL;
+    int rc = R(dt_comm_from_rank_list(ranks, lens, 0, &c));
+    dt_finalize();
+    return rc;
+}
+
+static int api_sampler_drop_last(void) {
+    dt_sampler s;
+    return R(dt_sampler_init(&s, 1, 2, 0, 1, 1, 0));
+}
+static int api_sampler_rank(void) {
+    dt_sampler s;
+    return R(dt_sampler_init(&s, 100, 2, 2, 1, 0, 0));
+}
+static int api_batch_index(void) {
+    uint8_t img[4] = {0}, lbl[1] = {0};
+    dt_dataset ds = {1, 2, 2, 1, img, lbl};
+    int64_t idx[1] = {1};
+    float x[4];
+    return R(dt_dataset_batch(&ds, idx, 1, x, NULL, NULL));
+}
+static int api_config_null(void) { return R(dt_config_set(NULL, "overlap", "1")); }
+
+/* ---- K_CALL rows: config values (API) --------------------------------------------- */
+
+static int cfg_load(const char *name) {
+    dt_config c;
+    dt_config_default(&c);
+    return R(dt_config_load(&c, path(name)));
+}
+static int cfg_missing(void) { return cfg_load("no-such-config.json"); }
+static int cfg_syntax(void) { return cfg_load("cfg_syntax.json"); }
+static int cfg_range(void) { return cfg_load("cfg_range.json"); }
+static int cfg_number(void) { return cfg_load("cfg_number.json"); }
+static int cfg_bool(void) { return cfg_load("cfg_bool.json"); }
+static int cfg_unknown(void) { return cfg_load("cfg_unknown.json"); }
+static int cfg_big(void) { return cfg_load("cfg_big.json"); }
+static int cfg_int(void) { return cfg_load("cfg_int.json"); }
+static int cfg_env(void) {
+    dt_config c;
+    dt_config_default(&c);
+    setenv("DTRAIN_BUCKET_SIZE_MB", "lots", 1);
+    int rc = R(dt_config_from_env(&c));
+    unsetenv("DTRAIN_BUCKET_SIZE_MB");
+    return rc;
+}
+
+/* ---- K_CALL rows: data files (API) --------------------------------------------------- */
+
+static int idx(const char *img, const char *lbl, int classes) {
+    dt_dataset ds;
+    int rc = R(dt_idx_load_ex(path(img), path(lbl), classes, &ds));
+    if (rc == DT_OK) dt_dataset_free(&ds);
+    return rc;
+}
+static int data_missing(void) { return idx("nope-images", "ok-labels", 0); }
+static int data_empty(void) { return idx("empty", "ok-labels", 0); }
+static int data_short_header(void) { return idx("short-header", "ok-labels", 0); }
+static int data_magic(void) { return idx("ok-labels", "ok-labels", 0); }
+static int data_truncated(void) { return idx("trunc-images", "ok-labels", 0); }
+static int data_trailing(void) { return idx("trailing-images", "ok-labels", 0); }
+static int data_count(void) { return idx("ok-images", "short-labels", 0); }
+static int data_dims(void) { return idx("zero-rows", "ok-labels", 0); }
+static int data_huge(void) { return idx("huge-dims", "huge-labels", 0); }
+static int data_label(void) { return idx("ok-images", "bad-label", 10); }
+static int data_gzip(void) { return idx("corrupt.gz", "ok-labels", 0); }
+static int data_classes(void) { return idx("ok-images", "ok-labels", 300); }
+static int data_null(void) {
+    dt_dataset ds;
+    return R(dt_idx_load(NULL, path("ok-labels"), &ds));
+}
+static int data_fm_size(void) {
+    dt_dataset ds;
+    int rc = R(dt_fashion_mnist_load(path("fm_small"), 1, &ds));
+    if (rc == DT_OK) dt_dataset_free(&ds);
+    return rc;
+}
+
+/* ---- K_CALL rows: checkpoints ------------------------------------------------------- */
+
+static int ck_load(const char *dir, int verify) {
+    dt_ckpt_manifest *m = NULL;
+    int rc = R(dt_ckpt_load_manifest(dir, &m));
+    if (rc == DT_OK && verify) rc = R(dt_ckpt_verify(NULL, m));
+    dt_ckpt_manifest_free(m);
+    return rc;
+}
+static int ck_missing(void) { return ck_load(path("no-such-ckpt"), 0); }
+static int ck_manifest_truncated(void) {
+    const char *d = make_ckpt("ck_trunc_manifest");
+    char p[600];
+    snprintf(p, sizeof p, "%s/manifest.json", d);
+    truncate_file(p, 40);
+    return ck_load(d, 0);
+}
+static int ck_rank_truncated(void) {
+    const char *d = make_ckpt("ck_trunc_rank");
+    char p[600];
+    snprintf(p, sizeof p, "%s/rank-00000.bin", d);
+    truncate_file(p, 4);
+    return ck_load(d, 1);
+}
+static int ck_checksum(void) {
+    const char *d = make_ckpt("ck_crc");
+    char p[600];
+    snprintf(p, sizeof p, "%s/rank-00000.bin", d);
+    flip_last_byte(p);
+    return ck_load(d, 1);
+}
+static int ck_version(void) {
+    const char *d = make_ckpt("ck_version");
+    char p[600];
+    snprintf(p, sizeof p, "%s/manifest.json", d);
+    edit_file(p, "\"format_version\": 1", "\"format_version\": 2");
+    return ck_load(d, 0);
+}
+static int ck_rank_missing(void) {
+    const char *d = make_ckpt("ck_norank");
+    char p[600];
+    snprintf(p, sizeof p, "%s/rank-00000.bin", d);
+    unlink(p);
+    return ck_load(d, 1);
+}
+static int ck_range(void) {
+    const char *d = make_ckpt("ck_range");
+    dt_ckpt_manifest *m = NULL;
+    int rc = R(dt_ckpt_load_manifest(d, &m));
+    float x[8];
+    if (rc == DT_OK) rc = R(dt_ckpt_read_range(NULL, m, "params", 4, 8, x));
+    dt_ckpt_manifest_free(m);
+    return rc;
+}
+static int ck_vector(void) {
+    const char *d = make_ckpt("ck_vector");
+    dt_ckpt_manifest *m = NULL;
+    int rc = R(dt_ckpt_load_manifest(d, &m));
+    float x[8];
+    if (rc == DT_OK) rc = R(dt_ckpt_read_range(NULL, m, "exp_avg", 0, 8, x));
+    dt_ckpt_manifest_free(m);
+    return rc;
+}
+
+/* ---- the table ------------------------------------------------------------------------ */
+
+enum { K_CALL, K_PROC };
+#define MAXARG 24
+
+typedef struct row {
+    const char *id;
+    const char *area;
+    const char *input;   /* what is wrong, for the docs */
+    int kind;
+    int (*fn)(void);     /* K_CALL */
+    const char *argv[MAXARG]; /* K_PROC: "$T" = dtrain-train, "$MPI" = mpiexec, "@x" = temp dir/x */
+    const char *env;     /* K_PROC: "NAME=VALUE" added to the environment, or NULL */
+    int want;            /* K_CALL: status; K_PROC: exit code */
+    const char *msg;     /* substring of dt_last_error() / of the output */
+    int ranks;           /* K_PROC under mpiexec: every rank 0..ranks-1 prints msg */
+    const char *todo;    /* what to do */
+} row;
+
+#define CALL(id, area, input, fn, want, msg, todo) {id, area, input, K_CALL, fn, {NULL}, NULL, want, msg, 0, todo}
+#define TRAIN(id, input, want, msg, todo, ...) \
+    {id, want == 2 ? "trainer flags" : "data files", input, K_PROC, NULL, {"$T", __VA_ARGS__, NULL}, NULL, want, msg, 0, todo}
+
+/* flags that keep trainer runs short */
+#define QUICK "--epochs", "1", "--max-steps", "1", "--quiet"
+
+static const row g_rows[] = {
+    /* API misuse */
+    CALL("api-finalize-before-init", "API", "dt_finalize() before dt_init()", api_finalize_before_init, DT_ERR_STATE,
+         "dtrain is not initialised (dt_finalize without dt_init, or called twice)", "call dt_init() first; pair each dt_init with one dt_finalize"),
+    CALL("api-coll-before-init", "API", "dt_allreduce on dt_comm_world() before dt_init()",
+         api_coll_before_init, DT_ERR_STATE, "dtrain is not initialised (call dt_init first", "call dt_init() before any collective"),
+    CALL("api-rank-list-before-init", "API", "dt_comm_from_rank_list_str before dt_init()", api_rank_list_before_init,
+         DT_ERR_STATE, "dtrain is not initialised (call dt_init first", "call dt_init() first"),
+    CALL("api-double-init", "API", "dt_init() twice", api_double_init, DT_ERR_STATE, "already initialised (dt_init called twice)",
+         "initialise once per process"),
+    CALL("api-double-finalize", "API", "dt_finalize() twice", api_double_finalize, DT_ERR_STATE, "not initialised",
+         "finalise once; dt_is_initialized() tells the state"),
+    CALL("api-after-finalize", "API", "sub-communicator requested after dt_finalize()", api_after_finalize, DT_ERR_STATE,
+         "not after dt_finalize", "communicators are valid only between dt_init and dt_finalize"),
+    CALL("api-barrier-after-finalize", "API", "dt_barrier(dt_comm_world()) after dt_finalize()",
+         api_barrier_after_finalize, DT_ERR_STATE, "not after dt_finalize", "do not use the runtime after dt_finalize"),
+    CALL("api-bad-backend", "API", "DTRAIN_BACKEND=nccl2", api_bad_backend, DT_ERR_UNSUPPORTED, "DTRAIN_BACKEND='nccl2'",
+         "use DTRAIN_BACKEND=auto, mpi or void"),
+    CALL("api-null-comm", "API", "collective with comm NULL", api_null_comm, DT_ERR_INVALID, "communicator is NULL",
+         "pass dt_comm_world() or a communicator from dt_comm_from_rank_list*"),
+    CALL("api-null-sendbuf", "API", "dt_allreduce with sendbuf NULL and count 4", api_null_sendbuf, DT_ERR_INVALID,
+         "sendbuf is NULL", "pass a buffer (NULL is allowed only with count 0)"),
+    CALL("api-null-recvbuf", "API", "dt_allgather with recvbuf NULL", api_null_recvbuf, DT_ERR_INVALID,
+         "recvbuf is NULL", "pass an output buffer of count x group size elements"),
+    CALL("api-count-overflow", "API", "count SIZE_MAX/2 (byte size overflows)", api_count_overflow, DT_ERR_INVALID,
+         "overflows the address space", "counts are elements, not bytes; check the size computation"),
+    CALL("api-bad-dtype", "API", "dtype 42", api_bad_dtype, DT_ERR_INVALID, "unknown dtype 42",
+         "use a dt_dtype constant (DT_F32 ... DT_I64)"),
+    CALL("api-bad-op", "API", "reduction op 9", api_bad_op, DT_ERR_INVALID, "unknown reduction op 9", "use DT_SUM, DT_PROD, DT_MIN, DT_MAX or DT_AVG"),
+    CALL("api-root-outside", "API", "dt_broadcast root 3 in a world of 1", api_root_outside, DT_ERR_INVALID, "root 3 is out of range: world ranks are 0..0",
+         "roots are world ranks that belong to the communicator"),
+    CALL("api-root-negative", "API", "dt_reduce root -1", api_root_negative, DT_ERR_INVALID, "root -1 is out of range",
+         "roots are world ranks >= 0"),
+    CALL("api-send-to-self", "API", "dt_send to the calling rank", api_send_to_self, DT_ERR_INVALID,
+         "is the calling rank itself", "send to another rank (use a copy for yourself)"),
+    CALL("api-async-null-work", "API", "dt_allreduce_async with work NULL", api_async_null_work, DT_ERR_INVALID,
+         "work is NULL", "pass a dt_work* to receive the handle, then dt_work_wait/dt_work_free it"),
+    CALL("api-list-negative", "API", "dt_allreduce_list with n = -1", api_list_negative, DT_ERR_INVALID,
+         "list length -1 is negative", "pass the number of tensors"),
+    CALL("api-list-null", "API", "dt_allreduce_list with NULL lists and n = 2", api_list_null, DT_ERR_INVALID,
+         "list is NULL but its length is 2", "pass the input and output tensor arrays"),
+    CALL("api-list-dtype", "API", "list tensor 0: input f32, output f64", api_list_dtype_mismatch, DT_ERR_INVALID,
+         "input dtype f32 differs from output dtype f64", "input and output tensors must have the same dtype"),
+    CALL("api-list-count", "API", "list tensor 0: input 4 elements, output 3", api_list_count_mismatch, DT_ERR_INVALID,
+         "output count 3, expected 4", "allreduce outputs have the input's count"),
+    CALL("api-list-overflow", "API", "dt_allreduce_list with a tensor of SIZE_MAX/2 f32 elements", api_list_overflow,
+         DT_ERR_INVALID, "overflows the address space", "counts are elements, not bytes; check the size computation"),
+    CALL("api-rank-list-syntax", "API", "rank_list \"[[0,1]\"", api_rank_list_syntax, DT_ERR_INVALID, "expected ',' or ']' after group 0 at offset 6",
+         "write the groups as [[0,1],[2,3]]"),
+    CALL("api-rank-list-outside", "API", "rank_list [[5]] in a world of 1", api_rank_list_outside, DT_ERR_INVALID,
+         "rank 5 in group 0 is out of range [0, 1)", "list only ranks in [0, world size)"),
+    CALL("api-rank-list-duplicate", "API", "rank_list [[0],[0]] (rank twice)", api_rank_list_duplicate, DT_ERR_INVALID,
+         "so a rank is listed twice or out of range", "groups must be disjoint"),
+    CALL("api-rank-list-empty-group", "API", "rank_list [[0],[]] (empty group)", api_rank_list_empty_group,
+         DT_ERR_INVALID, "group 1 is empty", "every group needs at least one rank"),
+    CALL("api-rank-list-no-group", "API", "rank_list [] (no group)", api_rank_list_no_group, DT_ERR_INVALID, "ngroups is 0 (need at least one group)",
+         "give at least one group"),
+    CALL("api-rank-list-shape", "API", "dt_comm_from_rank_list with ngroups 0", api_rank_list_flat_shape, DT_ERR_INVALID,
+         "ngroups is 0 (need at least one group)", "ngroups >= 1 and group_lens[] summing to the length of ranks[]"),
+    CALL("api-sampler-drop-last", "API", "sampler: 1 sample, 2 replicas, drop_last", api_sampler_drop_last,
+         DT_ERR_INVALID, "every rank would get 0 samples", "use fewer ranks, more data or drop_last 0"),
+    CALL("api-sampler-rank", "API", "sampler: rank 2 of 2 replicas", api_sampler_rank, DT_ERR_INVALID, "rank=2 is outside [0, num_replicas=2)",
+         "rank must be in [0, num_replicas)"),
+    CALL("api-batch-index", "API", "dt_dataset_batch index 1 of a 1-sample dataset", api_batch_index, DT_ERR_INVALID,
+         "indices[0]=1 is out of range [0, 1)", "indices must be in [0, count)"),
+    CALL("api-config-null", "API", "dt_config_set(NULL, ...)", api_config_null, DT_ERR_INVALID, "NULL argument",
+         "pass a dt_config initialised by dt_config_default"),
+
+    /* config file values */
+    CALL("cfg-missing", "config file", "config file does not exist", cfg_missing, DT_ERR_IO, "cannot open config file",
+         "check the --config path"),
+    CALL("cfg-syntax", "config file", "{\"overlap\": true \"sync_bn\": 1} (missing comma)", cfg_syntax, DT_ERR_INVALID,
+         "expected ',' or '}'", "fix the JSON (flat object of key: value)"),
+    CALL("cfg-range", "config file", "{\"zero_opt_level\": 7}", cfg_range, DT_ERR_INVALID, "7 is out of range [0, 3]",
+         "zero_opt_level is 0, 1, 2 or 3"),
+    CALL("cfg-number", "config file", "{\"bucket_size_mb\": \"big\"}", cfg_number, DT_ERR_INVALID,
+         "'big' is not a number", "give a number of MiB"),
+    CALL("cfg-bool", "config file", "{\"overlap\": \"maybe\"}", cfg_bool, DT_ERR_INVALID, "is not a boolean",
+         "use true/false, 1/0, yes/no, on/off"),
+    CALL("cfg-unknown", "config file", "{\"bucket_size\": 4} (misspelt key)", cfg_unknown, DT_ERR_INVALID,
+         "unknown config key 'bucket_size'", "see the key list in README / config.h"),
+    CALL("cfg-int", "config file", "{\"zero_opt_level\": 1.5}", cfg_int, DT_ERR_INVALID, "is not an integer",
+         "give an integer"),
+    CALL("cfg-big", "config file", "config file over 8 KiB", cfg_big, DT_ERR_IO, "larger than",
+         "the config is a small flat object; remove the rest"),
+    CALL("cfg-env", "config file", "DTRAIN_BUCKET_SIZE_MB=lots", cfg_env, DT_ERR_INVALID,
+         "environment variable DTRAIN_BUCKET_SIZE_MB", "fix or unset the variable"),
+
+    /* data files (API) */
+    CALL("data-missing", "data files", "image file missing", data_missing, DT_ERR_IO, "cannot open",
+         "check the path / install dataset-fashion-mnist"),
+    CALL("data-empty", "data files", "image file empty", data_empty, DT_ERR_IO, "truncated header",
+         "re-download the file"),
+    CALL("data-short-header", "data files", "image file of 10 bytes (header cut)", data_short_header, DT_ERR_IO,
+         "truncated header", "re-download the file"),
+    CALL("data-magic", "data files", "a label file given as the image file", data_magic, DT_ERR_IO,
+         "this looks like an IDX label file", "swap the image and label paths"),
+    CALL("data-truncated", "data files", "image data 5 bytes short", data_truncated, DT_ERR_IO,
+         "truncated file: expected", "re-download the file (incomplete copy)"),
+    CALL("data-trailing", "data files", "image file with 3 extra bytes", data_trailing, DT_ERR_IO,
+         "unexpected trailing data", "the header's count is wrong or files were concatenated"),
+    CALL("data-count", "data files", "5 images, 4 labels", data_count, DT_ERR_IO, "count mismatch",
+         "use image and label files of the same set"),
+    CALL("data-dims", "data files", "image header rows = 0", data_dims, DT_ERR_IO, "absurd image dimensions",
+         "the header is corrupt: re-download"),
+    CALL("data-huge", "data files", "headers announce 2^31-1 images of 16384 x 16384, no data", data_huge, DT_ERR_IO,
+         "truncated file: expected 576460752034988032 bytes of image data, got 0", "the header is corrupt: re-download"),
+    CALL("data-label", "data files", "label 12 with 10 classes declared", data_label, DT_ERR_IO,
+         "label 12 of sample 4 is out of range for 10 classes", "labels must be < num_classes"),
+    CALL("data-gzip", "data files", "corrupt .gz stream", data_gzip, DT_ERR_IO, "corrupt or unreadable file",
+         "re-download or gunzip -t the file"),
+    CALL("data-classes", "data files", "dt_idx_load_ex num_classes 300", data_classes, DT_ERR_INVALID,
+         "num_classes=300", "num_classes in [1, 256], or 0 to compute it"),
+    CALL("data-null", "data files", "dt_idx_load(NULL, ...)", data_null, DT_ERR_INVALID, "images_path, labels_path or out is NULL", "pass both paths"),
+    CALL("data-fm-size", "data files", "Fashion-MNIST dir with 14 x 14 images", data_fm_size, DT_ERR_IO,
+         "must be 28 x 28", "point --data at Fashion-MNIST (28 x 28)"),
+
+    /* checkpoints */
+    CALL("ckpt-missing", "checkpoint", "checkpoint directory missing", ck_missing, DT_ERR_IO, "no checkpoint: directory does not exist",
+         "check the path; a crashed save leaves DIR.old, which is used automatically"),
+    CALL("ckpt-manifest-truncated", "checkpoint", "manifest.json cut by 40 bytes", ck_manifest_truncated, DT_ERR_IO,
+         "manifest JSON syntax error", "the checkpoint is damaged: use an older one"),
+    CALL("ckpt-rank-truncated", "checkpoint", "rank-00000.bin cut by 4 bytes", ck_rank_truncated, DT_ERR_IO,
+         "rank-00000.bin: truncated", "the checkpoint is damaged (disk full?): use an older one"),
+    CALL("ckpt-checksum", "checkpoint", "rank-00000.bin with one byte changed", ck_checksum, DT_ERR_IO, "checksum mismatch",
+         "the file is corrupt: use an older checkpoint"),
+    CALL("ckpt-rank-missing", "checkpoint", "rank-00000.bin deleted", ck_rank_missing, DT_ERR_IO, "missing rank file",
+         "copy every rank-*.bin with manifest.json"),
+    CALL("ckpt-version", "checkpoint", "manifest format_version 2", ck_version, DT_ERR_UNSUPPORTED,
+         "format version 2 not supported (this build reads 1)", "load it with the dtrain version that wrote it"),
+    CALL("ckpt-range", "checkpoint", "read elements [4, 12) of an 8-element vector", ck_range, DT_ERR_INVALID,
+         "outside state vector 'params' (length 8)", "the model does not match the checkpoint (sizes differ)"),
+    CALL("ckpt-vector", "checkpoint", "read vector 'exp_avg' from a checkpoint without it", ck_vector, DT_ERR_INVALID,
+         "no state vector 'exp_avg' in the checkpoint", "the optimizer differs from the one that wrote the checkpoint"),
+
+    /* trainer flags: exit code 2, message and usage on stderr */
+    TRAIN("flag-epochs", "--epochs zero", 2, "flag --epochs: 'zero' is not an integer in [1, 100000]", "give a number", "--epochs", "zero"),
+    TRAIN("flag-epochs-0", "--epochs 0", 2, "flag --epochs: '0' is not an integer in [1, 100000]", "at least 1 epoch",
+          "--epochs", "0"),
+    TRAIN("flag-model", "--model resnet", 2, "flag --model: 'resnet' is not one of the accepted values",
+          "use mlp, lenet or cnn", "--model", "resnet"),
+    TRAIN("flag-lr", "--lr -1", 2, "flag --lr: '-1' is not a number in [0, 100]", "use a positive learning rate",
+          "--lr", "-1"),
+    TRAIN("flag-lr-nan", "--lr nan", 2, "flag --lr: 'nan' is not a number", "use a finite learning rate", "--lr", "nan"),
+    TRAIN("flag-unknown", "--bogus 1", 2, "unknown flag '--bogus'", "see dtrain-train --help", "--bogus", "1"),
+    TRAIN("flag-missing-value", "--batch-size (no value)", 2, "flag --batch-size needs a value", "give a value",
+          "--batch-size"),
+    TRAIN("flag-positional", "lenet (no --)", 2, "unexpected argument 'lenet'", "flags are --name value", "lenet"),
+    TRAIN("flag-optimizer", "--optimizer adagrad", 2, "flag --optimizer: 'adagrad' is not one of the accepted values", "use sgd, adam or adamw",
+          "--optimizer", "adagrad"),
+    TRAIN("flag-momentum", "--momentum 1", 2, "flag --momentum: '1' is not a number in [0, 0.999999]",
+          "momentum must be < 1", "--momentum", "1"),
+    TRAIN("flag-threads", "--threads 0", 2, "flag --threads: '0' is not an integer in [1, 1024]", "at least 1 thread", "--threads", "0"),
+    TRAIN("flag-data-empty", "--data \"\"", 2, "flag --data: path is empty", "give a directory", "--data", ""),
+    TRAIN("flag-zero", "--zero 7", 2, "flag --zero: dt_config_set: config key 'zero_opt_level': 7 is out of range [0, 3]",
+          "ZeRO stage 0..3", "--zero", "7"),
+    TRAIN("flag-sync-bn", "--sync-bn maybe", 2, "flag --sync-bn: dt_config_set: config key 'sync_bn': 'maybe' is not a boolean",
+          "use 0/1", "--sync-bn", "maybe"),
+    TRAIN("flag-train-limit", "--train-limit -5", 2, "flag --train-limit: '-5' is not an integer", "0 (all) or a positive count",
+          "--train-limit", "-5"),
+    TRAIN("flag-config-missing", "--config /nonexistent.json", 2, "cannot open config file '/nonexistent.json'",
+          "check the path", "--config", "/nonexistent.json"),
+    TRAIN("flag-config-bad", "--config FILE with zero_opt_level 7", 2, "7 is out of range [0, 3]",
+          "fix the config file", "--config", "@cfg_range.json"),
+    {"flag-env", "trainer flags", "DTRAIN_ZERO_OPT_LEVEL=9 in the environment", K_PROC, NULL, {"$T", QUICK, NULL},
+     "DTRAIN_ZERO_OPT_LEVEL=9", 2, "environment variable DTRAIN_ZERO_OPT_LEVEL", 0, "fix or unset the variable"},
+
+    /* data files through the trainer: exit code 1, the file named */
+    TRAIN("train-data-missing", "--data DIR without the files", 1, "cannot open", "install dataset-fashion-mnist or fix --data",
+          "--data", "@empty_dir", QUICK),
+    TRAIN("train-data-truncated", "--data DIR with a truncated training image file", 1, "truncated file: expected",
+          "re-download the data set", "--data", "@fm_trunc", QUICK),
+    TRAIN("train-data-labels", "--data DIR with label 10 in the training labels", 1, "out of range for 10 classes",
+          "the label file is not Fashion-MNIST's", "--data", "@fm_label", QUICK),
+    TRAIN("train-data-gzip", "--data DIR with a corrupt .gz test image file", 1, "corrupt or unreadable file",
+          "re-download the data set", "--data", "@fm_gz", "--epochs", "1", "--max-steps", "1"),
+
+    /* checkpoints through the trainer (fixture: @ck_train written by dtrain-train --checkpoint-dir) */
+    TRAIN("train-resume-missing", "--resume DIR that does not exist", 1, "no checkpoint: directory does not exist",
+          "check the path given to --resume", "--data", "@fm", "--resume", "@no-such-ckpt", QUICK),
+    TRAIN("train-resume-foreign", "--resume DIR written for another model (8 parameters)", 1, "was written for model '(none)', this run uses 'lenet'",
+          "resume with the model, optimizer and flags the checkpoint was written with", "--data", "@fm", "--resume",
+          "@ckpt_foreign", QUICK),
+    TRAIN("train-resume-checksum", "--resume DIR whose rank-00000.bin has a changed byte", 1, "checksum mismatch",
+          "the checkpoint is corrupt: resume from an older one", "--data", "@fm", "--resume", "@ck_train_crc", QUICK),
+    TRAIN("train-resume-truncated", "--resume DIR whose manifest.json is cut", 1, "manifest JSON syntax error",
+          "the checkpoint is damaged: resume from an older one", "--data", "@fm", "--resume", "@ck_train_trunc", QUICK),
+
+    /* launches */
+    {"launch-too-few-samples", "launch", "--train-limit 1 at 2 ranks", K_PROC, NULL,
+     {"$MPI", "-n", "2", "$T", "--data", "@fm", "--train-limit", "1", QUICK, NULL}, NULL, 1,
+     "1 training samples cannot feed 2 ranks", 2, "use at least as many samples as ranks"},
+    {"launch-different-flags", "launch", "--lr 0.01 on rank 0, --lr 0.02 on rank 1", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; exec \"$0\" --data \"$1\" --lr 0.0$((r + 1)) --epochs 1 --max-steps 1 --quiet",
+      "$T", "@fm", NULL}, NULL, 1, "ranks were started with different training flags", 2,
+     "start every rank with the same flags, config file and DTRAIN_* environment"},
+    {"launch-different-config", "launch", "DTRAIN_SYNC_BN=1 on rank 1 only", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; [ $r = 1 ] && export DTRAIN_SYNC_BN=1; exec \"$0\" --data \"$1\" --epochs 1 --max-steps 1 --quiet",
+      "$T", "@fm", NULL}, NULL, 1, "different training flags or config", 2,
+     "export the same DTRAIN_* variables to every rank (mpirun -x NAME)"},
+    {"launch-bad-backend", "launch", "DTRAIN_BACKEND=bogus", K_PROC, NULL, {"$T", QUICK, NULL}, "DTRAIN_BACKEND=bogus", 1,
+     "DTRAIN_BACKEND='bogus' is not a backend of this build", 0, "use auto, mpi or void"},
+};
+#define NROWS ((int)(sizeof g_rows / sizeof g_rows[0]))
+
+/* ---- fixtures ------------------------------------------------------------------------- */
+
+static void write_fixtures(void) {
+    write_text(path("cfg_syntax.json"), "{\"overlap\": true \"sync_bn\": 1}");
+    write_text(path("cfg_range.json"), "{\"zero_opt_level\": 7}");
+    write_text(path("cfg_number.json"), "{\"bucket_size_mb\": \"big\"}");
+    write_text(path("cfg_bool.json"), "{\"overlap\": \"maybe\"}");
+    write_text(path("cfg_unknown.json"), "{\"bucket_size\": 4}");
+    write_text(path("cfg_int.json"), "{\"zero_opt_level\": 1.5}");
+    {
+        static char big[9000];
+        memset(big, ' ', sizeof big - 1);
+        big[0] = '{';
+        big[sizeof big - 2] = '}';
+        write_text(path("cfg_big.json"), big);
+    }
+    write_idx_images(path("ok-images"), 0x803, 5, 2, 3, 0, 0);
+    write_idx_labels(path("ok-labels"), 0x801, 5, -1);
+    write_bytes(path("empty"), "", 0);
+    write_bytes(path("short-header"), "\0\0\x08\x03\0\0\0\x05\0\0", 10);
+    write_idx_images(path("trunc-images"), 0x803, 5, 2, 3, 5, 0);
+    {
+        write_idx_images(path("trailing-images"), 0x803, 5, 2, 3, 0, 0);
+        FILE *f = fopen(path("trailing-images"), "ab");
+        if (!f) die("append");
+        fputs("xyz", f);
+        fclose(f);
+    }
+    write_idx_labels(path("short-labels"), 0x801, 4, -1);
+    write_idx_images(path("zero-rows"), 0x803, 5, 0, 3, 0, 0);
+    {
+        uint8_t h[16];
+        put_be32(h, 0x803); put_be32(h + 4, 0x7fffffff); put_be32(h + 8, 16384); put_be32(h + 12, 16384);
+        write_bytes(path("huge-dims"), h, sizeof h);
+        put_be32(h, 0x801);
+        write_bytes(path("huge-labels"), h, 8);
+    }
+    write_idx_labels(path("bad-label"), 0x801, 5, 12);
+    {
+        /* a gzip header followed by garbage */
+        write_idx_images(path("corrupt.gz"), 0x803, 5, 2, 3, 0, 1);
+        FILE *f = fopen(path("corrupt.gz"), "r+b");
+        if (!f) die("gz");
+        fseek(f, 12, SEEK_SET);
+        fputs("garbage-garbage-garbage", f);
+        fclose(f);
+    }
+    /* Fashion-MNIST-shaped directories */
+    write_fm_dir("fm");
+    write_fm_dir("fm_trunc");
+    write_idx_images(path("fm_trunc/train-images-idx3-ubyte"), 0x803, 64, 28, 28, 100, 0);
+    write_fm_dir("fm_label");
+    write_idx_labels(path("fm_label/train-labels-idx1-ubyte"), 0x801, 64, 10);
+    write_fm_dir("fm_gz");
+    write_idx_images(path("fm_gz/t10k-images-idx3-ubyte.gz"), 0x803, 16, 28, 28, 0, 1);
+    {
+        FILE *f = fopen(path("fm_gz/t10k-images-idx3-ubyte.gz"), "r+b");
+        if (!f) die("gz");
+        fseek(f, 20, SEEK_SET);
+        fputs("garbage-garbage-garbage-garbage", f);
+        fclose(f);
+    }
+    if (mkdir(path("fm_small"), 0700) != 0) die("mkdir");
+    write_idx_images(path("fm_small/train-images-idx3-ubyte"), 0x803, 4, 14, 14, 0, 0);
+    write_idx_labels(path("fm_small/train-labels-idx1-ubyte"), 0x801, 4, -1);
+    if (mkdir(path("empty_dir"), 0700) != 0) die("mkdir");
+}
+
+static int run_proc(const struct row *r, char **out);
+
+/* Checkpoints written by the trainer itself, then damaged. */
+static void make_train_ckpts(void) {
+    make_ckpt("ckpt_foreign");
+    const char *names[2] = {"ck_train_crc", "ck_train_trunc"};
+    for (int i = 0; i < 2; i++) {
+        struct row r;
+        memset(&r, 0, sizeof r);
+        const char *argv[] = {"$T", "--data", "@fm", "--epochs", "1", "--max-steps", "1", "--quiet",
+                              "--checkpoint-dir", names[i], NULL};
+        char at[64];
+        snprintf(at, sizeof at, "@%s", names[i]);
+        argv[9] = at;
+        memcpy(r.argv, argv, sizeof argv);
+        char *out = NULL;
+        int code = run_proc(&r, &out);
+        if (code != 0) die("dtrain-train --checkpoint-dir failed (%d):\n%s", code, out);
+        free(out);
+    }
+    char p[600];
+    snprintf(p, sizeof p, "%s/rank-00000.bin", path("ck_train_crc"));
+    flip_last_byte(p);
+    snprintf(p, sizeof p, "%s/manifest.json", path("ck_train_trunc"));
+    truncate_file(p, 40);
+}
+
+static void rm_rf(const char *p) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        execlp("rm", "rm", "-rf", p, (char *)NULL);
+        _exit(127);
+    }
+    if (pid > 0) waitpid(pid, NULL, 0);
+}
+
+/* ---- running a row ---------------------------------------------------------------------- */
+
+static const char *expand(const char *a) {
+    if (!strcmp(a, "$T")) return g_train;
+    if (!strcmp(a, "$MPI")) return g_mpiexec;
+    if (a[0] == '@') return path(a + 1);
+    return a;
+}
+
+/* Runs argv, returns the exit code (128 + signal if killed); *out gets stdout + stderr. */
+static int run_proc(const row *r, char **out) {
+    const char *argv[MAXARG + 1];
+    char *copies[MAXARG];
+    int n = 0;
+    for (; r->argv[n] && n < MAXARG; n++) copies[n] = strdup(expand(r->argv[n]));
+    for (int i = 0; i < n; i++) argv[i] = copies[i];
+    argv[n] = NULL;
+    int fd[2];
+    if (pipe(fd) != 0) die("pipe");
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) die("fork");
+    if (pid == 0) {
+        close(fd[0]);
+        dup2(fd[1], 1);
+        dup2(fd[1], 2);
+        close(fd[1]);
+        if (r->env) {
+            char e[256];
+            snprintf(e, sizeof e, "%s", r->env);
+            char *eq = strchr(e, '=');
+            if (eq) { *eq = '\0'; setenv(e, eq + 1, 1); }
+        }
+        execvp(argv[0], (char *const *)argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(fd[1]);
+    size_t cap = 8192, len = 0;
+    char *buf = malloc(cap);
+    ssize_t k;
+    while (buf && (k = read(fd[0], buf + len, cap - len - 1)) > 0) {
+        len += (size_t)k;
+        if (cap - len < 1024) { cap *= 2; buf = realloc(buf, cap); }
+    }
+    close(fd[0]);
+    if (!buf) die("oom");
+    buf[len] = '\0';
+    int st = 0;
+    waitpid(pid, &st, 0);
+    for (int i = 0; i < n; i++) free(copies[i]);
+    *out = buf;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* 1 if some line of out contains both "[rank R]" and msg. */
+static int rank_says(const char *out, int rank, const char *msg) {
+    char tag[32];
+    snprintf(tag, sizeof tag, "[rank %d]", rank);
+    for (const char *l = out; l && *l;) {
+        const char *e = strchr(l, '\n');
+        size_t n = e ? (size_t)(e - l) : strlen(l);
+        char *line = strndup(l, n);
+        int ok = line && strstr(line, tag) && strstr(line, msg);
+        free(line);
+        if (ok) return 1;
+        l = e ? e + 1 : NULL;
+    }
+    return 0;
+}
+
+static int run_row(const row *r) {
+    int ok;
+    if (r->kind == K_CALL) {
+        g_msg[0] = '\0';
+        dt_clear_error();
+        int rc = r->fn();
+        ok = rc == r->want && strstr(g_msg, r->msg) != NULL;
+        printf("%-28s %s  status %s (want %s)  \"%s\"\n", r->id, ok ? "ok  " : "FAIL", dt_status_str(rc),
+               dt_status_str(r->want), g_msg);
+        if (ok && rc != DT_OK && !g_msg[0]) ok = 0;
+    } else {
+        char *out = NULL;
+        int code = run_proc(r, &out);
+        ok = code == r->want && strstr(out, r->msg) != NULL;
+        for (int k = 0; ok && k < r->ranks; k++)
+            if (!rank_says(out, k, r->msg)) {
+                ok = 0;
+                printf("%-28s rank %d did not print the message\n", r->id, k);
+            }
+        const char *first = strstr(out, r->msg);
+        const char *ls = first ? first : out;
+        while (ls > out && ls[-1] != '\n') ls--;
+        int ll = (int)strcspn(ls, "\n");
+        printf("%-28s %s  exit %d (want %d)  \"%.*s\"\n", r->id, ok ? "ok  " : "FAIL", code, r->want,
+               ll > 300 ? 300 : ll, ls);
+        if (!ok) printf("---- output of %s:\n%s----\n", r->id, out);
+        free(out);
+    }
+    fflush(stdout);
+    return ok;
+}
+
+/* a table cell: '|' escaped, '`' replaced */
+static void cell(const char *s) {
+    for (; *s; s++) {
+        if (*s == '|') fputs("\\|", stdout);
+        else if (*s == '`') putchar('\'');
+        else putchar(*s);
+    }
+}
+
+static void markdown(void) {
+    printf("| # | area | input | status / exit code | message contains | what to do |\n");
+    printf("|---|---|---|---|---|---|\n");
+    for (int i = 0; i < NROWS; i++) {
+        const row *r = &g_rows[i];
+        char want[64];
+        if (r->kind == K_CALL) snprintf(want, sizeof want, "`%s`", dt_status_str(r->want));
+        else snprintf(want, sizeof want, "exit %d%s", r->want, r->ranks ? ", every rank" : "");
+        printf("| %d | %s | ", i + 1, r->area);
+        cell(r->input);
+        printf(" | %s | `", want);
+        cell(r->msg);
+        printf("` | ");
+        cell(r->todo);
+        printf(" |\n");
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--markdown")) {
+        markdown();
+        return 0;
+    }
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_badinput DTRAIN_TRAIN MPIEXEC [ROW_ID...] | badinput --markdown\n");
+        return 2;
+    }
+    g_train = argv[1];
+    g_mpiexec = argv[2];
+    /* standalone rows: never pick MPI up from a launcher's environment */
+    unsetenv("DTRAIN_BACKEND");
+    snprintf(g_dir, sizeof g_dir, "%s/dt_badinput_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(g_dir)) die("mkdtemp: %s", strerror(errno));
+    write_fixtures();
+    make_train_ckpts();
+    int pass = 0, fail = 0;
+    for (int i = 0; i < NROWS; i++) {
+        if (argc > 3) {
+            int sel = 0;
+            for (int a = 3; a < argc; a++) sel |= !strcmp(argv[a], g_rows[i].id);
+            if (!sel) continue;
+        }
+        if (run_row(&g_rows[i])) pass++;
+        else fail++;
+    }
+    rm_rf(g_dir);
+    printf("badinput: %d rows, %d passed, %d failed\n", pass + fail, pass, fail);
+    return fail ? 1 : 0;
+}

@@ -1,0 +1,69 @@
+/* fault_prog MODE: a small data-parallel "training loop" (an allreduce of a
+ * gradient-sized buffer, an async allreduce and a broadcast per step) in
+ * which the LAST rank (or rank 1) misbehaves at step FAULT_STEP (default 20):
+ *   skip      the last rank skips the step's allreduce and "computes" for
+ *             120 s: the others stall -> stall report, job aborted
+ *   skipfin   the last rank skips the allreduce and calls dt_finalize
+ *   skipasync the last rank skips an async allreduce (the others wait for it
+ *             in dt_work_wait) and sleeps
+ *   kill      rank 1 raises SIGKILL
+ *   exit      rank 1 calls exit(0) without dt_finalize
+ *   segv      rank 1 dereferences NULL (crash)
+ *   none      no fault: the job must succeed
+ * Used by expect_fail.sh, which checks the exit status, the time taken and
+ * the text printed (tests/fault/CMakeLists.txt). */
+#define _POSIX_C_SOURCE 200809L
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "dtrain/dtrain.h"
+
+static void die(const char *what, int rc) {
+    fprintf(stderr, "fault_prog: %s -> %s: %s\n", what, dt_status_str(rc), dt_last_error());
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "none";
+    int steps = 60, fault = getenv("FAULT_STEP") ? atoi(getenv("FAULT_STEP")) : 20;
+    int rc = dt_init();
+    if (rc) die("dt_init", rc);
+    dt_comm *w = dt_comm_world();
+    int me = dt_comm_rank(w), n = dt_comm_size(w);
+    int last = me == n - 1, one = me == 1;
+    size_t count = 1 << 14;
+    float *g = calloc(count, sizeof *g), *h = calloc(count, sizeof *h), p[16] = {0};
+    if (!g || !h) return 2;
+    for (int step = 0; step < steps; step++) {
+        for (size_t i = 0; i < count; i++) g[i] = (float)(me + step);
+        if (step == fault) {
+            if (strcmp(mode, "kill") == 0 && one) raise(SIGKILL);
+            if (strcmp(mode, "exit") == 0 && one) exit(0);
+            if (strcmp(mode, "segv") == 0 && one) { volatile int *z = NULL; *z = 1; }
+            if (strcmp(mode, "skip") == 0 && last) { sleep(120); continue; }
+            if (strcmp(mode, "skipfin") == 0 && last) { dt_finalize(); return 0; }
+            if (strcmp(mode, "skipasync") == 0 && last) { sleep(120); continue; }
+        }
+        rc = dt_allreduce(g, g, count, DT_F32, DT_AVG, w);
+        if (rc) die("dt_allreduce", rc);
+        dt_work *wk;
+        rc = dt_allreduce_async(h, h, count / 4, DT_F32, DT_SUM, w, &wk);
+        if (rc) die("dt_allreduce_async", rc);
+        rc = dt_work_wait(wk);
+        dt_work_free(wk);
+        if (rc) die("dt_work_wait", rc);
+        rc = dt_broadcast(p, p, 16, DT_F32, 0, w);
+        if (rc) die("dt_broadcast", rc);
+        struct timespec ts = {0, 2000000}; /* 2 ms of "compute" */
+        nanosleep(&ts, NULL);
+    }
+    rc = dt_finalize();
+    if (rc) die("dt_finalize", rc);
+    if (me == 0) printf("fault_prog %s: finished %d steps\n", mode, steps);
+    free(g);
+    free(h);
+    return 0;
+}

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# tests/tools/run_valgrind.sh BUILD_DIR
+#
+# Configures BUILD_DIR as a plain RelWithDebInfo build (no sanitizers: valgrind
+# and ASan do not mix), builds it, and runs every ctest test that is a direct
+# dtrain test executable (the standalone unit tests, the *_void variants, the
+# fuzz replays, the bad-input matrix: no mpiexec, sh or python launchers) under
+#   valgrind --tool=memcheck --error-exitcode=1 --leak-check=full
+#            --errors-for-leak-kinds=definite
+# with the test's own environment and working directory (from ctest's JSON test
+# list). Exits non-zero if the build fails or any program has a memcheck error
+# or a definite leak (or fails on its own).
+#
+# Environment:
+#   JOBS        build parallelism (default 2)
+#   VG_TESTS    regex: only tests whose name matches (default: all selected)
+#   VG_EXCLUDE  regex: skip these tests (default '^train_', see below; '' keeps all)
+#   VG_TIMEOUT  seconds per test (default 1200)
+#
+# Excluded by default: the trainer integration tests (train_learns,
+# train_dp_equiv_np1, train_zero_np1: 3-15 s each normally). Their time is spent in
+# OpenBLAS GEMM kernels, which valgrind runs 100x+ slower (train_learns alone was
+# still running after 10 minutes). Their code paths are checked by the ASan + UBSan
+# run of the same tests (run_sanitizers.sh), and dtrain-train's argument, config,
+# data and checkpoint paths are checked under valgrind here through the bad-input
+# matrix: child processes are traced (--trace-children), except launchers and system
+# programs (mpiexec, sh, ...), so every dtrain-train it starts runs under memcheck
+# too (one log per process).
+#
+# OPENBLAS_NUM_THREADS=1 keeps OpenBLAS from starting its thread pool (the
+# trainer sets its BLAS threads itself; the pool only adds noise here).
+# tests/tools/valgrind.supp holds suppressions for non-dtrain libraries only.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+src="$(cd "$here/../.." && pwd)"
+build="${1:-$src/build-vg}"
+case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
+jobs="${JOBS:-2}"
+command -v valgrind >/dev/null || { echo "run_valgrind.sh: valgrind is not installed (apt-get install valgrind)"; exit 1; }
+t0=$(date +%s)
+
+echo "== configure + build $build (RelWithDebInfo, no sanitizers)"
+# -Werror off: warnings are the normal build's job; -O2 -g inlines differently from
+# Release and gcc then reports a few extra (format-truncation) warnings.
+cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDTRAIN_SANITIZE=OFF -DDTRAIN_WERROR=OFF >/dev/null
+if ! cmake --build "$build" -j "$jobs" >"$build/build.log" 2>&1; then
+  grep -E "error|Error" "$build/build.log" | head -40
+  echo "== valgrind: BUILD FAILED (full log: $build/build.log)"
+  exit 1
+fi
+t1=$(date +%s)
+
+logdir="$build/valgrind-logs"
+rm -rf "$logdir"
+mkdir -p "$logdir"
+list="$build/valgrind-tests.txt"
+( cd "$build" && ctest --show-only=json-v1 ) | python3 -c '
+import json, os, re, sys
+build, only, skip = sys.argv[1], sys.argv[2], sys.argv[3]
+for t in json.load(sys.stdin)["tests"]:
+    cmd = t.get("command") or []
+    if not cmd or not os.path.realpath(cmd[0]).startswith(os.path.realpath(build) + "/"):
+        continue  # launched through mpiexec, sh or python: not a unit test program
+    name = t["name"]
+    if only and not re.search(only, name): continue
+    if skip and re.search(skip, name): continue
+    props = {p["name"]: p["value"] for p in t.get("properties", [])}
+    env = props.get("ENVIRONMENT", [])
+    if isinstance(env, str): env = env.split(";")
+    wd = props.get("WORKING_DIRECTORY", build)
+    print("\x1f".join([name, wd, "\x1e".join(env)] + cmd))
+' "$build" "${VG_TESTS:-}" "${VG_EXCLUDE-^train_}" > "$list"
+
+status=0
+n=0
+failed=""
+summary=""
+while IFS=$'\x1f' read -r -a f; do
+  name="${f[0]}"; wd="${f[1]}"; envs="${f[2]}"; cmd=("${f[@]:3}")
+  n=$((n + 1))
+  envargs=()
+  if [ -n "$envs" ]; then IFS=$'\x1e' read -r -a envargs <<< "$envs"; fi
+  log="$logdir/$name"
+  s=$(date +%s)
+  set +e
+  (cd "$wd" && env "${envargs[@]}" OPENBLAS_NUM_THREADS=1 timeout "${VG_TIMEOUT:-1200}" \
+     valgrind --tool=memcheck --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
+              --show-leak-kinds=definite --num-callers=30 --suppressions="$here/valgrind.supp" \
+              --trace-children=yes --trace-children-skip='*mpiexec*,*mpirun*,*orterun*,/bin/*,/usr/bin/*,/usr/sbin/*' \
+              --log-file="$log.%p.log" "${cmd[@]}" </dev/null >"$logdir/$name.out" 2>&1)
+  rc=$?
+  set -e
+  e=$(date +%s)
+  # one log per process (the test and the dtrain programs it started)
+  nproc=$(ls "$log".*.log 2>/dev/null | wc -l || true)
+  errs=$(cat "$log".*.log 2>/dev/null | grep -o 'ERROR SUMMARY: [0-9]*' | grep -o '[0-9]*$' | awk '{s+=$1} END{print s+0}' || true)
+  leak=$(cat "$log".*.log 2>/dev/null | grep -o 'definitely lost: [0-9,]* bytes' | grep -o '[0-9,]*' | tr -d , |
+         awk '{s+=$1} END{print s+0}' || true)
+  [ "$errs" = 0 ] || rc=${rc/#0/1}
+  line=$(printf '%-28s %4ss  %2s process(es), errors %s, definitely lost %s bytes%s' "$name" "$((e - s))" "$nproc" \
+         "$errs" "$leak" "$([ $rc -ne 0 ] && echo "  FAILED (exit $rc)")")
+  echo "$line"
+  summary="$summary$line"$'\n'
+  if [ $rc -ne 0 ]; then
+    status=1
+    failed="$failed $name"
+    for l in "$log".*.log; do
+      grep -q 'ERROR SUMMARY: [1-9]' "$l" || continue
+      echo "---- $l"; grep -v '^==[0-9]*== *$' "$l" | head -80
+    done
+    echo "---- output"; tail -20 "$logdir/$name.out"
+  fi
+done < "$list"
+t2=$(date +%s)
+echo "== valgrind: $n programs, build $((t1 - t0)) s, run $((t2 - t1)) s: $([ $status = 0 ] && echo CLEAN || echo "FAILED:$failed")"
+exit $status

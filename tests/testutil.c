@@ -1,5 +1,7 @@
 #include "testutil.h"
+#include <ctype.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdarg.h>
 
 int dt_test_passed = 0, dt_test_failed = 0;
@@ -30,4 +32,34 @@ double dt_test_rel_err(const float *a, const float *b, size_t n) {
         if (fabs((double)b[i]) > m) m = fabs((double)b[i]);
     }
     return d / m;
+}
+
+int dt_test_msg_has(const char *alts) {
+    const char *m = dt_last_error();
+    char alt[128];
+    while (*alts) {
+        size_t k = 0;
+        while (*alts && *alts != '|' && k + 1 < sizeof alt) alt[k++] = *alts++;
+        alt[k] = '\0';
+        if (*alts == '|') alts++;
+        size_t al = strlen(alt);
+        for (const char *p = m; al && *p; p++) {
+            size_t i = 0;
+            while (i < al && p[i] && tolower((unsigned char)p[i]) == tolower((unsigned char)alt[i])) i++;
+            if (i == al) return 1;
+        }
+    }
+    return 0;
+}
+
+dt_comm *dt_test_solo_comm(void) {
+    int N = dt_comm_size(dt_comm_world());
+    if (N < 1) { CHECK(0, "no world communicator"); return NULL; }
+    int *ranks = malloc(sizeof(int) * (size_t)N), *lens = malloc(sizeof(int) * (size_t)N);
+    for (int i = 0; i < N; i++) { ranks[i] = i; lens[i] = 1; }
+    dt_comm *solo = NULL;
+    CHECK_OK(dt_comm_from_rank_list(ranks, lens, N, &solo));
+    free(ranks);
+    free(lens);
+    return solo;
 }

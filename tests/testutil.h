@@ -30,6 +30,15 @@ void dt_test_fail(const char *file, int line, const char *fmt, ...);
  * the equivalence tests; 0 when identical). */
 double dt_test_rel_err(const float *a, const float *b, size_t n);
 
+/* 1 if dt_last_error() contains one of the '|'-separated alternatives
+ * (case-insensitive), e.g. "count|overflow". */
+int dt_test_msg_has(const char *alts);
+
+/* A communicator in which every world rank is alone (rank_list [[0],[1],...]):
+ * the single-process reference of the equivalence tests, run on each rank.
+ * Collective over the world; NULL (and a failed check) on error. */
+dt_comm *dt_test_solo_comm(void);
+
 /* Prints the summary line; returns 0 if nothing failed, 1 otherwise. */
 int dt_test_finish(const char *name);
 

@@ -25,27 +25,9 @@
 static int W = 1, ME = 0; /* world size and rank */
 
 /* ---- messages --------------------------------------------------------------- */
-/* 1 if dt_last_error() contains one of the '|'-separated alternatives (any case). */
-static inline int msg_has(const char *alts) {
-    const char *m = dt_last_error();
-    char alt[128];
-    while (*alts) {
-        size_t k = 0;
-        while (*alts && *alts != '|' && k + 1 < sizeof alt) alt[k++] = *alts++;
-        alt[k] = '\0';
-        if (*alts == '|') alts++;
-        size_t al = strlen(alt);
-        for (const char *p = m; al && *p; p++) {
-            size_t i = 0;
-            while (i < al && p[i] && tolower((unsigned char)p[i]) == tolower((unsigned char)alt[i])) i++;
-            if (i == al) return 1;
-        }
-    }
-    return 0;
-}
 /* status st, message names the function fn and one of the alternatives */
 #define CHECK_ERRF(expr, st, fn, alts) do { dt_clear_error(); int rc_ = (expr); \
-    CHECK(rc_ == (st) && strstr(dt_last_error(), fn) != NULL && msg_has(alts), \
+    CHECK(rc_ == (st) && strstr(dt_last_error(), fn) != NULL && dt_test_msg_has(alts), \
           "%s -> %s (want %s), message '%s' (want '%s' and one of '%s')", #expr, \
           dt_status_str(rc_), dt_status_str(st), dt_last_error(), fn, alts); } while (0)
 

@@ -14,27 +14,9 @@
 
 static int N = 1, ME = 0, VOID_MODE = 1;
 
-/* 1 if dt_last_error() contains one of the '|'-separated alternatives
- * (case-insensitive). */
-static int msg_has(const char *alts) {
-    const char *m = dt_last_error();
-    char alt[128];
-    while (*alts) {
-        size_t k = 0;
-        while (*alts && *alts != '|' && k + 1 < sizeof alt) alt[k++] = *alts++;
-        alt[k] = '\0';
-        if (*alts == '|') alts++;
-        size_t al = strlen(alt);
-        for (const char *p = m; al && *p; p++) {
-            size_t i = 0;
-            while (i < al && p[i] && tolower((unsigned char)p[i]) == tolower((unsigned char)alt[i])) i++;
-            if (i == al) return 1;
-        }
-    }
-    return 0;
-}
+/* status st and a message naming one of the alternatives (dt_test_msg_has) */
 #define CHECK_ERRM(expr, st, alts) do { dt_clear_error(); int rc_ = (expr); \
-    CHECK(rc_ == (st) && msg_has(alts), "%s -> %s (want %s), message '%s' (want one of '%s')", \
+    CHECK(rc_ == (st) && dt_test_msg_has(alts), "%s -> %s (want %s), message '%s' (want one of '%s')", \
           #expr, dt_status_str(rc_), dt_status_str(st), dt_last_error(), alts); } while (0)
 
 /* ---- model of a rank_list: what each attribute must be ---- */

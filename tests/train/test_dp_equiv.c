@@ -56,12 +56,7 @@ int main(void) {
     int N = dt_comm_size(w), rank = dt_comm_rank(w);
     dt_test_rank = rank;
     /* every rank alone: the single-process reference, computed on each rank */
-    int *ranks = malloc(sizeof(int) * (size_t)N), *lens = malloc(sizeof(int) * (size_t)N);
-    for (int i = 0; i < N; i++) { ranks[i] = i; lens[i] = 1; }
-    dt_comm *solo;
-    CHECK_OK(dt_comm_from_rank_list(ranks, lens, N, &solo));
-    free(ranks);
-    free(lens);
+    dt_comm *solo = dt_test_solo_comm();
 
     struct { const char *model, *optim; int sync_bn; } cases[] = {
         {"mlp", "sgd", 0}, {"mlp", "adam", 0}, {"lenet", "sgd", 1}};

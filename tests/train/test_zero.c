@@ -96,12 +96,7 @@ int main(void) {
     dt_comm *w = dt_comm_world();
     int N = dt_comm_size(w), rank = dt_comm_rank(w);
     dt_test_rank = rank;
-    int *ranks = malloc(sizeof(int) * (size_t)N), *lens = malloc(sizeof(int) * (size_t)N);
-    for (int i = 0; i < N; i++) { ranks[i] = i; lens[i] = 1; }
-    dt_comm *solo;
-    CHECK_OK(dt_comm_from_rank_list(ranks, lens, N, &solo));
-    free(ranks);
-    free(lens);
+    dt_comm *solo = dt_test_solo_comm();
 
     run runs[] = {{"sgd", 0, 1}, {"adamw", 0, 1}, {"sgd", 0.5, 1}, {"adamw", 0.5, 2}};
     float *unclipped[2] = {NULL, NULL}; /* sgd, adamw without clipping */

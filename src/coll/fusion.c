@@ -1,7 +1,9 @@
 /* src/coll/fusion.c - fused list collectives: the tensors of one dtype are
  * packed into one staging buffer, moved by ONE backend collective, and
  * unpacked. Tensors that already lie back to back in memory (views of one
- * flat buffer, as data-parallel buckets are) skip the copies. Runs inside the
+ * flat buffer, as data-parallel buckets are) skip the copies, and so do
+ * allreduces on backends that reduce straight from and into the tensors
+ * (allreduce_spans: the MPI backend's shared-memory path). Runs inside the
  * engine, so the staging buffers are never used by two calls at once. */
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,14 @@ static int fuse_allreduce(const dt_coll_desc *d, const int *idx, int m, size_t t
         /* same span, or disjoint spans: one call straight on user memory */
         if (a == b || a + total * es <= b || b + total * es <= a)
             return c->ops->allreduce(c, first_in, first_out, total, dt, d->op);
+    }
+    if (c->ops->allreduce_spans) { /* the backend reduces straight from and into the tensors */
+        dt_span *sp = malloc(sizeof *sp * (size_t)m);
+        if (!sp) return DT_ERR(DT_ERR_NOMEM, "out of memory for a list of %d tensors", m);
+        for (int k = 0; k < m; k++) sp[k] = (dt_span){d->in[idx[k]].data, d->out[idx[k]].data, d->in[idx[k]].count};
+        int rc = c->ops->allreduce_spans(c, sp, m, total, dt, d->op);
+        free(sp);
+        if (rc != DT_DECLINED) return rc;
     }
     char *buf = stage(0, total * es + 1);
     if (!buf) return DT_ERR(DT_ERR_NOMEM, "out of memory for a %zu-byte fusion buffer", total * es);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "comm/mpi_internal.h"
+#include "comm/reduce_kernels.h"
 #include "core/error.h"
 
 static int g_thread_level = -1;
@@ -110,16 +111,6 @@ static void narrow(const void *w, void *dst, size_t n, dt_dtype dt, int avg, int
     }
 }
 
-/* in-place division by the group size for avg on native types */
-static void divide(void *buf, size_t n, dt_dtype dt, int div) {
-    switch (dt) {
-    case DT_F32: { float *x = buf; float d = (float)div; for (size_t i = 0; i < n; i++) x[i] /= d; break; }
-    case DT_F64: { double *x = buf; double d = div; for (size_t i = 0; i < n; i++) x[i] /= d; break; }
-    case DT_I64: { int64_t *x = buf; for (size_t i = 0; i < n; i++) x[i] /= div; break; }
-    default: break;
-    }
-}
-
 static MPI_Datatype widened_type(dt_dtype dt) { return is_half(dt) ? MPI_FLOAT : MPI_INT64_T; }
 static size_t widened_size(dt_dtype dt) { return is_half(dt) ? 4 : 8; }
 
@@ -138,13 +129,16 @@ static int m_allreduce(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt
         }
         return DT_OK;
     }
+    dt_span one = {s, r, n};
+    int src = dt_mpi_shm_allreduce(c, &one, 1, n, dt, op);
+    if (src != DT_DECLINED) return src;
     for (size_t off = 0; off < n || off == 0; off += MPI_CHUNK) {
         size_t k = n - off < MPI_CHUNK ? n - off : MPI_CHUNK;
         const void *sp = (s == r) ? MPI_IN_PLACE : (const char *)s + off * es;
         MPI_TRY(MPI_Allreduce(sp, (char *)r + off * es, (int)k, mpi_type(dt), mpi_op(op), mcomm(c)), "MPI_Allreduce");
         if (n == 0) break;
     }
-    if (avg) divide(r, n, dt, size);
+    if (avg) dt_reduce_divide(r, n, dt, size);
     return DT_OK;
 }
 
@@ -170,7 +164,7 @@ static int m_reduce(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, d
         MPI_TRY(MPI_Reduce(sp, rp, (int)k, mpi_type(dt), mpi_op(op), root, mcomm(c)), "MPI_Reduce");
         if (n == 0) break;
     }
-    if (avg && me) divide(r, n, dt, size);
+    if (avg && me) dt_reduce_divide(r, n, dt, size);
     return DT_OK;
 }
 
@@ -193,7 +187,7 @@ static int m_reduce_scatter(dt_comm *c, const void *s, void *r, size_t n, dt_dty
     } else {
         MPI_TRY(MPI_Reduce_scatter_block(s, r, (int)n, mpi_type(dt), mpi_op(op), mcomm(c)), "MPI_Reduce_scatter_block");
     }
-    if (avg) divide(r, n, dt, size);
+    if (avg) dt_reduce_divide(r, n, dt, size);
     return DT_OK;
 }
 
@@ -297,6 +291,7 @@ static int m_split(dt_comm *world, int color, dt_comm *out, dt_comm *same) {
     if (!impl) { MPI_Comm_free(&nc); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
     impl->comm = nc;
     impl->chk = NULL;
+    impl->shm = NULL;
     out->impl = impl;
     MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
     int crc = attach_check(impl, nc, same);
@@ -306,7 +301,8 @@ static int m_split(dt_comm *world, int color, dt_comm *out, dt_comm *same) {
     MPI_Comm_size(nc, &s);
     if (r != out->info.rank || s != out->info.size)
         return DT_ERR(DT_ERR_INTERNAL, "MPI_Comm_split gave rank %d/%d, expected %d/%d", r, s, out->info.rank, out->info.size);
-    return set_local(nc, &out->info);
+    int lrc = set_local(nc, &out->info);
+    return lrc ? lrc : dt_mpi_shm_attach(out, same);
 }
 
 static void m_destroy(dt_comm *c) {
@@ -314,6 +310,7 @@ static void m_destroy(dt_comm *c) {
     if (!impl) return;
     int fin = 0;
     MPI_Finalized(&fin);
+    dt_mpi_shm_detach(impl, fin);
     if (!fin) MPI_Comm_free(&impl->comm);
     if (impl->chk && --impl->chk->refs == 0) {
         if (!fin) MPI_Comm_free(&impl->chk->comm);
@@ -336,6 +333,7 @@ const dt_backend_ops dt_backend_mpi = {
     .send = m_send,
     .recv = m_recv,
     .barrier = m_barrier,
+    .allreduce_spans = dt_mpi_shm_allreduce,
     .check = dt_mpi_check,
     .allreduce_checked = dt_mpi_allreduce_checked,
     .gather_views = dt_mpi_gather_views,
@@ -365,6 +363,7 @@ int dt_mpi_world_create(dt_comm **out, int *we_initialized) {
     mpi_impl *impl = malloc(sizeof *impl);
     if (!c || !impl) { free(c); free(impl); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
     impl->chk = NULL;
+    impl->shm = NULL;
     MPI_Comm_dup(MPI_COMM_WORLD, &impl->comm);
     MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN);
     c->magic = DT_COMM_MAGIC;
@@ -400,12 +399,16 @@ int dt_mpi_world_max_u64(dt_comm *world, unsigned long long *vals, int n) {
     return DT_OK;
 }
 
-int dt_mpi_agree_settings(dt_comm *world, int *check, size_t *inline_max) {
+int dt_mpi_agree_settings(dt_comm *world, int *check, size_t *inline_max, int *shm_on, size_t *shm_min) {
     /* max(check): the check stays on if any rank wants it (a split decision
-     * would deadlock); max(-inline_max) = -min(inline_max). */
-    long long v[2] = {*check ? 1 : 0, -(long long)*inline_max};
-    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_LONG_LONG, MPI_MAX, mcomm(world)), "MPI_Allreduce");
+     * would deadlock); max(-inline_max) = -min(inline_max); the shared-memory
+     * allreduce only if every rank allows it, from the largest threshold. */
+    long long v[4] = {*check ? 1 : 0, -(long long)*inline_max, *shm_on ? 0 : 1,
+                      *shm_min > (size_t)LLONG_MAX ? LLONG_MAX : (long long)*shm_min};
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_LONG_LONG, MPI_MAX, mcomm(world)), "MPI_Allreduce");
     *check = (int)v[0];
     *inline_max = (size_t)(-v[1]);
+    *shm_on = v[2] == 0;
+    *shm_min = (size_t)v[3];
     return DT_OK;
 }

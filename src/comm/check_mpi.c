@@ -23,11 +23,11 @@
  *  - p2p_check: the two peers swap headers (another tag) before the data.
  * Calls run inside the engine (one thread in MPI at a time), so the staging
  * buffers are never used twice at once. */
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "comm/mpi_internal.h"
+#include "comm/reduce_kernels.h"
 #include "core/error.h"
 
 #define TAG_CHECK 7412
@@ -62,55 +62,6 @@ static int buffers(size_t bytes) {
 }
 
 static MPI_Comm ccomm(const dt_comm *c) { return ((const mpi_impl *)c->impl)->chk->comm; }
-
-/* ---- elementwise reductions: d[i] = a[i] op b[i] (d may equal a) ---------- */
-
-/* Symmetric min/max for floating point: NaN wins, then -0 < +0, so the result
- * does not depend on which operand is "mine". */
-#define FMIN(T, x, y) ((x) < (y) ? (x) : (y) < (x) ? (y) : (x) != (x) ? (x) : (y) != (y) ? (y) \
-                       : (signbit(x) ? (x) : (y)))
-#define FMAX(T, x, y) ((x) > (y) ? (x) : (y) > (x) ? (y) : (x) != (x) ? (x) : (y) != (y) ? (y) \
-                       : (signbit(x) ? (y) : (x)))
-
-#define LOOP(T, EXPR) do { T *d_ = d; const T *a_ = a, *b_ = b; \
-    for (size_t i = 0; i < n; i++) { T x = a_[i], y = b_[i]; d_[i] = (EXPR); } } while (0)
-
-/* integers: wrap-around arithmetic in the unsigned type (what MPI does) */
-#define IREDUCE(T, U) do { switch (op) { \
-    case DT_SUM: case DT_AVG: LOOP(T, (T)(U)((U)x + (U)y)); break; \
-    case DT_PROD: LOOP(T, (T)(U)((U)x * (U)y)); break; \
-    case DT_MIN: LOOP(T, x < y ? x : y); break; \
-    case DT_MAX: LOOP(T, x > y ? x : y); break; \
-    default: break; } } while (0)
-
-#define FREDUCE(T) do { switch (op) { \
-    case DT_SUM: case DT_AVG: LOOP(T, x + y); break; \
-    case DT_PROD: LOOP(T, x * y); break; \
-    case DT_MIN: LOOP(T, FMIN(T, x, y)); break; \
-    case DT_MAX: LOOP(T, FMAX(T, x, y)); break; \
-    default: break; } } while (0)
-
-static void reduce(void *d, const void *a, const void *b, size_t n, dt_dtype dt, dt_op op) {
-    switch (dt) {
-    case DT_F32: FREDUCE(float); break;
-    case DT_F64: FREDUCE(double); break;
-    case DT_I8: IREDUCE(int8_t, uint8_t); break;
-    case DT_U8: IREDUCE(uint8_t, uint8_t); break;
-    case DT_I32: IREDUCE(int32_t, uint32_t); break;
-    case DT_I64: IREDUCE(int64_t, uint64_t); break;
-    default: break;
-    }
-}
-
-/* avg: divide by the group size (the MPI backend's semantics) */
-static void divide(void *buf, size_t n, dt_dtype dt, int div) {
-    switch (dt) {
-    case DT_F32: { float *x = buf; float q = (float)div; for (size_t i = 0; i < n; i++) x[i] /= q; break; }
-    case DT_F64: { double *x = buf; double q = div; for (size_t i = 0; i < n; i++) x[i] /= q; break; }
-    case DT_I64: { int64_t *x = buf; for (size_t i = 0; i < n; i++) x[i] /= div; break; }
-    default: break;
-    }
-}
 
 /* ---- the exchange ----------------------------------------------------------
  * One message = the 64-byte header plus the first FIRST_MAX bytes of data (so
@@ -204,7 +155,7 @@ static int exchange(dt_comm *c, dt_fp_hdr *h, const void *in, size_t bytes, size
     if (fold) {
         X(post(cc, me - 1, h, acc, bytes, P_RECV, &x));
         X(complete(cc, me - 1, h, bytes, tdata + f, &x, &ok));
-        if (ok && bytes) { reduce(sdata, acc, tdata, n, dt, op); acc = sdata; }
+        if (ok && bytes) { dt_reduce_kernel(sdata, acc, tdata, n, dt, op); acc = sdata; }
         newrank = me / 2;
     } else {
         newrank = me - rem;
@@ -216,10 +167,10 @@ static int exchange(dt_comm *c, dt_fp_hdr *h, const void *in, size_t bytes, size
         X(complete(cc, dst, h, bytes, tdata + f, &x, &ok));
         if (ok && bytes) {
             if ((mask << 1) >= pof2 && !fold) { /* last round: straight into the output */
-                reduce(out, acc, tdata, n, dt, op);
+                dt_reduce_kernel(out, acc, tdata, n, dt, op);
                 in_out = 1;
             } else {
-                reduce(sdata, acc, tdata, n, dt, op);
+                dt_reduce_kernel(sdata, acc, tdata, n, dt, op);
                 acc = sdata;
             }
         }
@@ -246,7 +197,7 @@ int dt_mpi_allreduce_checked(dt_comm *c, const void *send, void *recv, size_t co
     if (rc) return rc;
     rc = exchange(c, hdr, send, bytes, count, dt, op, recv);
     if (rc) return rc;
-    if (op == DT_AVG && !(hdr->flags & DT_FP_MISMATCH)) divide(recv, count, dt, c->info.size);
+    if (op == DT_AVG && !(hdr->flags & DT_FP_MISMATCH)) dt_reduce_divide(recv, count, dt, c->info.size);
     return DT_OK;
 }
 

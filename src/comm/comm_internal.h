@@ -35,6 +35,18 @@ typedef struct dt_fp_hdr {
 #define DT_FP_MISMATCH 1u
 #define DT_FP_NONE 0xffu
 
+/* One piece of a fused allreduce: `count` elements read from `in`, the
+ * result written to `out` (in == out: in place). */
+typedef struct dt_span {
+    const void *in;
+    void *out;
+    size_t count;
+} dt_span;
+
+/* Returned (positive) by optional backend ops that do not handle a call:
+ * the caller takes its generic path instead. Never seen by users. */
+#define DT_DECLINED 1
+
 typedef struct dt_backend_ops {
     const char *name;
     int (*allreduce)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op);
@@ -49,6 +61,11 @@ typedef struct dt_backend_ops {
     int (*send)(dt_comm *c, const void *buf, size_t count, dt_dtype dt, int peer);
     int (*recv)(dt_comm *c, void *buf, size_t count, dt_dtype dt, int peer);
     int (*barrier)(dt_comm *c);
+    /* Optional (NULL: not offered): allreduce of the virtual concatenation of
+     * spans[0..n) (total elements, all of dtype dt) with the results written
+     * through the spans' out pointers, without packing the spans first.
+     * Returns DT_DECLINED when this call is not one it handles. */
+    int (*allreduce_spans)(dt_comm *c, const dt_span *spans, int n, size_t total, dt_dtype dt, dt_op op);
     /* ---- fingerprint checks (NULL in backends whose groups have one rank) ----
      * check: every rank of c's "check group" (the ranks of c; communicators with
      * the same members share one) passes its header; on return DT_FP_MISMATCH
@@ -109,6 +126,10 @@ int dt_mpi_world_create(dt_comm **out, int *we_initialized);
 int dt_mpi_finalize(int we_initialized);
 /* Thread level MPI granted (MPI_THREAD_* value), -1 when MPI is not in use. */
 int dt_mpi_thread_level(void);
+/* Collective over c's members (all take the same branch): share `same`'s
+ * shared-memory window (shm_mpi.c), or create one when every member is on
+ * this host, the group has more than one rank and the feature is on. */
+int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same);
 /* Max-combine `n` uint64 words over the world (used to compare rank_lists). */
 int dt_mpi_world_max_u64(dt_comm *world, unsigned long long *vals, int n);
 
@@ -125,9 +146,13 @@ size_t dt_rel_inline_max(void);
  * time. Every rank must make the same call at the same point (between
  * collectives), or checked and unchecked calls will meet and hang. */
 void dt_rel_set_for_testing(int check, size_t inline_max);
-/* MPI: agree on the check settings over the world (max of `check`, min of
- * `inline_max`); collective. */
-int dt_mpi_agree_settings(dt_comm *world, int *check, size_t *inline_max);
+/* Shared-memory allreduce (DTRAIN_SHM_ALLREDUCE, DTRAIN_SHM_MIN_BYTES, agreed
+ * over the world at dt_init): on/off, and the smallest call (bytes) it takes. */
+int dt_rel_shm_on(void);
+size_t dt_rel_shm_min(void);
+/* MPI: agree on the settings over the world (max of `check`, min of
+ * `inline_max`, min of `shm_on`, max of `shm_min`); collective. */
+int dt_mpi_agree_settings(dt_comm *world, int *check, size_t *inline_max, int *shm_on, size_t *shm_min);
 /* 64-bit FNV-1a of a string, continuing from h (start: DT_FNV_BASIS). */
 #define DT_FNV_BASIS 1469598103934665603ull
 uint64_t dt_fnv1a(uint64_t h, const void *data, size_t n);

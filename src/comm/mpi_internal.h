@@ -17,9 +17,14 @@ typedef struct mpi_check {
     int refs;
 } mpi_check;
 
+/* Shared-memory window of an intra-node communicator (shm_mpi.c), shared
+ * (refcounted) like the check channel by communicators with the same members. */
+typedef struct mpi_shm mpi_shm;
+
 typedef struct mpi_impl {
     MPI_Comm comm;
     mpi_check *chk;
+    mpi_shm *shm;   /* NULL: not intra-node, size 1, or switched off */
 } mpi_impl;
 
 static inline MPI_Comm dt_mpi_comm(const dt_comm *c) { return ((const mpi_impl *)c->impl)->comm; }
@@ -35,5 +40,14 @@ int dt_mpi_allreduce_checked(dt_comm *c, const void *send, void *recv, size_t co
 int dt_mpi_gather_views(dt_comm *c, const dt_fp_hdr *mine, dt_fp_hdr *all);
 int dt_mpi_p2p_check(dt_comm *c, int peer, const dt_fp_hdr *mine, dt_fp_hdr *theirs);
 void dt_mpi_check_release(void);
+
+/* shm_mpi.c: the shared-memory allreduce of intra-node communicators
+ * (attach: comm_internal.h). detach: drop the reference (the last one frees
+ * the window; collective). */
+void dt_mpi_shm_detach(mpi_impl *impl, int finalized);
+/* allreduce_spans op: DT_DECLINED unless c has a window, (dt, op) reduce
+ * natively, the call is at least dt_rel_shm_min() bytes, and the spans are
+ * all in place or their outputs do not overlap their inputs. */
+int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, dt_dtype dt, dt_op op);
 
 #endif

@@ -22,10 +22,15 @@ static int g_mpi_used;          /* the MPI backend was used by this process */
 static int g_mpi_we_init;       /* dt_init called MPI_Init_thread */
 static int g_check_on = 1;      /* fingerprint checks (effective, after agreement) */
 static size_t g_inline_max = DT_INLINE_MAX_DEFAULT;
-static int g_timeout_user;      /* dt_set_timeout was called: it wins over the environment */
+static int g_timeout_user;
+#define DT_SHM_MIN_DEFAULT ((size_t)16 << 10)
+static int g_shm_on = 1;        /* shared-memory allreduce (effective, after agreement) */
+static size_t g_shm_min = DT_SHM_MIN_DEFAULT;      /* dt_set_timeout was called: it wins over the environment */
 
 int dt_rel_check_on(void) { return g_check_on; }
 size_t dt_rel_inline_max(void) { return g_inline_max; }
+int dt_rel_shm_on(void) { return g_shm_on; }
+size_t dt_rel_shm_min(void) { return g_shm_min; }
 void dt_rel_set_for_testing(int check, size_t inline_max) {
     g_check_on = check;
     g_inline_max = inline_max;
@@ -40,14 +45,15 @@ static int parse_bool(const char *v, int *out) {
     return -1;
 }
 
-static int env_check(int *on) {
-    const char *v = getenv("DTRAIN_CHECK_COLLECTIVES");
+static int env_bool(const char *var, int *on) {
+    const char *v = getenv(var);
     *on = 1;
     if (!v || !*v) return DT_OK;
     if (parse_bool(v, on))
-        return DT_ERR(DT_ERR_INVALID, "DTRAIN_CHECK_COLLECTIVES='%s' is not a boolean (expected 1/0, true/false, yes/no, on/off)", v);
+        return DT_ERR(DT_ERR_INVALID, "%s='%s' is not a boolean (expected 1/0, true/false, yes/no, on/off)", var, v);
     return DT_OK;
 }
+static int env_check(int *on) { return env_bool("DTRAIN_CHECK_COLLECTIVES", on); }
 
 static int env_number(const char *var, double lo, double hi, double *out, int *found) {
     const char *v = getenv(var);
@@ -64,15 +70,21 @@ static int env_number(const char *var, double lo, double hi, double *out, int *f
     return DT_OK;
 }
 
-/* DTRAIN_CHECK_COLLECTIVES, DTRAIN_CHECK_INLINE_MAX, DTRAIN_TIMEOUT (or the
- * config key's DTRAIN_TIMEOUT_S), validated before anything starts. */
-static int read_settings(int *check, size_t *inline_max) {
+/* DTRAIN_CHECK_COLLECTIVES, DTRAIN_CHECK_INLINE_MAX, DTRAIN_SHM_ALLREDUCE,
+ * DTRAIN_SHM_MIN_BYTES, DTRAIN_TIMEOUT (or the config key's DTRAIN_TIMEOUT_S),
+ * validated before anything starts. */
+static int read_settings(int *check, size_t *inline_max, int *shm_on, size_t *shm_min) {
     int rc = env_check(check), found;
     if (rc) return rc;
     double x = (double)DT_INLINE_MAX_DEFAULT;
     rc = env_number("DTRAIN_CHECK_INLINE_MAX", 0, (double)DT_INLINE_MAX_LIMIT, &x, &found);
     if (rc) return rc;
     *inline_max = (size_t)x;
+    if ((rc = env_bool("DTRAIN_SHM_ALLREDUCE", shm_on))) return rc;
+    x = (double)DT_SHM_MIN_DEFAULT;
+    rc = env_number("DTRAIN_SHM_MIN_BYTES", 0, 1e15, &x, &found);
+    if (rc) return rc;
+    *shm_min = (size_t)x;
     if (g_timeout_user) return DT_OK;
     double t = 300;
     rc = env_number("DTRAIN_TIMEOUT", 0, 1e9, &t, &found);
@@ -126,9 +138,9 @@ int dt_init(void) {
     else if (strcmp(want, "void") == 0) use_mpi = 0;
     else return DT_ERR(DT_ERR_UNSUPPORTED, "DTRAIN_BACKEND='%s' is not a backend of this build (expected auto, mpi or void)", want);
 
-    int check = 1;
-    size_t inline_max = DT_INLINE_MAX_DEFAULT;
-    int rc = read_settings(&check, &inline_max);
+    int check = 1, shm_on = 1;
+    size_t inline_max = DT_INLINE_MAX_DEFAULT, shm_min = DT_SHM_MIN_DEFAULT;
+    int rc = read_settings(&check, &inline_max, &shm_on, &shm_min);
     if (rc) return rc;
     if (use_mpi) {
         if (g_mpi_used && g_mpi_we_init)
@@ -137,7 +149,10 @@ int dt_init(void) {
         if (rc) return rc;
         g_mpi_used = 1;
         /* the ranks must take the same path through every checked call */
-        if (g_world->info.size > 1) rc = dt_mpi_agree_settings(g_world, &check, &inline_max);
+        if (g_world->info.size > 1) rc = dt_mpi_agree_settings(g_world, &check, &inline_max, &shm_on, &shm_min);
+        g_shm_on = shm_on;
+        g_shm_min = shm_min;
+        if (!rc && g_world->info.size > 1) rc = dt_mpi_shm_attach(g_world, NULL);
         if (!rc && g_world->info.size > 1) rc = dt_wd_start(g_world);
         if (rc) {
             dt_comm_destroy(g_world);

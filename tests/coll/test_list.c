@@ -17,10 +17,12 @@ static int same_tensors(const dt_tensor *a, const dt_tensor *b, int n) {
 
 static const char *const lnames[] = {"allreduce_list", "allgather_list", "reduce_scatter_list"};
 
+#define LIST_MAX 512 /* tensors per list_case */
+
 static void list_case(const tcomm *t, int which, dt_op op, int nt, const size_t *counts,
                       const dt_dtype *dts, const int *inplace, uint64_t salt, const char *label) {
-    dt_tensor in[64], out[64];
-    char *ib[64], *ob[64], *icopy[64];
+    dt_tensor in[LIST_MAX], out[LIST_MAX];
+    char *ib[LIST_MAX], *ob[LIST_MAX], *icopy[LIST_MAX];
     size_t n = (size_t)t->n, g = (size_t)t->grank;
     gen_kind gk = which == L_AG ? GEN_RAW : gen_for(op);
     for (int i = 0; i < nt; i++) {
@@ -57,7 +59,7 @@ static void list_case(const tcomm *t, int which, dt_op op, int nt, const size_t 
         in[i] = (dt_tensor){ib[i], ic, dts[i]};
         out[i] = (dt_tensor){ob[i], oc, dts[i]};
     }
-    dt_tensor in_copy[64], out_copy[64];
+    dt_tensor in_copy[LIST_MAX], out_copy[LIST_MAX];
     memcpy(in_copy, in, sizeof(dt_tensor) * (size_t)nt);
     memcpy(out_copy, out, sizeof(dt_tensor) * (size_t)nt);
     int rc = which == L_AR ? dt_allreduce_list(in, out, nt, op, t->comm)
@@ -206,6 +208,36 @@ int main(void) {
         CHECK_OK(dt_allreduce_list(&dummy, &dummy, 0, DT_SUM, t->comm));
         CHECK_OK(dt_allgather_list(&dummy, &dummy, 0, t->comm));
         CHECK_OK(dt_reduce_scatter_list(&dummy, &dummy, 0, DT_SUM, t->comm));
+    }
+    /* Many small tensors whose total passes the shared-memory allreduce's
+     * threshold: reduced straight from and into the tensors (one chunk, so
+     * any layout), every op, in place / not / mixed, one and two dtypes; then
+     * a list over several chunks, in place and not. */
+    {
+        enum { NM = 300 };
+        static size_t mc[NM];
+        static dt_dtype mf32[NM], mtwo[NM];
+        static int mix[NM], none_m[NM], all_m[NM];
+        for (int i = 0; i < NM; i++) {
+            mc[i] = 1 + (size_t)(i * 37) % 200; /* 30,000 elements in all */
+            mf32[i] = DT_F32;
+            mtwo[i] = i % 2 ? DT_F64 : DT_I32;
+            mix[i] = i % 3 == 0;
+            none_m[i] = 0;
+            all_m[i] = 1;
+        }
+        for (int c = 0; c < nc; c++)
+            for (int op = 0; op < DT_NUM_OPS; op++) {
+                uint64_t s = (uint64_t)(7000 + c * 10 + op);
+                list_case(&tc[c], L_AR, (dt_op)op, NM, mc, mf32, mix, s, "many-mixed");
+                list_case(&tc[c], L_AR, (dt_op)op, NM, mc, mf32, none_m, s + 1, "many-oop");
+                list_case(&tc[c], L_AR, (dt_op)op, NM, mc, mtwo, all_m, s + 2, "many-two-dtypes-inplace");
+            }
+        static const size_t chunky[4] = {(1u << 19) + 3, 1000, (1u << 20) + 1, 77};
+        static const dt_dtype chunky_dt[4] = {DT_F32, DT_F32, DT_F32, DT_F32};
+        static const int chunky_all[4] = {1, 1, 1, 1}, chunky_none[4] = {0, 0, 0, 0};
+        list_case(&tc[0], L_AR, DT_SUM, 4, chunky, chunky_dt, chunky_all, 8001, "chunks-inplace");
+        list_case(&tc[0], L_AR, DT_MAX, 4, chunky, chunky_dt, chunky_none, 8002, "chunks-oop");
     }
     /* large tensors in one list */
     {

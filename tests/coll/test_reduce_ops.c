@@ -1,6 +1,8 @@
 /* coll_reduce: allreduce, reduce_scatter and reduce, with every op x every dtype x
  * (in-place, out-of-place) x counts {0, 1, 7, 1000} x every root, on the world and
- * on every sub-communicator of this world size; plus large counts (2^20 + 3). All
+ * on every sub-communicator of this world size; plus counts above the
+ * shared-memory allreduce's threshold (every dtype x op) and over several of
+ * its chunks, and large counts (2^20 + 3). All
  * results are compared bitwise with references computed from every member's
  * known inputs. */
 #define _POSIX_C_SOURCE 200809L
@@ -28,6 +30,24 @@ int main(void) {
                         }
                     }
                 }
+    /* Above the shared-memory allreduce's threshold (and the 64 KiB inline
+     * check limit) for every dtype: 70001 elements; then two chunks of its
+     * 2 MiB buffers and a remainder, for the dtypes it reduces natively. */
+    for (int c = 0; c < nc; c++)
+        for (int dt = 0; dt < DT_NUM_DTYPES; dt++)
+            for (int ip = 0; ip < 2; ip++)
+                for (int op = 0; op < DT_NUM_OPS; op++) {
+                    job_init(&j, J_AR, &tc[c], (dt_dtype)dt, (dt_op)op, 70001, ip, -1, -1, 3);
+                    run_job(&j);
+                }
+    static const dt_dtype native[] = {DT_F32, DT_F64, DT_I8, DT_U8, DT_I32, DT_I64};
+    for (int c = 0; c < (nc > 1 ? 2 : 1); c++)
+        for (size_t d = 0; d < sizeof native / sizeof native[0]; d++)
+            for (int op = 0; op < DT_NUM_OPS; op++) {
+                size_t n2 = ((size_t)2 << 20) / dt_dtype_size(native[d]) * 2 + 9;
+                job_init(&j, J_AR, &tc[c], native[d], (dt_op)op, n2, (op + (int)d) % 2, -1, -1, 4);
+                run_job(&j);
+            }
     /* Large counts (odd, so any chunking leaves a remainder). */
     const size_t big = (1u << 20) + 3;
     for (int c = 0; c < (nc > 1 ? 2 : 1); c++)

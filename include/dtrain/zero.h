@@ -87,7 +87,9 @@ int dt_zero_finish(dt_zero *z);
  * shards (as torch.nn.utils.clip_grad_norm_); step the optimizer on the slice
  * with lr; zero the gradient shard (stages 2, 3); start re-sharing the
  * parameters (stages 1, 2). *grad_norm (may be NULL) receives the norm before
- * clipping. */
+ * clipping. The norm (a pass over the shard and a scalar allreduce) is only
+ * computed when max_grad_norm > 0 or grad_norm is not NULL; the call is
+ * collective either way, but every rank must pass the same choice. */
 int dt_zero_step(dt_zero *z, float lr, double max_grad_norm, double *grad_norm);
 
 /* This rank's slice [*lo, *hi). */

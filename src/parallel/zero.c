@@ -417,13 +417,15 @@ int dt_zero_step(dt_zero *z, float lr, double max_norm, double *norm_out) {
     size_t n = z->hi - z->lo;
     int rc;
     if (z->cfg.stage >= 2 && z->cfg.average) dt_grad_scale(z->g_shard, n, 1.0f / (float)z->N);
-    double sq = dt_grad_sqnorm(z->g_shard, n);
-    if ((rc = dt_allreduce(&sq, &sq, 1, DT_F64, DT_SUM, z->comm))) return rc;
-    double norm = sqrt(sq);
-    if (norm_out) *norm_out = norm;
-    if (max_norm > 0) {
-        double coef = max_norm / (norm + 1e-6);
-        if (coef < 1.0) dt_grad_scale(z->g_shard, n, (float)coef);
+    if (norm_out || max_norm > 0) { /* a pass over the gradients and an allreduce: only when asked */
+        double sq = dt_grad_sqnorm(z->g_shard, n);
+        if ((rc = dt_allreduce(&sq, &sq, 1, DT_F64, DT_SUM, z->comm))) return rc;
+        double norm = sqrt(sq);
+        if (norm_out) *norm_out = norm;
+        if (max_norm > 0) {
+            double coef = max_norm / (norm + 1e-6);
+            if (coef < 1.0) dt_grad_scale(z->g_shard, n, (float)coef);
+        }
     }
     if ((rc = dt_optim_step(z->opt, z->p_shard, z->g_shard, lr))) return rc;
     if (z->cfg.stage >= 2) memset(z->g_shard, 0, n * sizeof(float));

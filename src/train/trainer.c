@@ -160,10 +160,11 @@ static int setup_optimizer(dt_trainer *t) {
     dt_lr_schedule_init(&t->sched, (float)oc.lr);
     t->sched.warmup_steps = o->warmup_steps;
     t->sched.min_lr = (float)o->min_lr;
+    long per_epoch = dt_batch_iter_num_batches(&t->it) / o->accum_steps;
+    long total = per_epoch * o->epochs;
+    if (o->max_steps > 0 && o->max_steps < total) total = o->max_steps;
+    t->planned_steps = total;
     if (strcmp(o->schedule, "cosine") == 0) {
-        long per_epoch = dt_batch_iter_num_batches(&t->it) / o->accum_steps;
-        long total = per_epoch * o->epochs;
-        if (o->max_steps > 0 && o->max_steps < total) total = o->max_steps;
         t->sched.decay = DT_LR_COSINE;
         t->sched.total_steps = total > o->warmup_steps ? total : o->warmup_steps + 1;
     }
@@ -465,15 +466,19 @@ static int train_step(dt_trainer *t, double *loss_sum, double *correct, double *
     }
     double o0 = dt_trace_now_us();
     float lr = dt_lr_at(&t->sched, t->step);
+    /* the gradient norm costs a pass over the gradients: computed when
+     * clipping, and on the last planned step for the result */
+    int want_norm = t->o.clip_grad_norm > 0 || t->step + 1 >= t->planned_steps;
+    if (!want_norm) t->grad_norm = -1;
     int rc;
     if (t->zero) {
-        if ((rc = dt_zero_step(t->zero, lr, t->o.clip_grad_norm, &t->grad_norm))) return rc;
+        if ((rc = dt_zero_step(t->zero, lr, t->o.clip_grad_norm, want_norm ? &t->grad_norm : NULL))) return rc;
         if (t->o.dist.zero_opt_level == 1) dt_model_zero_grad(t->model);
     } else {
         size_t n = dt_model_num_params(t->model);
         float *g = dt_model_grads(t->model);
         /* gradients are identical on every rank here: the local norm is global */
-        t->grad_norm = sqrt(dt_grad_sqnorm(g, n));
+        if (want_norm) t->grad_norm = sqrt(dt_grad_sqnorm(g, n));
         if (t->o.clip_grad_norm > 0 && t->o.clip_grad_norm / (t->grad_norm + 1e-6) < 1.0)
             dt_grad_scale(g, n, (float)(t->o.clip_grad_norm / (t->grad_norm + 1e-6)));
         if ((rc = dt_optim_step(t->opt, dt_model_params(t->model), g, lr))) return rc;

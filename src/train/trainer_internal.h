@@ -38,7 +38,8 @@ struct dt_trainer {
     double t_layer;          /* start of the current layer (trace) */
     double bwd_t0, bwd_t1;   /* backward interval of the current step */
     double hidden_sum, comm_sum; /* overlap accounting over synced steps */
-    double grad_norm;        /* of the last step, before clipping */
+    double grad_norm;        /* of the last step, before clipping; -1 if not computed */
+    long planned_steps;      /* optimizer steps the run will make if not stopped */
     double *step_s;          /* per-step wall times */
     long nstep_s, cap_step_s;
 };

@@ -170,8 +170,10 @@ static void scatter(walk *w, size_t from, size_t to, const char *src) {
 /* ---- phase B: the tree over the ranks ------------------------------------ */
 
 /* Reduce virtual ranks [lo, hi) of n elements (operands in s->x); returns the
- * result, which is in dst unless it is a single rank's operand. */
-static const char *tree(mpi_shm *s, int lo, int hi, char *dst, int level, size_t n, dt_dtype dt, dt_op op) {
+ * result, which is in dst unless it is a single rank's operand. out2 (root
+ * call only, may be NULL) receives a copy of the result in the same pass. */
+static const char *tree(mpi_shm *s, int lo, int hi, char *dst, char *out2, int level, size_t n, dt_dtype dt,
+                        dt_op op) {
     if (hi - lo == 1) {
         if (lo < s->rem) { /* a folded pair */
             dt_reduce_kernel(dst, s->x[2 * lo], s->x[2 * lo + 1], n, dt, op);
@@ -180,9 +182,10 @@ static const char *tree(mpi_shm *s, int lo, int hi, char *dst, int level, size_t
         return s->x[lo + s->rem];
     }
     int mid = (lo + hi) / 2;
-    const char *a = tree(s, lo, mid, dst, level + 1, n, dt, op);
-    const char *b = tree(s, mid, hi, s->scratch + (size_t)level * BLOCK_BYTES, level + 1, n, dt, op);
-    dt_reduce_kernel(dst, a, b, n, dt, op);
+    const char *a = tree(s, lo, mid, dst, NULL, level + 1, n, dt, op);
+    const char *b = tree(s, mid, hi, s->scratch + (size_t)level * BLOCK_BYTES, NULL, level + 1, n, dt, op);
+    if (out2) dt_reduce_kernel2(dst, out2, a, b, n, dt, op);
+    else dt_reduce_kernel(dst, a, b, n, dt, op);
     return dst;
 }
 
@@ -229,7 +232,9 @@ int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, 
     size_t es = dt_dtype_size(dt);
     if (!s || n < 1 || !dt_reduce_kernel_ok(dt, op) || total == 0 || total < dt_rel_shm_min() / es)
         return DT_DECLINED;
-    if (total > SLOT_BYTES / es && !safe_layout(spans, n, es)) return DT_DECLINED;
+    /* direct: outputs may be written while inputs are still being read */
+    int direct = n == 1 || safe_layout(spans, n, es);
+    if (!direct && total > SLOT_BYTES / es) return DT_DECLINED;
     int p = s->p, me = c->info.rank;
     size_t K = SLOT_BYTES / es, B = BLOCK_BYTES / es;
     walk w = {.s = spans, .n = n, .i = 0, .base = 0, .es = es};
@@ -243,25 +248,28 @@ int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, 
         gather(&w, off, off + lo, mine);
         gather(&w, off + hi, off + k, mine + hi * es);
         sync_all(s, me);
-        /* B: my part, in blocks, into my buffer. One span: my operand is read
-         * in place and each block's result copied out at once; several: my
-         * part is gathered first (blocks of whole BLOCK_BYTES, not one per
-         * small tensor) and the results scattered after every input was read. */
-        if (n > 1) gather(&w, off + lo, off + hi, s->mine);
+        /* B: my part, in blocks, into my buffer. Direct: my operand is read
+         * where it lies and each block's result stored to my output in the
+         * same pass. Otherwise (a single chunk whose outputs may overlap other
+         * inputs) my part is gathered first and the results scattered after
+         * every input was read. */
+        if (!direct) gather(&w, off + lo, off + hi, s->mine);
         for (size_t pos = off + lo; pos < off + hi;) {
             const char *in = s->mine + (pos - off - lo) * es;
             char *out = NULL;
-            size_t len = n > 1 ? off + hi - pos : piece(&w, pos, off + hi, &in, &out);
+            size_t len = direct ? piece(&w, pos, off + hi, &in, &out) : off + hi - pos;
             if (len > B) len = B;
             size_t rel = (pos - off) * es;
             for (int q = 0; q < p; q++) s->x[q] = q == me ? in : s->base[q] + slot_off + rel;
             char *dst = mine + rel;
-            tree(s, 0, s->pof2, dst, 0, len, dt, op);
-            if (op == DT_AVG) dt_reduce_divide(dst, len, dt, p);
-            if (out) memcpy(out, dst, len * es);
+            tree(s, 0, s->pof2, dst, op == DT_AVG ? NULL : out, 0, len, dt, op);
+            if (op == DT_AVG) {
+                dt_reduce_divide(dst, len, dt, p);
+                if (out) memcpy(out, dst, len * es);
+            }
             pos += len;
         }
-        if (n > 1) scatter(&w, off + lo, off + hi, mine + lo * es);
+        if (!direct) scatter(&w, off + lo, off + hi, mine + lo * es);
         sync_all(s, me);
         /* C: the other parts' results into my output */
         for (int q = 0; q < p; q++) {

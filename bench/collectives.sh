@@ -2,8 +2,9 @@
 # bench/collectives.sh - the collective benchmarks of bench/README.md, at 2 ranks:
 #   1. allreduce f32 sum, 1K..64M, against raw MPI_Allreduce (--vs-mpi)
 #   2. gradient-fusion comparison on 1000 x 1 KiB f32 tensors:
-#        one dt_allreduce_list over the 1000 tensors   (--list 1000)
-#        one dt_allreduce of the same total size        (1000 KiB)
+#        one dt_allreduce_list over the 1000 tensors   (--list 1000, vs MPI)
+#        the list against one dt_allreduce of the same total size, alternated
+#        in one run                                     (--list 1000 --vs-single)
 #        1000 separate dt_allreduce calls               (--separate 1000)
 # and prints a summary (busbw ratios vs MPI, list/single time, separate/list
 # speedup). Raw results (one JSON object per row) are written to $OUT.
@@ -51,17 +52,18 @@ run() { # run NAME ARGS...: one dtrain-bench invocation, JSON into $OUT/NAME.jso
 
 run allreduce -o allreduce -b 1K -e 64M -f 2 --vs-mpi "${COMMON[@]}"
 run fusion_list -o allreduce -b 1000K -e 1000K --list 1000 --vs-mpi "${COMMON[@]}"
-run fusion_single -o allreduce -b 1000K -e 1000K --vs-mpi "${COMMON[@]}"
+run fusion_vs_single -o allreduce -b 1000K -e 1000K --list 1000 --vs-single "${COMMON[@]}"
 run fusion_separate -o allreduce -b 1000K -e 1000K --separate 1000 --vs-mpi "${COMMON[@]}"
 
-# field FILE KEY [AWK-CONDITION]: values of KEY over the out-of-place rows
+# field FILE KEY [AWK-CONDITION] [PLACEMENT]: values of KEY over the rows of
+# one placement (default out-of-place)
 field() {
-    awk -v key="$2" '
+    awk -v key="$2" -v pl="${4:-out}" '
         function get(k,   m) {
             if (match($0, "\"" k "\":[^,}]*")) { m = substr($0, RSTART, RLENGTH); sub(/^[^:]*:/, "", m); gsub(/"/, "", m); return m }
             return ""
         }
-        get("placement") == "out" && ('"${3:-1}"') { print get(key) }' "$1"
+        get("placement") == pl && ('"${3:-1}"') { print get(key) }' "$1"
 }
 minof() { awk 'BEGIN { m = "" } $1 != "null" && $1 != "" { if (m == "" || $1 + 0 < m) m = $1 + 0 } END { print (m == "" ? "-" : m) }'; }
 div() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "-"; else printf "%.3f\n", a / b }'; }
@@ -71,7 +73,11 @@ r_big=$(field "$AR" ratio 'get("bytes") + 0 >= 65536 && get("bytes") + 0 <= 6710
 r_small=$(field "$AR" ratio 'get("bytes") + 0 >= 4096 && get("bytes") + 0 <= 65536' | minof)
 t_list=$(field "$OUT/fusion_list.json" time_us)
 t_list_mpi=$(field "$OUT/fusion_list.json" mpi_time_us)
-t_single=$(field "$OUT/fusion_single.json" time_us)
+FV=$OUT/fusion_vs_single.json
+t_single=$(field "$FV" single_time_us)
+t_list2=$(field "$FV" time_us)
+t_single_in=$(field "$FV" single_time_us 1 in)
+t_list2_in=$(field "$FV" time_us 1 in)
 t_sep=$(field "$OUT/fusion_separate.json" time_us)
 t_sep_mpi=$(field "$OUT/fusion_separate.json" mpi_time_us)
 
@@ -81,8 +87,9 @@ printf "# allreduce f32 sum: min busbw ratio 64K..64M : %s\n" "$r_big"
 printf "# allreduce f32 sum: min busbw ratio  4K..64K : %s\n" "$r_small"
 printf "# fusion, 1000 x 1 KiB f32 (1000 KiB in all), time per iteration (us):\n"
 printf "#   dt_allreduce_list (1000 tensors)   : %s  (one MPI_Allreduce of 1000 KiB: %s)\n" "$t_list" "$t_list_mpi"
-printf "#   dt_allreduce (one 1000 KiB buffer) : %s\n" "$t_single"
 printf "#   1000 separate dt_allreduce         : %s  (1000 MPI_Allreduce: %s)\n" "$t_sep" "$t_sep_mpi"
-printf "# list time / single time              : %s\n" "$(div "$t_list" "$t_single")"
+printf "# list vs one dt_allreduce of 1000 KiB, alternated in ONE run (--vs-single):\n"
+printf "#   out-of-place: list %s, single %s -> list / single %s\n" "$t_list2" "$t_single" "$(div "$t_list2" "$t_single")"
+printf "#   in-place    : list %s, single %s -> list / single %s\n" "$t_list2_in" "$t_single_in" "$(div "$t_list2_in" "$t_single_in")"
 printf "# separate / list speedup              : %s\n" "$(div "$t_sep" "$t_list")"
 echo "# JSON rows in $OUT"

@@ -493,6 +493,7 @@ int bench_mpi_available(const bench_case *c, int inplace) {
     MPI_Finalized(&fin);
     if (!init || fin) return 0;
     const bench_op_info *oi = &op_table[c->op];
+    if (c->ref_single) return 1; /* a dtrain call: any dtype, both placements */
     if (oi->reduces && (c->dtype == DT_F16 || c->dtype == DT_BF16)) return 0;
     if (inplace && !oi->inplace) return 0;
     if (c->op == B_SENDRECV && c->nranks < 2) return 0;
@@ -517,6 +518,10 @@ int bench_call_mpi(const bench_case *c, bench_set *s, int inplace) {
             }
             return MPI_SUCCESS;
         }
+        /* --vs-single (M_LIST): one dt_allreduce of the total size on the slabs */
+        if (c->ref_single)
+            return dt_allreduce(inplace ? (const void *)R : (const void *)S, R, c->recv_elems, c->dtype,
+                                (dt_op)c->redop, c->comm) == DT_OK ? MPI_SUCCESS : MPI_ERR_OTHER;
         /* single, and M_LIST: one MPI_Allreduce of the total size on contiguous slabs */
         return MPI_Allreduce(inplace ? MPI_IN_PLACE : (void *)S, R, (int)c->recv_elems, t, op, W);
     case B_ALLGATHER:

@@ -40,6 +40,7 @@ typedef struct opts {
     dt_op redop;
     const char *json;
     int vs_mpi;
+    int vs_single;    /* --vs-single: reference = one dt_allreduce (list mode) */
     int root;
     bench_mode mode;
     int ntensors;
@@ -65,6 +66,8 @@ static void usage(FILE *f) {
         "      --vs-mpi          also time the matching raw MPI call on the same buffers\n"
         "      --rounds N        alternating dtrain/MPI timing rounds, best kept\n"
         "                        (default 3 with --vs-mpi, else 1)\n"
+        "      --vs-single       with --list: also time ONE dt_allreduce of the same total\n"
+        "                        size (alternated rounds) and print list / single time\n"
         "      --list N          allreduce only: the size split into N separately allocated\n"
         "                        tensors, reduced by ONE dt_allreduce_list call\n"
         "      --separate N      allreduce only: N dt_allreduce calls per iteration on\n"
@@ -196,6 +199,9 @@ static int parse_args(int argc, char **argv, opts *o, int rank) {
         } else if (IS("--vs-mpi", "--vs-mpi")) {
             NOVAL();
             o->vs_mpi = 1;
+        } else if (IS("--vs-single", "--vs-single")) {
+            NOVAL();
+            o->vs_single = 1;
         } else if (IS("--rounds", "--rounds")) {
             NEEDVAL();
             if (parse_int(val, 1, 1000, &o->rounds)) return bad(rank, "bad round count '%s' (1..1000)%s", val, "");
@@ -228,6 +234,9 @@ static int parse_args(int argc, char **argv, opts *o, int rank) {
     if (have_list && have_sep) return bad(rank, "--list and --separate are exclusive%s%s", "", "");
     if ((have_list || have_sep) && (o->all_ops || o->op != B_ALLREDUCE))
         return bad(rank, "--list / --separate apply to allreduce only%s%s", "", "");
+    if (o->vs_single && !have_list) return bad(rank, "--vs-single needs --list%s%s", "", "");
+    if (o->vs_single && o->vs_mpi) return bad(rank, "--vs-single and --vs-mpi are exclusive%s%s", "", "");
+    if (o->vs_single) o->vs_mpi = 1; /* the same alternated reference timing, another reference */
     if (o->rounds < 0) o->rounds = o->vs_mpi ? 3 : 1;
     return 0;
 }
@@ -355,7 +364,10 @@ static void json_row(FILE *f, const opts *o, const bench_case *c, const char *pl
     json_num(f, "busbw_GBps", r->busbw, 1);
     if (r->wrong < 0) fprintf(f, ",\"wrong\":null");
     else fprintf(f, ",\"wrong\":%lld", (long long)r->wrong);
-    if (o->vs_mpi) {
+    if (o->vs_single) {
+        json_num(f, "single_time_us", r->mpi_t * 1e6, r->have_mpi);
+        json_num(f, "list_over_single", r->ratio > 0 ? 1.0 / r->ratio : 0, r->have_mpi);
+    } else if (o->vs_mpi) {
         json_num(f, "mpi_time_us", r->mpi_t * 1e6, r->have_mpi);
         json_num(f, "mpi_busbw_GBps", r->mpi_busbw, r->have_mpi);
         json_num(f, "ratio", r->ratio, r->have_mpi);
@@ -375,18 +387,24 @@ static void print_header(const opts *o, bench_op op, const char *backend, int ho
     if (o->mode != M_SINGLE) printf(" (%d tensors)", o->ntensors);
     printf(", %s calls\n", o->async ? "async (submit + wait)" : "blocking");
     printf("# iters %d, warmup %d, check %d, rounds %d%s, sizes %zu..%zu x%zu\n", o->iters,
-           o->warmup, o->check, o->rounds, o->vs_mpi ? " (dtrain/MPI alternated, best kept)" : "",
+           o->warmup, o->check, o->rounds,
+           o->vs_single ? " (list / one dt_allreduce alternated, best kept)"
+           : o->vs_mpi ? " (dtrain/MPI alternated, best kept)" : "",
            o->minb, o->maxb, o->factor);
     printf("#\n");
     printf("# %41s %-34s %-34s %s\n", "", "  ------------ out-of-place ------",
-           "  -------------- in-place --------", o->vs_mpi ? "  raw MPI (out-of-place) --" : "");
+           "  -------------- in-place --------",
+           o->vs_single ? "  one dt_allreduce of the same size: out / in --"
+           : o->vs_mpi ? "  raw MPI (out-of-place) --" : "");
     printf("# %10s %12s %5s %6s %5s %9s %8s %8s %6s %9s %8s %8s %6s", "size", "count", "type",
            "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-    if (o->vs_mpi) printf(" %9s %8s %6s", "time", "busbw", "ratio");
+    if (o->vs_single) printf(" %9s %8s %9s %8s", "time", "list/1", "time", "list/1");
+    else if (o->vs_mpi) printf(" %9s %8s %6s", "time", "busbw", "ratio");
     printf("\n");
     printf("# %10s %12s %5s %6s %5s %9s %8s %8s %6s %9s %8s %8s %6s", "(B)", "(elements)", "",
            "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
-    if (o->vs_mpi) printf(" %9s %8s %6s", "(us)", "(GB/s)", "");
+    if (o->vs_single) printf(" %9s %8s %9s %8s", "(us)", "", "(us)", "");
+    else if (o->vs_mpi) printf(" %9s %8s %6s", "(us)", "(GB/s)", "");
     printf("\n");
     fflush(stdout);
 }
@@ -449,7 +467,7 @@ static int run_row(const opts *o, bench_case *c, const bench_gen *g, row_result 
         } else {
             r->wrong = c->op == B_BARRIER && o->check > 0 ? 0 : -1;
         }
-        int mpi = o->vs_mpi && !inplace && bench_mpi_available(c, inplace);
+        int mpi = o->vs_mpi && (!inplace || c->ref_single) && bench_mpi_available(c, inplace);
         /* warm-up */
         for (int i = 0; i < o->warmup; i++) run_dtrain(c, &sets[i % nsets], inplace);
         if (mpi)
@@ -502,6 +520,7 @@ static int run_op(const opts *o, bench_op op, FILE *jf, const char *backend, int
     c.ntensors = o->mode == M_SINGLE ? 1 : o->ntensors;
     c.async = o->async;
     c.need_slab = o->mode == M_LIST && o->vs_mpi;
+    c.ref_single = o->vs_single;
     c.comm = g_world;
     bench_gen g;
     bench_gen_init(&g, o->dtype, oi->reduces ? (int)o->redop : -1, g_size, o->seed);
@@ -539,7 +558,11 @@ static int run_op(const opts *o, bench_op op, FILE *jf, const char *backend, int
                 printf("  %10zu %12zu %5s %6s %5d %s %s", row.bytes, row.total_elems,
                        dt_dtype_name(row.dtype),
                        oi->reduces ? dt_op_name((dt_op)row.redop) : "none", row.root, c0, c1);
-                if (o->vs_mpi) {
+                if (o->vs_single) {
+                    for (int p = 0; p < 2; p++)
+                        if (res[p].have_mpi) printf(" %9.2f %8.3f", res[p].mpi_t * 1e6, res[p].t / res[p].mpi_t);
+                        else printf(" %9s %8s", "-", "-");
+                } else if (o->vs_mpi) {
                     if (res[0].have_mpi)
                         printf(" %9.2f %8.2f %6.3f", res[0].mpi_t * 1e6, res[0].mpi_busbw,
                                res[0].ratio);
@@ -616,7 +639,7 @@ int main(int argc, char **argv) {
         if (g_rank == 0 && o.all_ops && s1.busbw_n) {
             printf("# %s: avg bus bandwidth %.3f GB/s", bench_op_get((bench_op)op)->name,
                    s1.busbw_sum / s1.busbw_n);
-            if (s1.ratio_n)
+            if (s1.ratio_n && !o.vs_single)
                 printf(", ratio vs MPI min %.3f avg %.3f", s1.ratio_min, s1.ratio_sum / s1.ratio_n);
             printf(", #wrong %lld\n#\n", (long long)s1.wrong);
         }
@@ -634,7 +657,10 @@ int main(int argc, char **argv) {
                sum.wrong ? "ERROR" : "OK");
         printf("# Avg bus bandwidth    : %.3f GB/s\n",
                sum.busbw_n ? sum.busbw_sum / sum.busbw_n : 0.0);
-        if (o.vs_mpi) {
+        if (o.vs_single) {
+            if (sum.ratio_n)
+                printf("# List / single time   : max %.3f over %d columns\n", 1.0 / sum.ratio_min, sum.ratio_n);
+        } else if (o.vs_mpi) {
             if (sum.ratio_n)
                 printf("# Ratio vs MPI (busbw) : min %.3f avg %.3f over %d rows\n", sum.ratio_min,
                        sum.ratio_sum / sum.ratio_n, sum.ratio_n);

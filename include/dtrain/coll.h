@@ -23,6 +23,23 @@
  *    300 s): a call that does not complete in time ends the job with a stall
  *    report naming the ranks that did not arrive (reliability.h).
  *
+ * Allreduce algorithms (MPI backend) and their numerics:
+ *  - On a communicator whose ranks all run on one host, allreduces of at least
+ *    DTRAIN_SHM_MIN_BYTES (default 16 KiB; 64 KiB and up while the fingerprint
+ *    check is on, which takes smaller ones inline) go through a shared-memory
+ *    window (MPI_Win_allocate_shared) instead of MPI_Allreduce: each rank
+ *    reduces 1/size of the data reading the others' values in place, lists
+ *    are read from and written to the tensors directly (no packing). f32, f64
+ *    and the integer types (narrow integers: not avg); f16/bf16 keep the
+ *    widening MPI path. DTRAIN_SHM_ALLREDUCE=0 turns it off (agreed over the
+ *    world at dt_init: off if any rank says off).
+ *  - Every element is then reduced in one fixed association (a balanced tree
+ *    over the group ranks, the one the inline-checked small allreduces use),
+ *    so floating-point results are bit-identical on every rank AND do not
+ *    depend on how the data is cut into calls, lists or buckets.
+ *  - Across hosts, or with the path off, MPI_Allreduce's own algorithms run:
+ *    results are identical on every rank but may depend on the call's size.
+ *
  * Ordering and threads: each process has one communication engine. Work runs
  * in submission order, blocking calls included: a blocking call made while
  * asynchronous work is pending waits for that work first. Asynchronous work

@@ -47,7 +47,13 @@ typedef struct dt_comm_info {
  * DT_ERR_STATE if already initialised; DT_ERR_BACKEND if MPI fails;
  * DT_ERR_UNSUPPORTED if DTRAIN_BACKEND asks for a backend this build lacks;
  * DT_ERR_INVALID (naming the variable) for a malformed DTRAIN_TIMEOUT,
- * DTRAIN_TIMEOUT_S, DTRAIN_CHECK_COLLECTIVES or DTRAIN_CHECK_INLINE_MAX. */
+ * DTRAIN_TIMEOUT_S, DTRAIN_CHECK_COLLECTIVES, DTRAIN_CHECK_INLINE_MAX,
+ * DTRAIN_SHM_ALLREDUCE or DTRAIN_SHM_MIN_BYTES (coll.h). When all ranks of
+ * the world share one host, it also creates the world's shared-memory window
+ * (2 x 2 MiB + 64 bytes per rank; Open MPI maps it from a /dev/shm file it
+ * unlinks as soon as every rank has mapped it, so nothing is left behind);
+ * so does every sub-communicator whose members share one host (communicators
+ * with the same members share one window). */
 int dt_init(void);
 
 /* Stop the runtime: waits for outstanding asynchronous work, frees every

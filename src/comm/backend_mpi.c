@@ -399,16 +399,18 @@ int dt_mpi_world_max_u64(dt_comm *world, unsigned long long *vals, int n) {
     return DT_OK;
 }
 
-int dt_mpi_agree_settings(dt_comm *world, int *check, size_t *inline_max, int *shm_on, size_t *shm_min) {
+int dt_mpi_agree_settings(dt_comm *world, int *check, size_t *inline_max, int *shm_on, size_t *shm_min,
+                          size_t *shm_chunk) {
     /* max(check): the check stays on if any rank wants it (a split decision
      * would deadlock); max(-inline_max) = -min(inline_max); the shared-memory
      * allreduce only if every rank allows it, from the largest threshold. */
-    long long v[4] = {*check ? 1 : 0, -(long long)*inline_max, *shm_on ? 0 : 1,
-                      *shm_min > (size_t)LLONG_MAX ? LLONG_MAX : (long long)*shm_min};
-    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_LONG_LONG, MPI_MAX, mcomm(world)), "MPI_Allreduce");
+    long long v[5] = {*check ? 1 : 0, -(long long)*inline_max, *shm_on ? 0 : 1,
+                      *shm_min > (size_t)LLONG_MAX ? LLONG_MAX : (long long)*shm_min, (long long)*shm_chunk};
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, v, 5, MPI_LONG_LONG, MPI_MAX, mcomm(world)), "MPI_Allreduce");
     *check = (int)v[0];
     *inline_max = (size_t)(-v[1]);
     *shm_on = v[2] == 0;
     *shm_min = (size_t)v[3];
+    *shm_chunk = (size_t)v[4];
     return DT_OK;
 }

@@ -146,13 +146,18 @@ size_t dt_rel_inline_max(void);
  * time. Every rank must make the same call at the same point (between
  * collectives), or checked and unchecked calls will meet and hang. */
 void dt_rel_set_for_testing(int check, size_t inline_max);
-/* Shared-memory allreduce (DTRAIN_SHM_ALLREDUCE, DTRAIN_SHM_MIN_BYTES, agreed
- * over the world at dt_init): on/off, and the smallest call (bytes) it takes. */
+/* Shared-memory allreduce (DTRAIN_SHM_ALLREDUCE, DTRAIN_SHM_MIN_BYTES,
+ * DTRAIN_SHM_CHUNK_BYTES, agreed over the world at dt_init): on/off, the
+ * smallest call (bytes) it takes, the bytes of each per-rank buffer (larger
+ * calls run in chunks of it). */
 int dt_rel_shm_on(void);
 size_t dt_rel_shm_min(void);
+size_t dt_rel_shm_chunk(void);
 /* MPI: agree on the settings over the world (max of `check`, min of
- * `inline_max`, min of `shm_on`, max of `shm_min`); collective. */
-int dt_mpi_agree_settings(dt_comm *world, int *check, size_t *inline_max, int *shm_on, size_t *shm_min);
+ * `inline_max`, min of `shm_on`, max of `shm_min` and of `shm_chunk`);
+ * collective. */
+int dt_mpi_agree_settings(dt_comm *world, int *check, size_t *inline_max, int *shm_on, size_t *shm_min,
+                          size_t *shm_chunk);
 /* 64-bit FNV-1a of a string, continuing from h (start: DT_FNV_BASIS). */
 #define DT_FNV_BASIS 1469598103934665603ull
 uint64_t dt_fnv1a(uint64_t h, const void *data, size_t n);

@@ -25,12 +25,15 @@ static size_t g_inline_max = DT_INLINE_MAX_DEFAULT;
 static int g_timeout_user;
 #define DT_SHM_MIN_DEFAULT ((size_t)16 << 10)
 static int g_shm_on = 1;        /* shared-memory allreduce (effective, after agreement) */
-static size_t g_shm_min = DT_SHM_MIN_DEFAULT;      /* dt_set_timeout was called: it wins over the environment */
+static size_t g_shm_min = DT_SHM_MIN_DEFAULT;
+#define DT_SHM_CHUNK_DEFAULT ((size_t)8 << 20)
+static size_t g_shm_chunk = DT_SHM_CHUNK_DEFAULT;      /* dt_set_timeout was called: it wins over the environment */
 
 int dt_rel_check_on(void) { return g_check_on; }
 size_t dt_rel_inline_max(void) { return g_inline_max; }
 int dt_rel_shm_on(void) { return g_shm_on; }
 size_t dt_rel_shm_min(void) { return g_shm_min; }
+size_t dt_rel_shm_chunk(void) { return g_shm_chunk; }
 void dt_rel_set_for_testing(int check, size_t inline_max) {
     g_check_on = check;
     g_inline_max = inline_max;
@@ -71,9 +74,9 @@ static int env_number(const char *var, double lo, double hi, double *out, int *f
 }
 
 /* DTRAIN_CHECK_COLLECTIVES, DTRAIN_CHECK_INLINE_MAX, DTRAIN_SHM_ALLREDUCE,
- * DTRAIN_SHM_MIN_BYTES, DTRAIN_TIMEOUT (or the config key's DTRAIN_TIMEOUT_S),
+ * DTRAIN_SHM_MIN_BYTES, DTRAIN_SHM_CHUNK_BYTES, DTRAIN_TIMEOUT (or the config key's DTRAIN_TIMEOUT_S),
  * validated before anything starts. */
-static int read_settings(int *check, size_t *inline_max, int *shm_on, size_t *shm_min) {
+static int read_settings(int *check, size_t *inline_max, int *shm_on, size_t *shm_min, size_t *shm_chunk) {
     int rc = env_check(check), found;
     if (rc) return rc;
     double x = (double)DT_INLINE_MAX_DEFAULT;
@@ -85,6 +88,10 @@ static int read_settings(int *check, size_t *inline_max, int *shm_on, size_t *sh
     rc = env_number("DTRAIN_SHM_MIN_BYTES", 0, 1e15, &x, &found);
     if (rc) return rc;
     *shm_min = (size_t)x;
+    x = (double)DT_SHM_CHUNK_DEFAULT;
+    rc = env_number("DTRAIN_SHM_CHUNK_BYTES", 4096, (double)((size_t)1 << 30), &x, &found);
+    if (rc) return rc;
+    *shm_chunk = ((size_t)x + 63) & ~(size_t)63; /* whole cache lines */
     if (g_timeout_user) return DT_OK;
     double t = 300;
     rc = env_number("DTRAIN_TIMEOUT", 0, 1e9, &t, &found);
@@ -139,8 +146,8 @@ int dt_init(void) {
     else return DT_ERR(DT_ERR_UNSUPPORTED, "DTRAIN_BACKEND='%s' is not a backend of this build (expected auto, mpi or void)", want);
 
     int check = 1, shm_on = 1;
-    size_t inline_max = DT_INLINE_MAX_DEFAULT, shm_min = DT_SHM_MIN_DEFAULT;
-    int rc = read_settings(&check, &inline_max, &shm_on, &shm_min);
+    size_t inline_max = DT_INLINE_MAX_DEFAULT, shm_min = DT_SHM_MIN_DEFAULT, shm_chunk = DT_SHM_CHUNK_DEFAULT;
+    int rc = read_settings(&check, &inline_max, &shm_on, &shm_min, &shm_chunk);
     if (rc) return rc;
     if (use_mpi) {
         if (g_mpi_used && g_mpi_we_init)
@@ -149,9 +156,10 @@ int dt_init(void) {
         if (rc) return rc;
         g_mpi_used = 1;
         /* the ranks must take the same path through every checked call */
-        if (g_world->info.size > 1) rc = dt_mpi_agree_settings(g_world, &check, &inline_max, &shm_on, &shm_min);
+        if (g_world->info.size > 1) rc = dt_mpi_agree_settings(g_world, &check, &inline_max, &shm_on, &shm_min, &shm_chunk);
         g_shm_on = shm_on;
         g_shm_min = shm_min;
+        g_shm_chunk = shm_chunk;
         if (!rc && g_world->info.size > 1) rc = dt_mpi_shm_attach(g_world, NULL);
         if (!rc && g_world->info.size > 1) rc = dt_wd_start(g_world);
         if (rc) {

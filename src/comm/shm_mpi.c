@@ -1,7 +1,8 @@
 /* src/comm/shm_mpi.c - allreduce through an MPI-3 shared-memory window, for
  * communicators whose ranks all run on one host.
  *
- * Every rank of such a communicator owns two buffers of SLOT_BYTES in one
+ * Every rank of such a communicator owns two buffers of `slot` bytes (the
+ * agreed DTRAIN_SHM_CHUNK_BYTES, default 8 MiB) in one
  * window made by MPI_Win_allocate_shared, which every member can load and
  * store directly. A call is cut into chunks of one buffer each (k elements;
  * chunk part q = elements [k*q/p, k*(q+1)/p) belongs to group rank q):
@@ -34,7 +35,6 @@
 #include "comm/reduce_kernels.h"
 #include "core/error.h"
 
-#define SLOT_BYTES ((size_t)2 << 20)   /* per rank and buffer; two buffers per rank */
 #define BLOCK_BYTES ((size_t)16 << 10) /* phase B works in blocks of this size */
 #define CTRL_BYTES ((size_t)64)        /* per rank, before its buffers: its barrier counter */
 
@@ -42,12 +42,13 @@ struct mpi_shm {
     MPI_Win win;
     int refs;
     int parity;        /* buffer of the next chunk */
+    size_t slot;       /* bytes of each of a rank's two buffers */
     uint64_t seq;      /* barriers passed */
     int p, pof2, rem;  /* group size; tree shape (check_mpi.c's recursive doubling) */
     char **base;       /* [p] each rank's two buffers */
     const char **x;    /* [p] operand pointers of the block being reduced */
     char *scratch;     /* [levels][BLOCK_BYTES] partial results of the tree */
-    char *mine;        /* [SLOT_BYTES] private: this rank's part of a fused list, gathered */
+    char *mine;        /* [slot] private, on first use: this rank's part of a fused list, gathered */
 };
 
 static void shm_free(mpi_shm *s, int finalized) {
@@ -93,20 +94,21 @@ int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
     s->base = calloc((size_t)p, sizeof *s->base);
     s->x = calloc((size_t)p, sizeof *s->x);
     s->scratch = malloc(BLOCK_BYTES * (size_t)(levels ? levels : 1));
-    s->mine = malloc(SLOT_BYTES);
-    if (!s->base || !s->x || !s->scratch || !s->mine) { shm_free(s, 1); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
+    s->slot = dt_rel_shm_chunk();
+    if (!s->base || !s->x || !s->scratch) { shm_free(s, 1); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
     char *mine = NULL;
-    int rc = MPI_Win_allocate_shared((MPI_Aint)(CTRL_BYTES + 2 * SLOT_BYTES), 1, MPI_INFO_NULL, impl->comm, &mine, &s->win);
+    int rc = MPI_Win_allocate_shared((MPI_Aint)(CTRL_BYTES + 2 * s->slot), 1, MPI_INFO_NULL, impl->comm, &mine, &s->win);
     if (rc != MPI_SUCCESS) { shm_free(s, 1); return dt_mpi_fail(rc, "MPI_Win_allocate_shared"); }
     for (int q = 0; q < p; q++) {
         MPI_Aint sz = 0;
         int du = 0;
         rc = MPI_Win_shared_query(s->win, q, &sz, &du, &s->base[q]);
-        if (rc != MPI_SUCCESS || (size_t)sz < CTRL_BYTES + 2 * SLOT_BYTES) {
+        size_t want = CTRL_BYTES + 2 * s->slot;
+        if (rc != MPI_SUCCESS || (size_t)sz < want) {
             MPI_Win_free(&s->win);
             shm_free(s, 1);
             return rc != MPI_SUCCESS ? dt_mpi_fail(rc, "MPI_Win_shared_query")
-                                     : DT_ERR(DT_ERR_BACKEND, "shared window of rank %d has %ld bytes, expected %zu", q, (long)sz, CTRL_BYTES + 2 * SLOT_BYTES);
+                                     : DT_ERR(DT_ERR_BACKEND, "shared window of rank %d has %ld bytes, expected %zu", q, (long)sz, want);
         }
     }
     for (int q = 0; q < p; q++) s->base[q] += CTRL_BYTES;
@@ -234,14 +236,14 @@ int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, 
         return DT_DECLINED;
     /* direct: outputs may be written while inputs are still being read */
     int direct = n == 1 || safe_layout(spans, n, es);
-    if (!direct && total > SLOT_BYTES / es) return DT_DECLINED;
+    if (!direct && total > s->slot / es) return DT_DECLINED;
     int p = s->p, me = c->info.rank;
-    size_t K = SLOT_BYTES / es, B = BLOCK_BYTES / es;
+    size_t K = s->slot / es, B = BLOCK_BYTES / es;
     walk w = {.s = spans, .n = n, .i = 0, .base = 0, .es = es};
     for (size_t off = 0; off < total; off += K) {
         size_t k = total - off < K ? total - off : K;
         size_t lo = k * (size_t)me / (size_t)p, hi = k * (size_t)(me + 1) / (size_t)p;
-        size_t slot_off = (size_t)s->parity * SLOT_BYTES;
+        size_t slot_off = (size_t)s->parity * s->slot;
         char *mine = s->base[me] + slot_off;
         s->parity ^= 1;
         /* A: the other ranks' parts of my input into my buffer */
@@ -253,6 +255,8 @@ int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, 
          * same pass. Otherwise (a single chunk whose outputs may overlap other
          * inputs) my part is gathered first and the results scattered after
          * every input was read. */
+        if (!direct && !s->mine && !(s->mine = malloc(s->slot)))
+            return DT_ERR(DT_ERR_NOMEM, "out of memory for a %zu-byte staging buffer", s->slot);
         if (!direct) gather(&w, off + lo, off + hi, s->mine);
         for (size_t pos = off + lo; pos < off + hi;) {
             const char *in = s->mine + (pos - off - lo) * es;

@@ -212,7 +212,8 @@ int main(void) {
     /* Many small tensors whose total passes the shared-memory allreduce's
      * threshold: reduced straight from and into the tensors (one chunk, so
      * any layout), every op, in place / not / mixed, one and two dtypes; then
-     * a list over several chunks, in place and not. */
+     * a list of 6 MiB (several chunks with a small DTRAIN_SHM_CHUNK_BYTES), in
+     * place and not. */
     {
         enum { NM = 300 };
         static size_t mc[NM];

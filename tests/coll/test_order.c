@@ -1,10 +1,11 @@
 /* coll_order: floating-point allreduce results do not depend on how the data
  * is cut into calls. With non-exact f32 data (sums round), on the world and
  * every sub-communicator:
- *   - one call over N elements (several chunks of the shared-memory path),
+ *   - one call over N elements (3 MiB: several chunks of the shared-memory
+ *     path when run with a small DTRAIN_SHM_CHUNK_BYTES),
  *   - the same data as a list of irregular, separately allocated tensors,
  *   - a 4 KiB prefix alone (the fingerprint-inline path when checks are on),
- *   - an 80 KiB slice alone (one chunk of the shared-memory path),
+ *   - an 80 KiB slice alone,
  *   - an async call of the whole,
  * must agree bit for bit on the common elements, be identical on every rank
  * of the group, and match a float64 reference within p * 2^-23 * sum|x|.

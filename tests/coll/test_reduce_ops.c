@@ -31,8 +31,9 @@ int main(void) {
                     }
                 }
     /* Above the shared-memory allreduce's threshold (and the 64 KiB inline
-     * check limit) for every dtype: 70001 elements; then two chunks of its
-     * 2 MiB buffers and a remainder, for the dtypes it reduces natively. */
+     * check limit) for every dtype: 70001 elements; then 4 MiB and a
+     * remainder for the dtypes it reduces natively (several chunks when run
+     * with a small DTRAIN_SHM_CHUNK_BYTES, tests/coll/CMakeLists.txt). */
     for (int c = 0; c < nc; c++)
         for (int dt = 0; dt < DT_NUM_DTYPES; dt++)
             for (int ip = 0; ip < 2; ip++)

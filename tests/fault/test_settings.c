@@ -1,7 +1,8 @@
 /* fault_settings: the reliability settings (reliability.h) on the standalone
  * backend: timeout default / DTRAIN_TIMEOUT / DTRAIN_TIMEOUT_S /
  * dt_set_timeout precedence and validation, DTRAIN_CHECK_COLLECTIVES parsing,
- * bad values refused by dt_init with a message naming the variable. */
+ * the DTRAIN_SHM_* settings, bad values refused by dt_init with a message
+ * naming the variable. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdlib.h>
@@ -12,6 +13,9 @@ static void clear_env(void) {
     unsetenv("DTRAIN_TIMEOUT_S");
     unsetenv("DTRAIN_CHECK_COLLECTIVES");
     unsetenv("DTRAIN_CHECK_INLINE_MAX");
+    unsetenv("DTRAIN_SHM_ALLREDUCE");
+    unsetenv("DTRAIN_SHM_MIN_BYTES");
+    unsetenv("DTRAIN_SHM_CHUNK_BYTES");
 }
 
 /* dt_init + dt_finalize with the current environment; returns dt_init's status */
@@ -73,6 +77,24 @@ int main(void) {
     setenv("DTRAIN_CHECK_INLINE_MAX", "0", 1);
     CHECK_OK(cycle(&t, &ck));
     clear_env();
+
+    /* the shared-memory allreduce's settings (coll.h) */
+    static const struct { const char *var, *val; int ok; } shm[] = {
+        {"DTRAIN_SHM_ALLREDUCE", "0", 1}, {"DTRAIN_SHM_ALLREDUCE", "on", 1},
+        {"DTRAIN_SHM_ALLREDUCE", "maybe", 0}, {"DTRAIN_SHM_MIN_BYTES", "0", 1},
+        {"DTRAIN_SHM_MIN_BYTES", "65536", 1}, {"DTRAIN_SHM_MIN_BYTES", "-1", 0},
+        {"DTRAIN_SHM_MIN_BYTES", "16k", 0}, {"DTRAIN_SHM_CHUNK_BYTES", "4096", 1},
+        {"DTRAIN_SHM_CHUNK_BYTES", "1073741824", 1}, {"DTRAIN_SHM_CHUNK_BYTES", "4095", 0},
+        {"DTRAIN_SHM_CHUNK_BYTES", "2147483648", 0}, {"DTRAIN_SHM_CHUNK_BYTES", "", 1}};
+    for (size_t i = 0; i < sizeof shm / sizeof shm[0]; i++) {
+        setenv(shm[i].var, shm[i].val, 1);
+        if (shm[i].ok) CHECK_OK(cycle(&t, &ck));
+        else {
+            CHECK_ERR(dt_init(), DT_ERR_INVALID, shm[i].var);
+            CHECK(!dt_is_initialized(), "dt_init must fail cleanly for %s='%s'", shm[i].var, shm[i].val);
+        }
+        clear_env();
+    }
 
     /* dt_set_timeout: validation, precedence over the environment, any time */
     CHECK_ERR(dt_set_timeout(-1), DT_ERR_INVALID, "timeout");

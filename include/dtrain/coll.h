@@ -31,8 +31,11 @@
  *    reduces 1/size of the data reading the others' values in place, lists
  *    are read from and written to the tensors directly (no packing). f32, f64
  *    and the integer types (narrow integers: not avg); f16/bf16 keep the
- *    widening MPI path. DTRAIN_SHM_ALLREDUCE=0 turns it off (agreed over the
- *    world at dt_init: off if any rank says off).
+ *    widening MPI path. Calls above DTRAIN_SHM_CHUNK_BYTES (default 8 MiB,
+ *    the size of each rank's two buffers) run in chunks of it.
+ *    DTRAIN_SHM_ALLREDUCE=0 turns the path off. The three settings are agreed
+ *    over the world at dt_init (off if any rank says off; the largest
+ *    threshold and chunk).
  *  - Every element is then reduced in one fixed association (a balanced tree
  *    over the group ranks, the one the inline-checked small allreduces use),
  *    so floating-point results are bit-identical on every rank AND do not

@@ -20,10 +20,17 @@ int dt_reduce_kernel_ok(dt_dtype dt, dt_op op) {
 #define FMAX(T, x, y) ((x) > (y) ? (x) : (y) > (x) ? (y) : (x) != (x) ? (x) : (y) != (y) ? (y) \
                        : (signbit(x) ? (y) : (x)))
 
-#define LOOP(T, EXPR) do { T *d_ = d; const T *a_ = a, *b_ = b; \
-    for (size_t i = 0; i < n; i++) { T x = a_[i], y = b_[i]; d_[i] = (EXPR); } } while (0)
-#define LOOP2(T, EXPR) do { T *d_ = d, *e_ = d2; const T *a_ = a, *b_ = b; \
-    for (size_t i = 0; i < n; i++) { T x = a_[i], y = b_[i]; T v_ = (EXPR); d_[i] = v_; e_[i] = v_; } } while (0)
+/* Three shapes, each with restrict pointers so the compiler vectorises
+ * without a run-time overlap check (whose failure, e.g. for d == a, would
+ * fall back to a scalar loop): d = a op b with no overlap, d == a, d == b
+ * (operands always in the order a op b). */
+#define LOOP(T, EXPR) do { \
+    if (d == a) { T *restrict d_ = d; const T *restrict b_ = b; \
+        for (size_t i = 0; i < n; i++) { T x = d_[i], y = b_[i]; d_[i] = (EXPR); } } \
+    else if (d == b) { T *restrict d_ = d; const T *restrict a_ = a; \
+        for (size_t i = 0; i < n; i++) { T x = a_[i], y = d_[i]; d_[i] = (EXPR); } } \
+    else { T *restrict d_ = d; const T *restrict a_ = a, *restrict b_ = b; \
+        for (size_t i = 0; i < n; i++) { T x = a_[i], y = b_[i]; d_[i] = (EXPR); } } } while (0)
 
 /* integers: wrap-around arithmetic in the unsigned type (what MPI does) */
 #define IREDUCE(T, U, L) do { switch (op) { \
@@ -51,10 +58,6 @@ int dt_reduce_kernel_ok(dt_dtype dt, dt_op op) {
 
 void dt_reduce_kernel(void *d, const void *a, const void *b, size_t n, dt_dtype dt, dt_op op) {
     DISPATCH(LOOP);
-}
-
-void dt_reduce_kernel2(void *d, void *d2, const void *a, const void *b, size_t n, dt_dtype dt, dt_op op) {
-    DISPATCH(LOOP2);
 }
 
 /* avg: divide by the group size (the MPI backend's semantics) */

@@ -18,10 +18,6 @@ int dt_reduce_kernel_ok(dt_dtype dt, dt_op op);
  * and -0 included for min/max), integers wrap around as in MPI. */
 void dt_reduce_kernel(void *d, const void *a, const void *b, size_t n, dt_dtype dt, dt_op op);
 
-/* The same, storing each result to both d and d2 (one pass instead of a
- * reduce and a copy). Each of d, d2 may equal a or b; otherwise no overlap. */
-void dt_reduce_kernel2(void *d, void *d2, const void *a, const void *b, size_t n, dt_dtype dt, dt_op op);
-
 /* buf[i] /= div (f32: divided by (float)div; f64; i64 truncating), the
  * second half of avg. Other dtypes are left alone. */
 void dt_reduce_divide(void *buf, size_t n, dt_dtype dt, int div);

@@ -36,7 +36,13 @@
 #include "core/error.h"
 
 #define BLOCK_BYTES ((size_t)16 << 10) /* phase B works in blocks of this size */
-#define CTRL_BYTES ((size_t)64)        /* per rank, before its buffers: its barrier counter */
+/* Each rank's part of the window: its barrier counter (one cache line), then
+ * its two buffers from HEAD_BYTES + stagger(q): the ranks' buffers start at
+ * different offsets within a 4 KiB page (q * 4096 / p), so that streams over
+ * two ranks' buffers in phase B never alias in the low 12 address bits (a
+ * load matching an earlier store there stalls on x86: "4K aliasing"). */
+#define HEAD_BYTES ((size_t)8192)
+static size_t stagger(int q, int p) { return ((size_t)q * 4096 / (size_t)p) & ~(size_t)63; }
 
 struct mpi_shm {
     MPI_Win win;
@@ -46,6 +52,7 @@ struct mpi_shm {
     uint64_t seq;      /* barriers passed */
     int p, pof2, rem;  /* group size; tree shape (check_mpi.c's recursive doubling) */
     char **base;       /* [p] each rank's two buffers */
+    char **ctrl;       /* [p] each rank's barrier counter */
     const char **x;    /* [p] operand pointers of the block being reduced */
     char *scratch;     /* [levels][BLOCK_BYTES] partial results of the tree */
     char *mine;        /* [slot] private, on first use: this rank's part of a fused list, gathered */
@@ -58,6 +65,7 @@ static void shm_free(mpi_shm *s, int finalized) {
         MPI_Win_free(&s->win);
     }
     free(s->base);
+    free(s->ctrl);
     free(s->x);
     free(s->scratch);
     free(s->mine);
@@ -92,18 +100,19 @@ int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
     int levels = 0;
     for (int v = s->pof2; v > 1; v >>= 1) levels++;
     s->base = calloc((size_t)p, sizeof *s->base);
+    s->ctrl = calloc((size_t)p, sizeof *s->ctrl);
     s->x = calloc((size_t)p, sizeof *s->x);
     s->scratch = malloc(BLOCK_BYTES * (size_t)(levels ? levels : 1));
     s->slot = dt_rel_shm_chunk();
-    if (!s->base || !s->x || !s->scratch) { shm_free(s, 1); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
+    if (!s->base || !s->ctrl || !s->x || !s->scratch) { shm_free(s, 1); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
     char *mine = NULL;
-    int rc = MPI_Win_allocate_shared((MPI_Aint)(CTRL_BYTES + 2 * s->slot), 1, MPI_INFO_NULL, impl->comm, &mine, &s->win);
+    int rc = MPI_Win_allocate_shared((MPI_Aint)(HEAD_BYTES + 2 * s->slot), 1, MPI_INFO_NULL, impl->comm, &mine, &s->win);
     if (rc != MPI_SUCCESS) { shm_free(s, 1); return dt_mpi_fail(rc, "MPI_Win_allocate_shared"); }
     for (int q = 0; q < p; q++) {
         MPI_Aint sz = 0;
         int du = 0;
-        rc = MPI_Win_shared_query(s->win, q, &sz, &du, &s->base[q]);
-        size_t want = CTRL_BYTES + 2 * s->slot;
+        rc = MPI_Win_shared_query(s->win, q, &sz, &du, &s->ctrl[q]);
+        size_t want = HEAD_BYTES + 2 * s->slot;
         if (rc != MPI_SUCCESS || (size_t)sz < want) {
             MPI_Win_free(&s->win);
             shm_free(s, 1);
@@ -111,7 +120,7 @@ int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
                                      : DT_ERR(DT_ERR_BACKEND, "shared window of rank %d has %ld bytes, expected %zu", q, (long)sz, want);
         }
     }
-    for (int q = 0; q < p; q++) s->base[q] += CTRL_BYTES;
+    for (int q = 0; q < p; q++) s->base[q] = s->ctrl[q] + HEAD_BYTES - 4096 + stagger(q, p);
     atomic_store((_Atomic uint64_t *)(void *)mine, 0);
     rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win);
     if (rc == MPI_SUCCESS) rc = MPI_Win_sync(s->win);
@@ -172,10 +181,8 @@ static void scatter(walk *w, size_t from, size_t to, const char *src) {
 /* ---- phase B: the tree over the ranks ------------------------------------ */
 
 /* Reduce virtual ranks [lo, hi) of n elements (operands in s->x); returns the
- * result, which is in dst unless it is a single rank's operand. out2 (root
- * call only, may be NULL) receives a copy of the result in the same pass. */
-static const char *tree(mpi_shm *s, int lo, int hi, char *dst, char *out2, int level, size_t n, dt_dtype dt,
-                        dt_op op) {
+ * result, which is in dst unless it is a single rank's operand. */
+static const char *tree(mpi_shm *s, int lo, int hi, char *dst, int level, size_t n, dt_dtype dt, dt_op op) {
     if (hi - lo == 1) {
         if (lo < s->rem) { /* a folded pair */
             dt_reduce_kernel(dst, s->x[2 * lo], s->x[2 * lo + 1], n, dt, op);
@@ -184,14 +191,13 @@ static const char *tree(mpi_shm *s, int lo, int hi, char *dst, char *out2, int l
         return s->x[lo + s->rem];
     }
     int mid = (lo + hi) / 2;
-    const char *a = tree(s, lo, mid, dst, NULL, level + 1, n, dt, op);
-    const char *b = tree(s, mid, hi, s->scratch + (size_t)level * BLOCK_BYTES, NULL, level + 1, n, dt, op);
-    if (out2) dt_reduce_kernel2(dst, out2, a, b, n, dt, op);
-    else dt_reduce_kernel(dst, a, b, n, dt, op);
+    const char *a = tree(s, lo, mid, dst, level + 1, n, dt, op);
+    const char *b = tree(s, mid, hi, s->scratch + (size_t)level * BLOCK_BYTES, level + 1, n, dt, op);
+    dt_reduce_kernel(dst, a, b, n, dt, op);
     return dst;
 }
 
-static _Atomic uint64_t *counter(const mpi_shm *s, int q) { return (_Atomic uint64_t *)(void *)(s->base[q] - CTRL_BYTES); }
+static _Atomic uint64_t *counter(const mpi_shm *s, int q) { return (_Atomic uint64_t *)(void *)s->ctrl[q]; }
 
 /* Barrier over the window: publish my count (release: my stores to my buffer
  * before it are visible to whoever sees it), wait until every peer's count
@@ -251,8 +257,9 @@ int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, 
         gather(&w, off + hi, off + k, mine + hi * es);
         sync_all(s, me);
         /* B: my part, in blocks, into my buffer. Direct: my operand is read
-         * where it lies and each block's result stored to my output in the
-         * same pass. Otherwise (a single chunk whose outputs may overlap other
+         * where it lies and each block's result copied to my output while it
+         * is in cache (a kernel storing to both at once ran into the
+         * compiler's aliasing fallback: scalar, 4x slower). Otherwise (a single chunk whose outputs may overlap other
          * inputs) my part is gathered first and the results scattered after
          * every input was read. */
         if (!direct && !s->mine && !(s->mine = malloc(s->slot)))
@@ -266,11 +273,9 @@ int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, 
             size_t rel = (pos - off) * es;
             for (int q = 0; q < p; q++) s->x[q] = q == me ? in : s->base[q] + slot_off + rel;
             char *dst = mine + rel;
-            tree(s, 0, s->pof2, dst, op == DT_AVG ? NULL : out, 0, len, dt, op);
-            if (op == DT_AVG) {
-                dt_reduce_divide(dst, len, dt, p);
-                if (out) memcpy(out, dst, len * es);
-            }
+            tree(s, 0, s->pof2, dst, 0, len, dt, op);
+            if (op == DT_AVG) dt_reduce_divide(dst, len, dt, p);
+            if (out) memcpy(out, dst, len * es);
             pos += len;
         }
         if (!direct) scatter(&w, off + lo, off + hi, mine + lo * es);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Training step time of dtrain vs PyTorch 1.13 CPU, same models, batch 64 per
-# rank, one thread per rank, measured in ONE run (alternating peers, best of
-# ROUNDS medians each), and dtrain's weak scaling 1 -> 2 ranks.
+# rank, one thread per rank, measured in ONE run (the four configurations of a
+# model interleaved in every round, best of ROUNDS medians each), and dtrain's
+# weak scaling 1 -> 2 ranks.
 #   bench/train_vs_torch.sh            (after `make build`; needs python3-torch)
 # Env: BUILD (default build), STEPS (default 300), ROUNDS (default 3), MODELS.
 set -euo pipefail
@@ -27,12 +28,21 @@ torch_step() { # np model
 }
 best() { sort -g | head -1; }
 
+# Every round runs the four configurations of a model back to back (dtrain and
+# PyTorch at 1 and 2 ranks), so that a change in the machine's load between
+# rounds moves all four alike; the best round of each is kept.
 printf "%-6s %5s %14s %14s %8s\n" model ranks "dtrain s/step" "torch s/step" ratio
 for m in $MODELS; do
+  for np in 1 2; do eval "DL_${m}_${np}=''; TL_${m}_${np}=''"; done
+  for r in $(seq "$ROUNDS"); do
+    for np in 1 2; do
+      eval "DL_${m}_${np}=\"\$DL_${m}_${np} $(dtrain_step "$np" "$m")\""
+      eval "TL_${m}_${np}=\"\$TL_${m}_${np} $(torch_step "$np" "$m")\""
+    done
+  done
   for np in 1 2; do
-    d=(); t=()
-    for r in $(seq "$ROUNDS"); do d+=("$(dtrain_step "$np" "$m")"); t+=("$(torch_step "$np" "$m")"); done
-    db=$(printf "%s\n" "${d[@]}" | best); tb=$(printf "%s\n" "${t[@]}" | best)
+    db=$(eval echo "\$DL_${m}_${np}" | tr ' ' '\n' | grep . | best)
+    tb=$(eval echo "\$TL_${m}_${np}" | tr ' ' '\n' | grep . | best)
     printf "%-6s %5d %14.5f %14.5f %8.3f\n" "$m" "$np" "$db" "$tb" "$($PY -c "print($db / $tb)")"
     eval "D_${m}_${np}=$db"
   done

@@ -6,7 +6,8 @@
  *   zero_opt_level        int 0-3 default 0     ZeRO stage
  *   bucket_size_mb        number  default 25    bucket cap in MiB (0: one bucket per layer)
  *   first_bucket_mb       number  default 1     first bucket cap in MiB
- *   overlap               bool    default true  reduce buckets during backward
+ *   overlap               bool    default true  reduce buckets during backward (trainer:
+ *                                               and step each bucket once reduced)
  *   broadcast_buffers     bool    default true  re-broadcast BN buffers every step
  *   sync_bn               bool    default false synchronised batch norm
  *   timeout_s             number  default 300   limit on any blocking call: a stall report,

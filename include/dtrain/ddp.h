@@ -81,6 +81,14 @@ int dt_ddp_begin_step(dt_ddp *ddp);
 int dt_ddp_grad_ready(dt_ddp *ddp, int seg);
 /* Flush buckets not yet submitted, wait for all; gradients are then averaged. */
 int dt_ddp_finish(dt_ddp *ddp);
+/* dt_ddp_finish, calling done(user, first_seg, last_seg) as soon as each
+ * bucket's reduction has completed, in bucket order (reverse layer order),
+ * while later buckets may still be in flight: the caller can use those
+ * gradients at once, e.g. step the optimizer on those parameters
+ * (dt_optim_step_range). A non-zero return from done stops the calls (the
+ * remaining buckets are still waited for) and is returned. With gradient sync
+ * off (no_sync) nothing is reduced and done is not called. */
+int dt_ddp_finish_each(dt_ddp *ddp, int (*done)(void *user, int first_seg, int last_seg), void *user);
 /* Broadcast parameters (and buffers) from root again, e.g. after loading. */
 int dt_ddp_broadcast_params(dt_ddp *ddp);
 

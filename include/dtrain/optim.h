@@ -123,6 +123,21 @@ void dt_optim_destroy(dt_optim *opt);
  * propagate into params and state as in PyTorch. */
 int dt_optim_step(dt_optim *opt, float *params, const float *grads, float lr);
 
+/* dt_optim_step restricted to elements [offset, offset + count) of the
+ * instance: params and grads point at the range's first element, the state
+ * used is the instance's at the same offset, and the step counter is NOT
+ * advanced: after the ranges of one step (each element in at most one) call
+ * dt_optim_step_finish once. Each element gets exactly the value
+ * dt_optim_step gives it (same t, same arithmetic). Lets a data-parallel
+ * trainer update a gradient bucket's parameters as soon as its reduction
+ * completes, while later buckets are still in flight. Errors
+ * (DT_ERR_INVALID, nothing modified): as dt_optim_step, and a range outside
+ * [0, n). */
+int dt_optim_step_range(dt_optim *opt, float *params, const float *grads, float lr, size_t offset,
+                        size_t count);
+/* Advance the step counter after the dt_optim_step_range calls of one step. */
+int dt_optim_step_finish(dt_optim *opt);
+
 /* Zero all state buffers and the step counter (the config is kept). */
 int dt_optim_reset(dt_optim *opt);
 

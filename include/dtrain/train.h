@@ -7,7 +7,10 @@
  * rank 0, each rank trains on its part of every epoch (distributed sampler:
  * a permutation seeded by (seed, epoch), identical on all ranks, split into N
  * strided parts, padded by wrapping unless drop_last), gradients are averaged
- * in buckets overlapped with backward (dtrain/ddp.h). batch_size is PER RANK:
+ * in buckets overlapped with backward (dtrain/ddp.h), and (with overlap on and
+ * no gradient clipping) the optimizer steps each bucket's parameters as soon
+ * as that bucket is reduced (dt_ddp_finish_each + dt_optim_step_range: the
+ * same values as one step over all parameters). batch_size is PER RANK:
  * the global batch is batch_size x N (x accum_steps). Metrics printed by rank 0
  * are reduced over all ranks; the test set is split across ranks.
  */

@@ -156,12 +156,29 @@ static size_t piece(walk *w, size_t pos, size_t end, const char **in, char **out
     return len;
 }
 
+/* Many small tensors: start loading the next span's first lines (input, or
+ * output for writing) while this one is copied; the hardware prefetchers
+ * only ramp up within a tensor. */
+#define AHEAD_BYTES 1024
+static void ahead(const walk *w, int output) {
+    if (w->i + 1 >= w->n) return;
+    const dt_span *nx = &w->s[w->i + 1];
+    const char *p = output ? (const char *)nx->out : (const char *)nx->in;
+    size_t b = nx->count * w->es;
+    if (b > AHEAD_BYTES) b = AHEAD_BYTES;
+    for (size_t o = 0; o < b; o += 64) {
+        if (output) __builtin_prefetch(p + o, 1);
+        else __builtin_prefetch(p + o, 0);
+    }
+}
+
 /* dst (contiguous) <- inputs of elements [from, to) */
 static void gather(walk *w, size_t from, size_t to, char *dst) {
     for (size_t pos = from; pos < to;) {
         const char *in;
         char *out;
         size_t len = piece(w, pos, to, &in, &out);
+        if (w->n > 1) ahead(w, 0);
         memcpy(dst + (pos - from) * w->es, in, len * w->es);
         pos += len;
     }
@@ -173,6 +190,7 @@ static void scatter(walk *w, size_t from, size_t to, const char *src) {
         const char *in;
         char *out;
         size_t len = piece(w, pos, to, &in, &out);
+        if (w->n > 1) ahead(w, 1);
         memcpy(out, src + (pos - from) * w->es, len * w->es);
         pos += len;
     }
@@ -269,6 +287,7 @@ int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, 
             const char *in = s->mine + (pos - off - lo) * es;
             char *out = NULL;
             size_t len = direct ? piece(&w, pos, off + hi, &in, &out) : off + hi - pos;
+            if (direct && n > 1) ahead(&w, 0);
             if (len > B) len = B;
             size_t rel = (pos - off) * es;
             for (int q = 0; q < p; q++) s->x[q] = q == me ? in : s->base[q] + slot_off + rel;

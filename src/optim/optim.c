@@ -298,11 +298,13 @@ static int overlaps(const void *a, size_t an, const void *b, size_t bn) {
     return x < y + bn && y < x + an;
 }
 
-int dt_optim_step(dt_optim *opt, float *params, const float *grads, float lr) {
+/* The update of elements [off, off + n) with the step counter's next t. */
+static int step_range(dt_optim *opt, float *params, const float *grads, float lr, size_t off, size_t n) {
     if (!opt) return DT_ERR(DT_ERR_INVALID, "opt is NULL");
-    const size_t n = opt->n;
     const dt_optim_config *c = &opt->cfg;
     const char *k = dt_optim_kind_name(c->kind);
+    if (off > opt->n || n > opt->n - off)
+        return DT_ERR(DT_ERR_INVALID, "%s: range [%zu, +%zu) outside the instance's %zu elements", k, off, n, opt->n);
     if (n > 0 && (!params || !grads))
         return DT_ERR(DT_ERR_INVALID, "%s: params or grads is NULL (n=%zu)", k, n);
     if (!isfinite(lr) || lr < 0.0f)
@@ -321,9 +323,9 @@ int dt_optim_step(dt_optim *opt, float *params, const float *grads, float lr) {
             if (c->momentum == 0.0)
                 sgd_plain(params, grads, n, lr, wd);
             else if (opt->step == 0)
-                sgd_momentum_first(params, grads, opt->state[0], n, lr, wd, mom, c->nesterov);
+                sgd_momentum_first(params, grads, opt->state[0] + off, n, lr, wd, mom, c->nesterov);
             else
-                sgd_momentum(params, grads, opt->state[0], n, lr, wd, mom, c->nesterov);
+                sgd_momentum(params, grads, opt->state[0] + off, n, lr, wd, mom, c->nesterov);
         } else {
             const double b1 = c->beta1, b2 = c->beta2;
             const int adamw = c->kind == DT_OPTIM_ADAMW;
@@ -332,11 +334,29 @@ int dt_optim_step(dt_optim *opt, float *params, const float *grads, float lr) {
             const double bc1 = 1.0 - pow(b1, (double)t);
             const double bc2 = 1.0 - pow(b2, (double)t);
             const double step_size = (double)lr / bc1;
-            adam_kernel(params, grads, opt->state[0], opt->state[1], n, decay, l2, (float)b1,
+            adam_kernel(params, grads, opt->state[0] + off, opt->state[1] + off, n, decay, l2, (float)b1,
                         (float)(1.0 - b1), (float)b2, (float)(1.0 - b2), (float)sqrt(bc2),
                         (float)c->eps, (float)-step_size);
         }
     }
-    opt->step = t;
+    return DT_OK;
+}
+
+int dt_optim_step(dt_optim *opt, float *params, const float *grads, float lr) {
+    int rc = step_range(opt, params, grads, lr, 0, opt ? opt->n : 0);
+    if (rc) return rc;
+    opt->step++;
+    return DT_OK;
+}
+
+int dt_optim_step_range(dt_optim *opt, float *params, const float *grads, float lr, size_t offset,
+                        size_t count) {
+    return step_range(opt, params, grads, lr, offset, count);
+}
+
+int dt_optim_step_finish(dt_optim *opt) {
+    if (!opt) return DT_ERR(DT_ERR_INVALID, "opt is NULL");
+    if (opt->step == LONG_MAX) return DT_ERR(DT_ERR_INVALID, "%s: step counter overflow", dt_optim_kind_name(opt->cfg.kind));
+    opt->step++;
     return DT_OK;
 }

@@ -203,7 +203,9 @@ int dt_ddp_grad_ready(dt_ddp *d, int seg) {
     return d->sync ? advance(d, 0) : DT_OK;
 }
 
-int dt_ddp_finish(dt_ddp *d) {
+int dt_ddp_finish(dt_ddp *d) { return dt_ddp_finish_each(d, NULL, NULL); }
+
+int dt_ddp_finish_each(dt_ddp *d, int (*done)(void *user, int first_seg, int last_seg), void *user) {
     if (!d) return DT_ERR(DT_ERR_INVALID, "ddp is NULL");
     if (!d->in_step) return DT_ERR(DT_ERR_STATE, "dt_ddp_finish outside a step (call dt_ddp_begin_step first)");
     d->in_step = 0;
@@ -222,6 +224,7 @@ int dt_ddp_finish(dt_ddp *d) {
         }
         dt_work_free(k->work);
         k->work = NULL;
+        if (!rc && done) rc = done(user, k->first, k->last);
     }
     return rc;
 }

@@ -182,6 +182,8 @@ static int setup_ddp(dt_trainer *t) {
         t->layer_seg[l] = -1;
         if (!cnt) continue;
         t->layer_seg[l] = nseg;
+        t->seg_off[nseg] = off;
+        t->seg_cnt[nseg] = cnt;
         segs[nseg++] = (dt_ddp_segment){p + off, g + off, cnt};
     }
     dt_ddp_buffer buf = {dt_model_buffers(t->model), dt_model_num_buffers(t->model)};
@@ -249,7 +251,9 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     FAIL(dt_model_seed_dropout(t->model, o->seed * 1000003ull + (uint64_t)t->ci.rank));
     t->nlayers = dt_model_num_layers(t->model);
     t->layer_seg = malloc(sizeof(int) * (size_t)t->nlayers);
-    if (!t->layer_seg) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory"));
+    t->seg_off = malloc(sizeof(size_t) * (size_t)t->nlayers);
+    t->seg_cnt = malloc(sizeof(size_t) * (size_t)t->nlayers);
+    if (!t->layer_seg || !t->seg_off || !t->seg_cnt) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory"));
     for (int l = 0; l < t->nlayers; l++) t->layer_seg[l] = -1;
     t->mem_model[0] = t->mem_model[1] = (long long)(dt_model_num_params(t->model) * sizeof(float));
     if (t->dp && o->dist.zero_opt_level == 0) FAIL(setup_ddp(t));
@@ -300,6 +304,8 @@ void dt_trainer_free(dt_trainer *t) {
     dt_dataset_free(&t->train);
     dt_dataset_free(&t->test);
     free(t->layer_seg);
+    free(t->seg_off);
+    free(t->seg_cnt);
     free(t->x);
     free(t->y);
     free(t->step_s);
@@ -410,6 +416,26 @@ static void account_overlap(dt_trainer *t) {
     }
 }
 
+/* dt_ddp_finish_each callback: step the optimizer on a reduced bucket's
+ * parameters while the later buckets are still being reduced. */
+typedef struct bucket_step {
+    dt_trainer *t;
+    float lr;
+    double t0; /* first bucket's step start (trace clock) */
+} bucket_step;
+
+static int step_bucket(void *user, int first, int last) {
+    bucket_step *bs = user;
+    dt_trainer *t = bs->t;
+    float *p = dt_model_params(t->model), *g = dt_model_grads(t->model);
+    if (bs->t0 < 0) bs->t0 = dt_trace_now_us();
+    for (int s = first; s <= last; s++) {
+        int rc = dt_optim_step_range(t->opt, p + t->seg_off[s], g + t->seg_off[s], bs->lr, t->seg_off[s], t->seg_cnt[s]);
+        if (rc) return rc;
+    }
+    return DT_OK;
+}
+
 static void progress(const dt_trainer *t, int epoch, long done, long total, double loss) {
     int w = 30, f = total ? (int)(w * done / total) : w;
     char bar[32];
@@ -427,6 +453,15 @@ static int train_step(dt_trainer *t, double *loss_sum, double *correct, double *
     if (dt_batch_iter_num_batches(&t->it) - consumed < k) return 0; /* epoch ends: no partial step */
     double t0 = dt_trace_now_us();
     *step_loss = 0;
+    float lr = dt_lr_at(&t->sched, t->step);
+    /* the gradient norm costs a pass over the gradients: computed when
+     * clipping, and on the last planned step for the result */
+    int want_norm = t->o.clip_grad_norm > 0 || t->step + 1 >= t->planned_steps;
+    if (!want_norm) t->grad_norm = -1;
+    /* data parallel with overlap and no norm to take first: each bucket's
+     * parameters are stepped as soon as its reduction completes */
+    bucket_step bs = {t, lr, -1.0};
+    int step_in_finish = t->ddp && t->o.dist.overlap && !want_norm;
     for (int m = 0; m < k; m++) {
         const int64_t *idx;
         int B;
@@ -459,19 +494,20 @@ static int train_step(dt_trainer *t, double *loss_sum, double *correct, double *
         if ((rc = dt_model_backward_scaled(t->model, scale))) return rc;
         t->bwd_t1 = dt_trace_now_us();
         if (t->ddp) {
-            if ((rc = dt_ddp_finish(t->ddp))) return rc;
+            if (m == k - 1 && step_in_finish) rc = dt_ddp_finish_each(t->ddp, step_bucket, &bs);
+            else rc = dt_ddp_finish(t->ddp);
+            if (rc) return rc;
             if (m == k - 1 && t->step > 0) account_overlap(t);
         }
         if (t->zero && (rc = dt_zero_finish(t->zero))) return rc;
     }
     double o0 = dt_trace_now_us();
-    float lr = dt_lr_at(&t->sched, t->step);
-    /* the gradient norm costs a pass over the gradients: computed when
-     * clipping, and on the last planned step for the result */
-    int want_norm = t->o.clip_grad_norm > 0 || t->step + 1 >= t->planned_steps;
-    if (!want_norm) t->grad_norm = -1;
     int rc;
-    if (t->zero) {
+    if (step_in_finish) {
+        if (bs.t0 >= 0) o0 = bs.t0;
+        if ((rc = dt_optim_step_finish(t->opt))) return rc;
+        dt_model_zero_grad(t->model);
+    } else if (t->zero) {
         if ((rc = dt_zero_step(t->zero, lr, t->o.clip_grad_norm, want_norm ? &t->grad_norm : NULL))) return rc;
         if (t->o.dist.zero_opt_level == 1) dt_model_zero_grad(t->model);
     } else {

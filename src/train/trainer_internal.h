@@ -23,6 +23,7 @@ struct dt_trainer {
     dt_zero *zero;           /* ZeRO stage >= 1 (then opt is NULL) */
     long long mem_model[2];  /* bytes of the model's own params/grads registered */
     int *layer_seg;          /* [layers] DDP segment of each layer, -1 if none */
+    size_t *seg_off, *seg_cnt; /* [segments] each DDP segment's range in the flat buffers */
     int nlayers;
     dt_sampler sampler;
     dt_batch_iter it;

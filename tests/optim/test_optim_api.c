@@ -314,6 +314,48 @@ static void test_sharding_large(dt_optim_kind kind) {
     for (int k = 0; k < S; k++) dt_optim_destroy(sh[k]);
 }
 
+/* dt_optim_step_range over pieces (visited last to first, as data-parallel
+ * buckets are) + dt_optim_step_finish == dt_optim_step, bit for bit, params
+ * and state, for every optimizer shape; and its errors. */
+static void test_step_range(dt_optim_kind kind, float momentum, int nesterov) {
+    enum { N = 4099, S = 4 };
+    static float a[N], b[N], g[N];
+    const size_t cut[S + 1] = {0, 1, 2048, 2049, N};
+    dt_optim_config c;
+    dt_optim_config_default(&c, kind);
+    c.momentum = momentum;
+    c.nesterov = nesterov;
+    c.weight_decay = 0.01;
+    dt_optim *whole = NULL, *ranged = NULL;
+    CHECK_OK(dt_optim_create(&c, N, &whole));
+    CHECK_OK(dt_optim_create(&c, N, &ranged));
+    if (!whole || !ranged) return;
+    for (int i = 0; i < N; i++) a[i] = b[i] = sinf(0.011f * (float)i);
+    for (int step = 0; step < 3; step++) {
+        for (int i = 0; i < N; i++) g[i] = cosf(0.3f * (float)i + (float)step) * (float)(1 + i % 3);
+        CHECK_OK(dt_optim_step(whole, a, g, 0.02f));
+        for (int k = S - 1; k >= 0; k--)
+            CHECK_OK(dt_optim_step_range(ranged, b + cut[k], g + cut[k], 0.02f, cut[k], cut[k + 1] - cut[k]));
+        CHECK(dt_optim_get_step(ranged) == step, "%s: step counter advanced before finish", dt_optim_kind_name(kind));
+        CHECK_OK(dt_optim_step_finish(ranged));
+    }
+    CHECK(memcmp(a, b, sizeof a) == 0, "%s (momentum %g, nesterov %d): ranges == whole step, bit for bit",
+          dt_optim_kind_name(kind), (double)momentum, nesterov);
+    for (int i = 0; i < dt_optim_num_states(whole); i++)
+        CHECK(memcmp(dt_optim_state(whole, i, NULL), dt_optim_state(ranged, i, NULL), sizeof(float) * N) == 0,
+              "%s: state %d differs", dt_optim_kind_name(kind), i);
+    CHECK(dt_optim_get_step(whole) == dt_optim_get_step(ranged), "step counters differ");
+    CHECK_ERR(dt_optim_step_range(ranged, b, g, 0.02f, N - 1, 2), DT_ERR_INVALID, "outside");
+    CHECK_ERR(dt_optim_step_range(ranged, b, g, 0.02f, N + 1, 0), DT_ERR_INVALID, "outside");
+    CHECK_ERR(dt_optim_step_range(ranged, NULL, g, 0.02f, 0, 5), DT_ERR_INVALID, "NULL");
+    CHECK_ERR(dt_optim_step_range(ranged, b, g, -1.0f, 0, 5), DT_ERR_INVALID, "learning rate");
+    CHECK_ERR(dt_optim_step_range(NULL, b, g, 0.02f, 0, 5), DT_ERR_INVALID, "NULL");
+    CHECK_ERR(dt_optim_step_finish(NULL), DT_ERR_INVALID, "NULL");
+    CHECK_OK(dt_optim_step_range(ranged, b, g, 0.02f, N, 0)); /* empty range at the end */
+    dt_optim_destroy(whole);
+    dt_optim_destroy(ranged);
+}
+
 static void test_grad_helpers(void) {
     enum { N = 1001 };
     static float g[N];
@@ -358,6 +400,11 @@ int main(void) {
     test_sharding_large(DT_OPTIM_SGD);
     test_sharding_large(DT_OPTIM_ADAM);
     test_sharding_large(DT_OPTIM_ADAMW);
+    test_step_range(DT_OPTIM_SGD, 0.0f, 0);
+    test_step_range(DT_OPTIM_SGD, 0.9f, 0);
+    test_step_range(DT_OPTIM_SGD, 0.9f, 1);
+    test_step_range(DT_OPTIM_ADAM, 0.0f, 0);
+    test_step_range(DT_OPTIM_ADAMW, 0.0f, 0);
     test_grad_helpers();
     return dt_test_finish("optim_api");
 }

@@ -1,7 +1,7 @@
 /* DDP wrapper on synthetic segments: initial broadcast, bucket layout, averaged
  * gradients (contiguous views and scattered tensors), ordered flush of buckets
  * that never completed, no_sync accumulation, overlap on/off equivalence,
- * buffer broadcast, error paths. Values are small integers / powers of two so
+ * buffer broadcast, finish_each (per-bucket completion callbacks), error paths. Values are small integers / powers of two so
  * every expected average is exact. */
 #include <stdlib.h>
 #include "dtrain/ddp.h"
@@ -40,6 +40,61 @@ static void run_step(dt_ddp *d, dt_ddp_segment *segs, int rank, int skip) {
         if (s != skip) CHECK_OK(dt_ddp_grad_ready(d, s));
     }
     CHECK_OK(dt_ddp_finish(d));
+}
+
+/* dt_ddp_finish_each: which buckets were reported, in what order, and whether
+ * each bucket's gradients were already averaged when it was */
+typedef struct each_log {
+    int calls, next_last, covered[NSEG], averaged, stop_at;
+    const dt_ddp_segment *segs;
+    int n;
+} each_log;
+
+static int on_bucket(void *user, int first, int last) {
+    each_log *l = user;
+    l->calls++;
+    if (last != l->next_last) l->next_last = -100; /* out of order */
+    else l->next_last = first - 1;
+    for (int s = first; s <= last; s++) {
+        l->covered[s]++;
+        for (size_t i = 0; i < l->segs[s].count; i += 97)
+            if (l->segs[s].grad[i] != avg_val(l->n, s, i)) { l->averaged = 0; break; }
+    }
+    return l->calls == l->stop_at ? DT_ERR_INTERNAL : DT_OK;
+}
+
+static void test_finish_each(dt_ddp *d, const dt_ddp_segment *segs, int rank, int n) {
+    for (int stop = 0; stop < 2; stop++) {
+        each_log l = {.next_last = NSEG - 1, .averaged = 1, .stop_at = stop ? 1 : -1, .segs = segs, .n = n};
+        CHECK_OK(dt_ddp_begin_step(d));
+        for (int s = NSEG - 1; s >= 0; s--) {
+            for (size_t i = 0; i < segs[s].count; i++) segs[s].grad[i] = grad_val(rank, s, i);
+            CHECK_OK(dt_ddp_grad_ready(d, s));
+        }
+        int rc = dt_ddp_finish_each(d, on_bucket, &l);
+        if (stop) {
+            CHECK(rc == DT_ERR_INTERNAL && l.calls == 1, "finish_each: the callback's error stops the calls (rc %d, %d calls)", rc, l.calls);
+            check_avg(segs, n, 1.0f, "finish_each after a stopped callback");
+            continue;
+        }
+        CHECK_OK(rc);
+        CHECK(l.calls == dt_ddp_num_buckets(d) && l.next_last == -1, "finish_each: %d calls for %d buckets, order %s",
+              l.calls, dt_ddp_num_buckets(d), l.next_last == -1 ? "ok" : "wrong");
+        int once = 1;
+        for (int s = 0; s < NSEG; s++) once &= l.covered[s] == 1;
+        CHECK(once, "finish_each: every segment reported exactly once");
+        CHECK(l.averaged, "finish_each: a bucket was reported before its gradients were averaged");
+    }
+    /* no_sync: nothing reduced, no calls */
+    each_log l = {.next_last = NSEG - 1, .averaged = 1, .stop_at = -1, .segs = segs, .n = n};
+    CHECK_OK(dt_ddp_set_grad_sync(d, 0));
+    CHECK_OK(dt_ddp_begin_step(d));
+    for (int s = NSEG - 1; s >= 0; s--) CHECK_OK(dt_ddp_grad_ready(d, s));
+    CHECK_OK(dt_ddp_finish_each(d, on_bucket, &l));
+    CHECK(l.calls == 0, "finish_each under no_sync called back %d times", l.calls);
+    CHECK_OK(dt_ddp_set_grad_sync(d, 1));
+    CHECK_ERR(dt_ddp_finish_each(d, on_bucket, &l), DT_ERR_STATE, "outside a step");
+    CHECK_ERR(dt_ddp_finish_each(NULL, on_bucket, &l), DT_ERR_INVALID, "NULL");
 }
 
 int main(void) {
@@ -134,6 +189,18 @@ int main(void) {
     }
     check_avg(flat, n, 3.0f, "no_sync accumulation");
     dt_ddp_free(d);
+
+    /* finish_each over 3 buckets (64 KiB caps) */
+    dt_ddp_config c64;
+    dt_ddp_config_default(&c64);
+    c64.bucket_cap_bytes = (size_t)64 << 10;
+    c64.first_bucket_bytes = 0;
+    CHECK_OK(dt_ddp_create(w, flat, NSEG, NULL, 0, &c64, &d));
+    if (d) {
+        CHECK(dt_ddp_num_buckets(d) == 3, "64 KiB caps: %d buckets, want 3", dt_ddp_num_buckets(d));
+        test_finish_each(d, flat, rank, n);
+        dt_ddp_free(d);
+    }
 
     /* errors */
     CHECK_ERR(dt_ddp_create(w, NULL, 0, NULL, 0, NULL, &d), DT_ERR_INVALID, "at least one segment");

@@ -73,6 +73,8 @@ typedef struct dt_train_result {
     double median_step_s;    /* median wall time of one optimizer step (this rank) */
     double comm_hidden;      /* fraction of bucket communication time that overlapped
                               * backward (over synced steps after the first; -1 if no DP) */
+    double comm_hidden_compute; /* the same, overlapping backward or the optimizer steps
+                              * that run per bucket while later buckets are reduced */
     double grad_norm;        /* global gradient norm of the last step (before clipping);
                               * computed only when clipping or on the last planned
                               * step (-1 if the run stopped before it) */

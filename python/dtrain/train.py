@@ -25,7 +25,8 @@ class TrainResult(ctypes.Structure):
     _fields_ = [("steps", ctypes.c_long), ("epochs", ctypes.c_int), ("last_loss", ctypes.c_double),
                 ("train_acc", ctypes.c_double), ("test_acc", ctypes.c_double),
                 ("samples_per_s", ctypes.c_double), ("median_step_s", ctypes.c_double),
-                ("comm_hidden", ctypes.c_double), ("grad_norm", ctypes.c_double)]
+                ("comm_hidden", ctypes.c_double), ("comm_hidden_compute", ctypes.c_double),
+                ("grad_norm", ctypes.c_double)]
 
 
 def _flag_value(v):

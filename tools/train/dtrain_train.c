@@ -52,7 +52,9 @@ int main(int argc, char **argv) {
         printf("done: %ld steps, final train loss %.4f, train acc %.2f%%", r.steps, r.last_loss, 100 * r.train_acc);
         if (r.test_acc >= 0) printf(", test acc %.2f%%", 100 * r.test_acc);
         printf(", median step %.2f ms", 1e3 * r.median_step_s);
-        if (r.comm_hidden >= 0) printf(", communication hidden behind backward %.0f%%", 100 * r.comm_hidden);
+        if (r.comm_hidden >= 0)
+            printf(", communication hidden behind backward %.0f%% (behind backward or optimizer %.0f%%)",
+                   100 * r.comm_hidden, 100 * r.comm_hidden_compute);
         printf("\n");
     }
     if (rc) fprintf(stderr, "dtrain-train[rank %d]: %s\n", ci.rank, dt_last_error());

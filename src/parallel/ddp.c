@@ -182,9 +182,12 @@ static int submit(dt_ddp *d, int b) {
     return dt_allreduce_list_async(k->views, k->views, m, d->cfg.average ? DT_AVG : DT_SUM, d->comm, &k->work);
 }
 
-/* submit every complete bucket at the head of the order */
-static int advance(dt_ddp *d, int flush) {
-    while (d->next_submit < d->nbuckets &&
+/* Submit every complete bucket at the head of the order, up to (not
+ * including) bucket `limit`. The last bucket is left to dt_ddp_finish_each:
+ * it completes when backward ends (it holds the first layer), so nothing is
+ * left to overlap it with and finish may run it on the caller's thread. */
+static int advance(dt_ddp *d, int flush, int limit) {
+    while (d->next_submit < limit &&
            (flush || (d->cfg.overlap && d->buckets[d->next_submit].pending == 0))) {
         int rc = submit(d, d->next_submit);
         if (rc) return rc;
@@ -200,7 +203,7 @@ int dt_ddp_grad_ready(dt_ddp *d, int seg) {
     if (d->ready[seg]) return DT_ERR(DT_ERR_STATE, "segment %d reported ready twice in one step", seg);
     d->ready[seg] = 1;
     d->buckets[d->seg_bucket[seg]].pending--;
-    return d->sync ? advance(d, 0) : DT_OK;
+    return d->sync ? advance(d, 0, d->nbuckets - 1) : DT_OK;
 }
 
 int dt_ddp_finish(dt_ddp *d) { return dt_ddp_finish_each(d, NULL, NULL); }
@@ -210,19 +213,30 @@ int dt_ddp_finish_each(dt_ddp *d, int (*done)(void *user, int first_seg, int las
     if (!d->in_step) return DT_ERR(DT_ERR_STATE, "dt_ddp_finish outside a step (call dt_ddp_begin_step first)");
     d->in_step = 0;
     if (!d->sync) return DT_OK;
-    int rc = advance(d, 1);
+    /* The last bucket runs blocking on this thread (no hand-off to the
+     * communication thread and back), unless a callback on the earlier
+     * buckets can overlap it: then it goes to the communication thread. */
+    int last = d->nbuckets - 1, inline_last = !(done && d->nbuckets > 1);
+    int rc = advance(d, 1, inline_last ? last : d->nbuckets);
     for (int b = 0; b < d->nbuckets; b++) {
         bucket *k = &d->buckets[b];
-        if (!k->work) continue;
-        int w = dt_work_wait(k->work);
-        if (!rc) rc = w;
-        dt_work_times(k->work, &k->t0, &k->t1);
+        if (b == last && inline_last && d->next_submit == last && !rc) {
+            k->t0 = dt_trace_now_us();
+            rc = dt_allreduce_list(k->views, k->views, k->last - k->first + 1, d->cfg.average ? DT_AVG : DT_SUM, d->comm);
+            k->t1 = dt_trace_now_us();
+            d->next_submit++;
+        } else {
+            if (!k->work) continue;
+            int w = dt_work_wait(k->work);
+            if (!rc) rc = w;
+            dt_work_times(k->work, &k->t0, &k->t1);
+        }
         if (dt_trace_enabled()) {
             char name[48];
             snprintf(name, sizeof name, "allreduce bucket %d", b);
             dt_trace_event(name, "comm", DT_TRACE_COMM, k->t0, k->t1);
         }
-        dt_work_free(k->work);
+        dt_work_free(k->work); /* NULL for the inline bucket */
         k->work = NULL;
         if (!rc && done) rc = done(user, k->first, k->last);
     }

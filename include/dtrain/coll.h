@@ -33,6 +33,8 @@
  *    and the integer types (narrow integers: not avg); f16/bf16 keep the
  *    widening MPI path. Calls above DTRAIN_SHM_CHUNK_BYTES (default 8 MiB,
  *    the size of each rank's two buffers) run in chunks of it.
+ *    A communicator takes the path only if /dev/shm has room for twice its
+ *    window on every member (else MPI_Allreduce, as across hosts).
  *    DTRAIN_SHM_ALLREDUCE=0 turns the path off. The three settings are agreed
  *    over the world at dt_init (off if any rank says off; the largest
  *    threshold and chunk).

@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include "comm/mpi_internal.h"
 #include "comm/reduce_kernels.h"
 #include "core/error.h"
@@ -89,6 +90,15 @@ int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
     int p = c->info.size;
     /* identical on every member: size, host layout, agreed settings */
     if (p < 2 || c->info.local_size != p || !dt_rel_shm_on()) return DT_OK;
+    /* Room for the window: Open MPI and MPICH back it with a file in /dev/shm,
+     * where running out means SIGBUS on first touch (containers often give
+     * /dev/shm 64 MB). Every member needs twice the window free there, or
+     * none uses the path (agreed: the same branch on every member). */
+    double need = (double)p * (double)(HEAD_BYTES + 2 * dt_rel_shm_chunk());
+    struct statvfs sv;
+    int ok = statvfs("/dev/shm", &sv) != 0 || (double)sv.f_bavail * (double)sv.f_frsize >= 2.0 * need, all_ok = 0;
+    DT_MPI_TRY(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, impl->comm), "MPI_Allreduce");
+    if (!all_ok) return DT_OK;
     mpi_shm *s = calloc(1, sizeof *s);
     if (!s) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     s->win = MPI_WIN_NULL;

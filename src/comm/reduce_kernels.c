@@ -33,31 +33,30 @@ int dt_reduce_kernel_ok(dt_dtype dt, dt_op op) {
         for (size_t i = 0; i < n; i++) { T x = a_[i], y = b_[i]; d_[i] = (EXPR); } } } while (0)
 
 /* integers: wrap-around arithmetic in the unsigned type (what MPI does) */
-#define IREDUCE(T, U, L) do { switch (op) { \
-    case DT_SUM: case DT_AVG: L(T, (T)(U)((U)x + (U)y)); break; \
-    case DT_PROD: L(T, (T)(U)((U)x * (U)y)); break; \
-    case DT_MIN: L(T, x < y ? x : y); break; \
-    case DT_MAX: L(T, x > y ? x : y); break; \
+#define IREDUCE(T, U) do { switch (op) { \
+    case DT_SUM: case DT_AVG: LOOP(T, (T)(U)((U)x + (U)y)); break; \
+    case DT_PROD: LOOP(T, (T)(U)((U)x * (U)y)); break; \
+    case DT_MIN: LOOP(T, x < y ? x : y); break; \
+    case DT_MAX: LOOP(T, x > y ? x : y); break; \
     default: break; } } while (0)
 
-#define FREDUCE(T, L) do { switch (op) { \
-    case DT_SUM: case DT_AVG: L(T, x + y); break; \
-    case DT_PROD: L(T, x * y); break; \
-    case DT_MIN: L(T, FMIN(T, x, y)); break; \
-    case DT_MAX: L(T, FMAX(T, x, y)); break; \
-    default: break; } } while (0)
-
-#define DISPATCH(L) do { switch (dt) { \
-    case DT_F32: FREDUCE(float, L); break; \
-    case DT_F64: FREDUCE(double, L); break; \
-    case DT_I8: IREDUCE(int8_t, uint8_t, L); break; \
-    case DT_U8: IREDUCE(uint8_t, uint8_t, L); break; \
-    case DT_I32: IREDUCE(int32_t, uint32_t, L); break; \
-    case DT_I64: IREDUCE(int64_t, uint64_t, L); break; \
+#define FREDUCE(T) do { switch (op) { \
+    case DT_SUM: case DT_AVG: LOOP(T, x + y); break; \
+    case DT_PROD: LOOP(T, x * y); break; \
+    case DT_MIN: LOOP(T, FMIN(T, x, y)); break; \
+    case DT_MAX: LOOP(T, FMAX(T, x, y)); break; \
     default: break; } } while (0)
 
 void dt_reduce_kernel(void *d, const void *a, const void *b, size_t n, dt_dtype dt, dt_op op) {
-    DISPATCH(LOOP);
+    switch (dt) {
+    case DT_F32: FREDUCE(float); break;
+    case DT_F64: FREDUCE(double); break;
+    case DT_I8: IREDUCE(int8_t, uint8_t); break;
+    case DT_U8: IREDUCE(uint8_t, uint8_t); break;
+    case DT_I32: IREDUCE(int32_t, uint32_t); break;
+    case DT_I64: IREDUCE(int64_t, uint64_t); break;
+    default: break;
+    }
 }
 
 /* avg: divide by the group size (the MPI backend's semantics) */

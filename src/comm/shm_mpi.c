@@ -37,13 +37,15 @@
 #include "core/error.h"
 
 #define BLOCK_BYTES ((size_t)16 << 10) /* phase B works in blocks of this size */
-/* Each rank's part of the window: its barrier counter (one cache line), then
- * its two buffers from HEAD_BYTES + stagger(q): the ranks' buffers start at
- * different offsets within a 4 KiB page (q * 4096 / p), so that streams over
+/* Each rank's part of the window: a page holding its barrier counter, then
+ * its two buffers from PAGE + stagger(q): the ranks' buffers start at
+ * different offsets within a 4 KiB page (q * PAGE / p), so that streams over
  * two ranks' buffers in phase B never alias in the low 12 address bits (a
- * load matching an earlier store there stalls on x86: "4K aliasing"). */
-#define HEAD_BYTES ((size_t)8192)
-static size_t stagger(int q, int p) { return ((size_t)q * 4096 / (size_t)p) & ~(size_t)63; }
+ * load matching an earlier store there stalls on x86: "4K aliasing"). The
+ * head is two pages: the counter's, and room for the stagger. */
+#define PAGE ((size_t)4096)
+#define HEAD_BYTES (2 * PAGE)
+static size_t stagger(int q, int p) { return ((size_t)q * PAGE / (size_t)p) & ~(size_t)63; }
 
 struct mpi_shm {
     MPI_Win win;
@@ -130,7 +132,7 @@ int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
                                      : DT_ERR(DT_ERR_BACKEND, "shared window of rank %d has %ld bytes, expected %zu", q, (long)sz, want);
         }
     }
-    for (int q = 0; q < p; q++) s->base[q] = s->ctrl[q] + HEAD_BYTES - 4096 + stagger(q, p);
+    for (int q = 0; q < p; q++) s->base[q] = s->ctrl[q] + PAGE + stagger(q, p);
     atomic_store((_Atomic uint64_t *)(void *)mine, 0);
     rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win);
     if (rc == MPI_SUCCESS) rc = MPI_Win_sync(s->win);

@@ -14,19 +14,13 @@
 #define _POSIX_C_SOURCE 200809L
 #include <strings.h>
 #include "coll_common.h"
+#include "comm/comm_internal.h" /* dt_fnv1a */
 
 static float val(int wr, size_t i) { /* deterministic, mixed signs and scales */
     uint64_t h = hash4(0x0dde, (uint64_t)wr, i, 0);
     double u = (double)(h >> 11) / 9007199254740992.0 * 2.0 - 1.0;
     int e = (int)((h >> 3) % 8) - 4;
     return (float)ldexp(u, e);
-}
-
-static uint64_t fnv(const void *p, size_t bytes) {
-    const unsigned char *b = p;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < bytes; i++) { h ^= b[i]; h *= 1099511628211ull; }
-    return h;
 }
 
 static void one_comm(const tcomm *t) {
@@ -88,7 +82,7 @@ static void one_comm(const tcomm *t) {
     CHECK(over == 0, "comm %s: %zu elements beyond the float64 tolerance (worst rel %g)", t->name, over, worst);
 
     /* identical on every rank of the group: min and max of the hash agree */
-    uint64_t h = fnv(whole, N * 4);
+    uint64_t h = dt_fnv1a(DT_FNV_BASIS, whole, N * 4);
     long long v[2] = {(long long)(h >> 1), -(long long)(h >> 1)}, r[2];
     CHECK_OK(dt_allreduce(v, r, 2, DT_I64, DT_MAX, t->comm));
     CHECK(r[0] == -r[1], "comm %s: the ranks of the group hold different results", t->name);

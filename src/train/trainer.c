@@ -415,7 +415,7 @@ static void account_overlap(dt_trainer *t) {
         if (hi > lo) t->hidden_sum += hi - lo;
         /* and behind the per-bucket optimizer steps, when they ran (after backward) */
         double lo2 = s > t->opt_t0 ? s : t->opt_t0, hi2 = e < t->opt_t1 ? e : t->opt_t1;
-        t->hidden_compute_sum += (hi > lo ? hi - lo : 0) + (t->opt_t0 >= 0 && hi2 > lo2 ? hi2 - lo2 : 0);
+        if (t->opt_t0 >= 0 && hi2 > lo2) t->hidden_opt_sum += hi2 - lo2;
     }
 }
 
@@ -626,7 +626,7 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
         }
     }
     if (t->ddp && t->comm_sum > 0) r.comm_hidden = t->hidden_sum / t->comm_sum;
-    if (t->ddp && t->comm_sum > 0) r.comm_hidden_compute = t->hidden_compute_sum / t->comm_sum;
+    if (t->ddp && t->comm_sum > 0) r.comm_hidden_compute = (t->hidden_sum + t->hidden_opt_sum) / t->comm_sum;
     r.grad_norm = t->grad_norm;
     if (t->json)
         fprintf(t->json, "{\"type\":\"summary\",\"steps\":%ld,\"ranks\":%d,\"zero_opt_level\":%d,\"median_step_s\":%.6f,"

@@ -39,7 +39,7 @@ struct dt_trainer {
     double t_layer;          /* start of the current layer (trace) */
     double bwd_t0, bwd_t1;   /* backward interval of the current step */
     double hidden_sum, comm_sum; /* overlap accounting over synced steps */
-    double hidden_compute_sum;   /* ... hidden behind backward or the per-bucket optimizer steps */
+    double hidden_opt_sum;       /* ... hidden behind the per-bucket optimizer steps */
     double opt_t0, opt_t1;       /* this step's per-bucket optimizer interval (opt_t0 < 0: none) */
     double grad_norm;        /* of the last step, before clipping; -1 if not computed */
     long planned_steps;      /* optimizer steps the run will make if not stopped */

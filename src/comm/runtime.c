@@ -22,12 +22,12 @@ static int g_mpi_used;          /* the MPI backend was used by this process */
 static int g_mpi_we_init;       /* dt_init called MPI_Init_thread */
 static int g_check_on = 1;      /* fingerprint checks (effective, after agreement) */
 static size_t g_inline_max = DT_INLINE_MAX_DEFAULT;
-static int g_timeout_user;
+static int g_timeout_user;      /* dt_set_timeout was called: it wins over the environment */
 #define DT_SHM_MIN_DEFAULT ((size_t)16 << 10)
 static int g_shm_on = 1;        /* shared-memory allreduce (effective, after agreement) */
 static size_t g_shm_min = DT_SHM_MIN_DEFAULT;
 #define DT_SHM_CHUNK_DEFAULT ((size_t)8 << 20)
-static size_t g_shm_chunk = DT_SHM_CHUNK_DEFAULT;      /* dt_set_timeout was called: it wins over the environment */
+static size_t g_shm_chunk = DT_SHM_CHUNK_DEFAULT;
 
 int dt_rel_check_on(void) { return g_check_on; }
 size_t dt_rel_inline_max(void) { return g_inline_max; }

@@ -132,7 +132,10 @@ static int validate(const char *fn, dt_coll_desc *d) {
         if (d->n < 0) return dt_error(DT_ERR_INVALID, fn, "list length %d is negative", d->n);
         if (d->n > 0 && (!d->in || !d->out))
             return dt_error(DT_ERR_INVALID, fn, "%s list is NULL but its length is %d", d->in ? "output" : "input", d->n);
-        size_t totals[DT_NUM_DTYPES] = {0};
+        /* per dtype: elements so far, and the most that stays addressable
+         * (divisions hoisted out of the per-tensor loop: lists are long) */
+        size_t totals[DT_NUM_DTYPES] = {0}, lim[DT_NUM_DTYPES];
+        for (int t = 0; t < DT_NUM_DTYPES; t++) lim[t] = (size_t)PTRDIFF_MAX / dt_dtype_size((dt_dtype)t);
         for (int i = 0; i < d->n; i++) {
             const dt_tensor *a = &d->in[i], *b = &d->out[i];
             if ((unsigned)a->dtype >= DT_NUM_DTYPES || (unsigned)b->dtype >= DT_NUM_DTYPES)
@@ -152,10 +155,10 @@ static int validate(const char *fn, dt_coll_desc *d) {
                 return dt_error(DT_ERR_INVALID, fn, "tensor %d: output count %zu, expected %zu for input count %zu", i, b->count, want, a->count);
             if ((!a->data && a->count) || (!b->data && b->count))
                 return dt_error(DT_ERR_INVALID, fn, "tensor %d: %s data is NULL but count is %zu", i, !a->data && a->count ? "input" : "output", a->count);
-            size_t es = dt_dtype_size(a->dtype);
-            TRY(check_count(fn, a->count, a->dtype, 1));
-            if (a->count > (size_t)PTRDIFF_MAX / es - totals[a->dtype])
+            if (a->count > lim[a->dtype] - totals[a->dtype]) {
+                TRY(check_count(fn, a->count, a->dtype, 1));
                 return dt_error(DT_ERR_INVALID, fn, "tensor %d: fused %s count overflows the address space", i, dt_dtype_name(a->dtype));
+            }
             totals[a->dtype] += a->count;
         }
         for (int t = 0; t < DT_NUM_DTYPES; t++) {

@@ -61,10 +61,13 @@ void dt_fp_fill(dt_fp_hdr *h, const dt_coll_desc *d, uint64_t seq) {
         for (int i = 0; i < d->n; i++) {
             /* per rank: inputs for allreduce/allgather, outputs for reduce_scatter */
             size_t k = d->kind == DT_COLL_REDUCE_SCATTER_LIST ? d->out[i].count : d->in[i].count;
-            sig = mix(mix(sig, (uint64_t)d->in[i].dtype), k);
+            /* FNV-1a over (count, dtype) words: one multiply per tensor (lists
+             * are long); the full mix runs once, after the loop */
+            sig = (sig ^ (k << 4 | (uint64_t)d->in[i].dtype)) * 0x100000001b3ull;
             total += k;
             if ((int)d->in[i].dtype != first) first = -2;
         }
+        sig = mix(sig, (uint64_t)d->n);
         h->dtype = first >= 0 ? (uint8_t)first : DT_FP_NONE;
         h->count = total;
         h->nlist = (uint32_t)d->n;

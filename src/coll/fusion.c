@@ -10,8 +10,10 @@
 #include "coll/coll_internal.h"
 #include "core/error.h"
 
-static void *g_stage[2];
-static size_t g_stage_cap[2];
+/* grow-only buffers: 0, 1 staging; 2 the tensor indices of one dtype; 3 spans */
+enum { STAGE_SRC, STAGE_DST, STAGE_IDX, STAGE_SPANS, NSTAGE };
+static void *g_stage[NSTAGE];
+static size_t g_stage_cap[NSTAGE];
 
 static void *stage(int i, size_t bytes) {
     if (bytes > g_stage_cap[i]) {
@@ -24,7 +26,7 @@ static void *stage(int i, size_t bytes) {
 }
 
 void dt_fusion_release(void) {
-    for (int i = 0; i < 2; i++) { free(g_stage[i]); g_stage[i] = NULL; g_stage_cap[i] = 0; }
+    for (int i = 0; i < NSTAGE; i++) { free(g_stage[i]); g_stage[i] = NULL; g_stage_cap[i] = 0; }
 }
 
 /* 1 if the tensors idx[0..m) of list t lie back to back (t[idx[k+1]] starts
@@ -47,14 +49,13 @@ static int fuse_allreduce(const dt_coll_desc *d, const int *idx, int m, size_t t
             return c->ops->allreduce(c, first_in, first_out, total, dt, d->op);
     }
     if (c->ops->allreduce_spans) { /* the backend reduces straight from and into the tensors */
-        dt_span *sp = malloc(sizeof *sp * (size_t)m);
+        dt_span *sp = stage(STAGE_SPANS, sizeof *sp * (size_t)m);
         if (!sp) return DT_ERR(DT_ERR_NOMEM, "out of memory for a list of %d tensors", m);
         for (int k = 0; k < m; k++) sp[k] = (dt_span){d->in[idx[k]].data, d->out[idx[k]].data, d->in[idx[k]].count};
         int rc = c->ops->allreduce_spans(c, sp, m, total, dt, d->op);
-        free(sp);
         if (rc != DT_DECLINED) return rc;
     }
-    char *buf = stage(0, total * es + 1);
+    char *buf = stage(STAGE_SRC, total * es + 1);
     if (!buf) return DT_ERR(DT_ERR_NOMEM, "out of memory for a %zu-byte fusion buffer", total * es);
     size_t off = 0;
     for (int k = 0; k < m; k++) {
@@ -76,7 +77,7 @@ static int fuse_allreduce(const dt_coll_desc *d, const int *idx, int m, size_t t
 static int fuse_allgather(const dt_coll_desc *d, const int *idx, int m, size_t total, dt_dtype dt) {
     dt_comm *c = d->comm;
     size_t es = dt_dtype_size(dt), size = (size_t)c->info.size;
-    char *src = stage(0, total * es + 1), *dst = stage(1, total * size * es + 1);
+    char *src = stage(STAGE_SRC, total * es + 1), *dst = stage(STAGE_DST, total * size * es + 1);
     if (!src || !dst) return DT_ERR(DT_ERR_NOMEM, "out of memory for %zu-byte fusion buffers", total * (size + 1) * es);
     size_t off = 0;
     for (int k = 0; k < m; k++) {
@@ -101,7 +102,7 @@ static int fuse_reduce_scatter(const dt_coll_desc *d, const int *idx, int m, siz
     dt_comm *c = d->comm;
     size_t es = dt_dtype_size(dt), size = (size_t)c->info.size;
     /* total = elements each rank receives */
-    char *src = stage(0, total * size * es + 1), *dst = stage(1, total * es + 1);
+    char *src = stage(STAGE_SRC, total * size * es + 1), *dst = stage(STAGE_DST, total * es + 1);
     if (!src || !dst) return DT_ERR(DT_ERR_NOMEM, "out of memory for %zu-byte fusion buffers", total * (size + 1) * es);
     for (size_t r = 0; r < size; r++) {
         size_t off = 0;
@@ -124,8 +125,8 @@ static int fuse_reduce_scatter(const dt_coll_desc *d, const int *idx, int m, siz
 
 int dt_fusion_execute(const dt_coll_desc *d) {
     if (d->n <= 0) return DT_OK;
-    int *idx = malloc(sizeof(int) * (size_t)d->n);
-    if (!idx) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    int *idx = stage(STAGE_IDX, sizeof(int) * (size_t)d->n);
+    if (!idx) return DT_ERR(DT_ERR_NOMEM, "out of memory for a list of %d tensors", d->n);
     int done_mask = 0, rc = DT_OK;
     for (int i = 0; i < d->n && rc == DT_OK; i++) {
         dt_dtype dt = d->in[i].dtype;
@@ -145,6 +146,5 @@ int dt_fusion_execute(const dt_coll_desc *d) {
         default: rc = DT_ERR(DT_ERR_INTERNAL, "not a list collective: %d", (int)d->kind);
         }
     }
-    free(idx);
     return rc;
 }

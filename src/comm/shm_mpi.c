@@ -58,7 +58,6 @@ struct mpi_shm {
     char **ctrl;       /* [p] each rank's barrier counter */
     const char **x;    /* [p] operand pointers of the block being reduced */
     char *scratch;     /* [levels][BLOCK_BYTES] partial results of the tree */
-    char *mine;        /* [slot] private, on first use: this rank's part of a fused list, gathered */
 };
 
 static void shm_free(mpi_shm *s, int finalized) {
@@ -71,7 +70,6 @@ static void shm_free(mpi_shm *s, int finalized) {
     free(s->ctrl);
     free(s->x);
     free(s->scratch);
-    free(s->mine);
     free(s);
 }
 
@@ -151,37 +149,30 @@ typedef struct walk {
     size_t es;
 } walk;
 
-/* Position the walk on the span holding element pos (< total). */
-static void seek(walk *w, size_t pos) {
+/* Position the walk on the span holding element pos (< total): backwards
+ * at the start of a range that lies behind, forwards as pieces are taken. */
+static inline void seek(walk *w, size_t pos) {
     while (w->i > 0 && pos < w->base) { w->i--; w->base -= w->s[w->i].count; }
     while (w->i < w->n - 1 && pos >= w->base + w->s[w->i].count) { w->base += w->s[w->i].count; w->i++; }
 }
 
-/* Next piece of [pos, end): *in / *out point at element pos; returns its length. */
-static size_t piece(walk *w, size_t pos, size_t end, const char **in, char **out) {
+/* Next piece of [pos, end): *in / *out point at element pos; returns its
+ * length. With many small tensors the hardware prefetchers start afresh on
+ * each one, so the next span's first lines (input, or output when
+ * `output`) are requested now. */
+static inline size_t piece(walk *w, size_t pos, size_t end, const char **in, char **out, int output) {
     seek(w, pos);
     const dt_span *sp = &w->s[w->i];
     size_t off = pos - w->base, len = sp->count - off;
     if (len > end - pos) len = end - pos;
     *in = (const char *)sp->in + off * w->es;
     *out = (char *)sp->out + off * w->es;
-    return len;
-}
-
-/* Many small tensors: start loading the next span's first lines (input, or
- * output for writing) while this one is copied; the hardware prefetchers
- * only ramp up within a tensor. */
-#define AHEAD_BYTES 1024
-static void ahead(const walk *w, int output) {
-    if (w->i + 1 >= w->n) return;
-    const dt_span *nx = &w->s[w->i + 1];
-    const char *p = output ? (const char *)nx->out : (const char *)nx->in;
-    size_t b = nx->count * w->es;
-    if (b > AHEAD_BYTES) b = AHEAD_BYTES;
-    for (size_t o = 0; o < b; o += 64) {
-        if (output) __builtin_prefetch(p + o, 1);
-        else __builtin_prefetch(p + o, 0);
+    if (w->i + 1 < w->n) {
+        const char *nx = output ? (const char *)sp[1].out : (const char *)sp[1].in;
+        if (output) __builtin_prefetch(nx, 1);
+        else __builtin_prefetch(nx, 0);
     }
+    return len;
 }
 
 /* dst (contiguous) <- inputs of elements [from, to) */
@@ -189,8 +180,7 @@ static void gather(walk *w, size_t from, size_t to, char *dst) {
     for (size_t pos = from; pos < to;) {
         const char *in;
         char *out;
-        size_t len = piece(w, pos, to, &in, &out);
-        if (w->n > 1) ahead(w, 0);
+        size_t len = piece(w, pos, to, &in, &out, 0);
         memcpy(dst + (pos - from) * w->es, in, len * w->es);
         pos += len;
     }
@@ -201,8 +191,7 @@ static void scatter(walk *w, size_t from, size_t to, const char *src) {
     for (size_t pos = from; pos < to;) {
         const char *in;
         char *out;
-        size_t len = piece(w, pos, to, &in, &out);
-        if (w->n > 1) ahead(w, 1);
+        size_t len = piece(w, pos, to, &in, &out, 1);
         memcpy(out, src + (pos - from) * w->es, len * w->es);
         pos += len;
     }
@@ -244,24 +233,40 @@ static void sync_all(mpi_shm *s, int me) {
     }
 }
 
-/* 1 if outputs may be written while other inputs are still to be read: every
- * span is in place, or no output byte lies inside the inputs' address range.
+/* 1 if outputs may be written while other inputs are still to be read: no
+ * output overlaps another span's input, and none overlaps its own input
+ * other than exactly (in place). Exact when the inputs and the outputs each
+ * ascend through memory in list order, as tensors allocated one after the
+ * other do (a merge of the two sorted interval lists); otherwise only when
+ * every span is in place or the outputs' address range misses the inputs'.
  * (Calls of one chunk read every input before they write any output, so
  * they need no such condition.) */
 static int safe_layout(const dt_span *sp, int n, size_t es) {
-    int in_place = 1;
+    int in_place = 1, ascending = 1;
     const char *ilo = NULL, *ihi = NULL, *olo = NULL, *ohi = NULL;
     for (int i = 0; i < n; i++) {
         if (!sp[i].count) continue;
         const char *a = sp[i].in, *b = sp[i].out;
         size_t bytes = sp[i].count * es;
         if (a != b) in_place = 0;
+        if (ilo && (a < ihi || b < ohi)) ascending = 0; /* starts before the previous span ended */
         if (!ilo || a < ilo) ilo = a;
         if (!ihi || a + bytes > ihi) ihi = a + bytes;
         if (!olo || b < olo) olo = b;
         if (!ohi || b + bytes > ohi) ohi = b + bytes;
     }
-    return in_place || !ilo || ohi <= ilo || olo >= ihi;
+    if (in_place || !ilo || ohi <= ilo || olo >= ihi) return 1;
+    if (!ascending) return 0;
+    for (int i = 0, j = 0; i < n && j < n;) { /* input i, output j */
+        if (!sp[i].count) { i++; continue; }
+        if (!sp[j].count) { j++; continue; }
+        const char *a = sp[i].in, *b = sp[j].out;
+        if (b + sp[j].count * es <= a) j++;
+        else if (a + sp[i].count * es <= b) i++;
+        else if (i == j && a == b) { i++; j++; }
+        else return 0;
+    }
+    return 1;
 }
 
 int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, dt_dtype dt, dt_op op) {
@@ -286,27 +291,24 @@ int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, 
         gather(&w, off, off + lo, mine);
         gather(&w, off + hi, off + k, mine + hi * es);
         sync_all(s, me);
-        /* B: my part, in blocks, into my buffer. Direct: my operand is read
-         * where it lies and each block's result copied to my output while it
-         * is in cache (a kernel storing to both at once ran into the
-         * compiler's aliasing fallback: scalar, 4x slower). Otherwise (a single chunk whose outputs may overlap other
-         * inputs) my part is gathered first and the results scattered after
-         * every input was read. */
-        if (!direct && !s->mine && !(s->mine = malloc(s->slot)))
-            return DT_ERR(DT_ERR_NOMEM, "out of memory for a %zu-byte staging buffer", s->slot);
-        if (!direct) gather(&w, off + lo, off + hi, s->mine);
+        /* B: my part, in blocks, into my buffer; my operand is read where
+         * it lies. Direct: each block's result is copied to my output while
+         * it is in cache (a kernel storing to both at once ran into the
+         * compiler's aliasing fallback: scalar, 4x slower). Otherwise (a
+         * single chunk whose outputs may overlap other inputs) the results
+         * are scattered only after B, when every input has been read: A read
+         * the other parts, B mine. */
         for (size_t pos = off + lo; pos < off + hi;) {
-            const char *in = s->mine + (pos - off - lo) * es;
-            char *out = NULL;
-            size_t len = direct ? piece(&w, pos, off + hi, &in, &out) : off + hi - pos;
-            if (direct && n > 1) ahead(&w, 0);
+            const char *in;
+            char *out;
+            size_t len = piece(&w, pos, off + hi, &in, &out, 0);
             if (len > B) len = B;
             size_t rel = (pos - off) * es;
             for (int q = 0; q < p; q++) s->x[q] = q == me ? in : s->base[q] + slot_off + rel;
             char *dst = mine + rel;
             tree(s, 0, s->pof2, dst, 0, len, dt, op);
             if (op == DT_AVG) dt_reduce_divide(dst, len, dt, p);
-            if (out) memcpy(out, dst, len * es);
+            if (direct) memcpy(out, dst, len * es);
             pos += len;
         }
         if (!direct) scatter(&w, off + lo, off + hi, mine + lo * es);

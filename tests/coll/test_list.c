@@ -161,6 +161,66 @@ static void list_arena(const tcomm *t, int which, dt_op op, int nt, const size_t
     free(icopy);
 }
 
+/* Allreduce lists laid out in one arena so that inputs and outputs
+ * interleave or overlap: every output must hold the reduction of its
+ * tensor's ORIGINAL input, whichever input it overwrites. nt tensors of c
+ * elements; in tensor i's slot of `stride` elements, the input starts at
+ * in_at and the output at out_at (out_at == stride: the NEXT tensor's input).
+ * With the 64 KiB shared-memory chunks of the coll_list_shm_* runs the list
+ * takes several chunks, where only layouts whose outputs miss every other
+ * input may be reduced straight into the tensors. */
+static void list_overlap(const tcomm *t, dt_op op, dt_dtype dt, int nt, size_t c, size_t stride,
+                         size_t in_at, const size_t *out_at, uint64_t salt, const char *label) {
+    dt_tensor in[16], out[16];
+    size_t es = dt_dtype_size(dt), tot = (size_t)nt * stride + c + 1; /* room for a last output one slot on */
+    char *arena = alloc_guarded(tot * es, es);
+    gen_buf(dt, gen_for(op), ME, 0, tot, salt, arena); /* element k of the arena: global index k */
+    for (int i = 0; i < nt; i++) {
+        in[i] = (dt_tensor){arena + ((size_t)i * stride + in_at) * es, c, dt};
+        out[i] = (dt_tensor){arena + ((size_t)i * stride + out_at[i]) * es, c, dt};
+    }
+    int rc = dt_allreduce_list(in, out, nt, op, t->comm);
+    char what[200];
+    snprintf(what, sizeof what, "allreduce_list overlap layout %s comm=%.60s op=%s dtype=%s", label, t->name,
+             dt_op_name(op), dt_dtype_name(dt));
+    CHECK(rc == DT_OK, "%s -> %s: %s", what, dt_status_str(rc), dt_last_error());
+    int ok = rc == DT_OK;
+    char *want = malloc(c * es + 1);
+    for (int i = 0; ok && i < nt; i++) {
+        char w2[300];
+        snprintf(w2, sizeof w2, "%s tensor %d", what, i);
+        expect_reduce(dt, op, t, (size_t)i * stride + in_at, c, salt, want);
+        ok &= same_elems(w2, dt, out[i].data, want, c);
+    }
+    int gok = 1;
+    for (size_t k = 0; k < GUARD * es; k++) gok &= (unsigned char)arena[tot * es + k] == GUARD_BYTE;
+    CHECK(gok, "%s: write past the end of the arena", what);
+    if (ok && gok) dt_test_passed++;
+    free(want);
+    free(arena);
+}
+
+static void overlap_cases(const tcomm *t, uint64_t salt) {
+    enum { NO = 8 };
+    const size_t c = 3001; /* 8 x 3001 f32 = 96 KB: two 64 KiB chunks */
+    size_t after[NO], every_other[NO], next[NO], shifted[NO], inplace[NO];
+    for (int i = 0; i < NO; i++) {
+        after[i] = c;                   /* in_i, out_i, in_i+1, ...: outputs miss every input */
+        every_other[i] = i % 2 ? c : 0; /* even tensors in place, odd ones as `after` */
+        next[i] = c;                    /* with stride c: out_i IS in_i+1 */
+        shifted[i] = 1;                 /* out_i overlaps its own input, one element on */
+        inplace[i] = 0;
+    }
+    for (int op = 0; op < DT_NUM_OPS; op += 2) { /* sum, min, avg */
+        uint64_t s = salt + (uint64_t)op * 8;
+        list_overlap(t, (dt_op)op, DT_F32, NO, c, 2 * c, 0, after, s, "interleaved");
+        list_overlap(t, (dt_op)op, DT_F32, NO, c, 2 * c, 0, every_other, s + 1, "every-other-in-place");
+        list_overlap(t, (dt_op)op, DT_F32, NO, c, c, 0, next, s + 2, "output-is-next-input");
+        list_overlap(t, (dt_op)op, DT_F64, NO, c, c + 2, 0, shifted, s + 3, "output-one-element-on");
+        list_overlap(t, (dt_op)op, DT_F32, NO, c, c + 5, 0, inplace, s + 4, "in-place-with-gaps");
+    }
+}
+
 int main(void) {
     coll_init();
     tcomm tc[8];
@@ -240,6 +300,7 @@ int main(void) {
         list_case(&tc[0], L_AR, DT_SUM, 4, chunky, chunky_dt, chunky_all, 8001, "chunks-inplace");
         list_case(&tc[0], L_AR, DT_MAX, 4, chunky, chunky_dt, chunky_none, 8002, "chunks-oop");
     }
+    for (int c = 0; c < nc; c++) overlap_cases(&tc[c], (uint64_t)(9000 + c * 100));
     /* large tensors in one list */
     {
         static const size_t big_counts[3] = {(1u << 19) + 1, 3, (1u << 18) + 5};

@@ -103,6 +103,7 @@ void dt_comm_destroy(dt_comm *c) {
     if (!c) return;
     if (c->ops && c->ops->destroy) c->ops->destroy(c);
     c->magic = 0;
+    dt_comm_shared_release(c);
     free(c->world_ranks);
     free(c->key);
     free(c->p2p_seq);

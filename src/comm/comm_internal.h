@@ -66,6 +66,12 @@ typedef struct dt_backend_ops {
      * through the spans' out pointers, without packing the spans first.
      * Returns DT_DECLINED when this call is not one it handles. */
     int (*allreduce_spans)(dt_comm *c, const dt_span *spans, int n, size_t total, dt_dtype dt, dt_op op);
+    /* Optional: memory every member can load directly (dt_comm_alloc_shared),
+     * zeroed. Collective. DT_DECLINED when the backend has none for c (the
+     * same answer on every member). */
+    int (*alloc_shared)(dt_comm *c, size_t bytes, void **ptr);
+    /* Optional: release alloc_shared's ptr; DT_DECLINED if it is not one. */
+    int (*free_shared)(dt_comm *c, void *ptr);
     /* ---- fingerprint checks (NULL in backends whose groups have one rank) ----
      * check: every rank of c's "check group" (the ranks of c; communicators with
      * the same members share one) passes its header; on return DT_FP_MISMATCH
@@ -107,12 +113,17 @@ struct dt_comm {
     uint64_t gkey;              /* hash of key and group_id: the "group" of a fingerprint */
     uint64_t seq;               /* collectives executed on this communicator */
     uint64_t *p2p_seq;          /* [2*size]: sends to / receives from each group rank */
+    void **plain_shared;        /* dt_comm_alloc_shared memory the backend declined: plain */
+    int n_plain_shared, cap_plain_shared;
 };
 
 #define DT_COMM_MAGIC 0xd7c0330du
 
 extern const dt_backend_ops dt_backend_void;
 extern const dt_backend_ops dt_backend_mpi;
+
+/* shared_mem.c: free the plain dt_comm_alloc_shared memory left on c (destroy). */
+void dt_comm_shared_release(dt_comm *c);
 
 /* Build a standalone (size 1, void backend) communicator for this process. */
 int dt_comm_make_standalone(int world_rank, int world_size, int group_id, int group_size,

@@ -50,5 +50,11 @@ void dt_mpi_shm_detach(mpi_impl *impl, int finalized);
  * in one chunk or the spans are all in place or their outputs do not overlap
  * their inputs. */
 int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, dt_dtype dt, dt_op op);
+/* alloc_shared / free_shared ops: a window of `bytes` per member whose
+ * in-place allreduces skip the staging buffers; DT_DECLINED when c has no
+ * window or some member lacks room in /dev/shm (agreed). free marks the
+ * region unused (its window goes with c's); DT_DECLINED for other pointers. */
+int dt_mpi_shm_alloc(dt_comm *c, size_t bytes, void **ptr);
+int dt_mpi_shm_free(dt_comm *c, void *ptr);
 
 #endif

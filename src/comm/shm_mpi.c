@@ -21,6 +21,13 @@
  * out, with no pack/unpack of fused lists and no system calls: on one host
  * it beats MPI_Allreduce over the point-to-point transport (README, bench/).
  *
+ * Memory from dt_comm_alloc_shared is a second window per allocation
+ * (`regions`). Once a communicator's members have any, every call first
+ * publishes which region span it reduces in place (one barrier); when every
+ * member names the same span, the call skips A and the buffers: each rank
+ * reduces its part straight from every member's segment over its own input,
+ * then copies the other parts from their owners, half the memory traffic.
+ *
  * Every element is reduced by one rank, in the fixed association of the
  * recursive doubling of check_mpi.c (a balanced tree over the ranks, the
  * first 2*rem ranks folded pairwise), so results are bit-identical on every
@@ -47,6 +54,18 @@
 #define HEAD_BYTES (2 * PAGE)
 static size_t stagger(int q, int p) { return ((size_t)q * PAGE / (size_t)p) & ~(size_t)63; }
 
+/* Memory from dt_comm_alloc_shared: a window of `bytes` per member, each
+ * member's segment loadable by all. Kept until the members' window goes
+ * (releasing a window is collective; dt_comm_free_shared is not). */
+typedef struct shm_region {
+    MPI_Win win;
+    char **base;      /* [p] each member's segment */
+    size_t bytes;     /* per member */
+    uint64_t id;      /* 1, 2, ... in allocation order: the same on every member */
+    int live;         /* 0 once freed by the caller */
+    struct shm_region *next;
+} shm_region;
+
 struct mpi_shm {
     MPI_Win win;
     int refs;
@@ -57,11 +76,24 @@ struct mpi_shm {
     char **base;       /* [p] each rank's two buffers */
     char **ctrl;       /* [p] each rank's barrier counter */
     const char **x;    /* [p] operand pointers of the block being reduced */
-    char *scratch;     /* [levels][BLOCK_BYTES] partial results of the tree */
+    char *scratch;     /* [levels + 1][BLOCK_BYTES] partial results of the tree, then a result block */
+    int levels;
+    shm_region *regions;  /* dt_comm_alloc_shared memory of these members, newest first */
+    uint64_t nregions;    /* regions allocated so far (the same on every member) */
 };
 
 static void shm_free(mpi_shm *s, int finalized) {
     if (!s) return;
+    while (s->regions) {
+        shm_region *r = s->regions;
+        s->regions = r->next;
+        if (!finalized) {
+            MPI_Win_unlock_all(r->win);
+            MPI_Win_free(&r->win);
+        }
+        free(r->base);
+        free(r);
+    }
     if (!finalized && s->win != MPI_WIN_NULL) {
         MPI_Win_unlock_all(s->win);
         MPI_Win_free(&s->win);
@@ -79,6 +111,17 @@ void dt_mpi_shm_detach(mpi_impl *impl, int finalized) {
     if (s && --s->refs == 0) shm_free(s, finalized);
 }
 
+/* *all_ok = 1 if every member has `ok` and twice `need` bytes free in
+ * /dev/shm (agreed over comm). Open MPI and MPICH back shared windows with a
+ * file there, where running out means SIGBUS on first touch (containers
+ * often give /dev/shm 64 MB). */
+static int shm_room(MPI_Comm comm, double need, int ok, int *all_ok) {
+    struct statvfs sv;
+    ok = ok && (statvfs("/dev/shm", &sv) != 0 || (double)sv.f_bavail * (double)sv.f_frsize >= 2.0 * need);
+    DT_MPI_TRY(MPI_Allreduce(&ok, all_ok, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+    return DT_OK;
+}
+
 int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
     mpi_impl *impl = c->impl;
     const mpi_impl *si = (same && same->ops == &dt_backend_mpi) ? same->impl : NULL;
@@ -90,15 +133,10 @@ int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
     int p = c->info.size;
     /* identical on every member: size, host layout, agreed settings */
     if (p < 2 || c->info.local_size != p || !dt_rel_shm_on()) return DT_OK;
-    /* Room for the window: Open MPI and MPICH back it with a file in /dev/shm,
-     * where running out means SIGBUS on first touch (containers often give
-     * /dev/shm 64 MB). Every member needs twice the window free there, or
-     * none uses the path (agreed: the same branch on every member). */
-    double need = (double)p * (double)(HEAD_BYTES + 2 * dt_rel_shm_chunk());
-    struct statvfs sv;
-    int ok = statvfs("/dev/shm", &sv) != 0 || (double)sv.f_bavail * (double)sv.f_frsize >= 2.0 * need, all_ok = 0;
-    DT_MPI_TRY(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, impl->comm), "MPI_Allreduce");
-    if (!all_ok) return DT_OK;
+    /* Room for the window: every member needs twice the window free in
+     * /dev/shm, or none uses the path (agreed: the same branch everywhere). */
+    int all_ok = 0, rc = shm_room(impl->comm, (double)p * (double)(HEAD_BYTES + 2 * dt_rel_shm_chunk()), 1, &all_ok);
+    if (rc || !all_ok) return rc;
     mpi_shm *s = calloc(1, sizeof *s);
     if (!s) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     s->win = MPI_WIN_NULL;
@@ -112,11 +150,12 @@ int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
     s->base = calloc((size_t)p, sizeof *s->base);
     s->ctrl = calloc((size_t)p, sizeof *s->ctrl);
     s->x = calloc((size_t)p, sizeof *s->x);
-    s->scratch = malloc(BLOCK_BYTES * (size_t)(levels ? levels : 1));
+    s->levels = levels;
+    s->scratch = malloc(BLOCK_BYTES * (size_t)(levels + 1));
     s->slot = dt_rel_shm_chunk();
     if (!s->base || !s->ctrl || !s->x || !s->scratch) { shm_free(s, 1); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
     char *mine = NULL;
-    int rc = MPI_Win_allocate_shared((MPI_Aint)(HEAD_BYTES + 2 * s->slot), 1, MPI_INFO_NULL, impl->comm, &mine, &s->win);
+    rc = MPI_Win_allocate_shared((MPI_Aint)(HEAD_BYTES + 2 * s->slot), 1, MPI_INFO_NULL, impl->comm, &mine, &s->win);
     if (rc != MPI_SUCCESS) { shm_free(s, 1); return dt_mpi_fail(rc, "MPI_Win_allocate_shared"); }
     for (int q = 0; q < p; q++) {
         MPI_Aint sz = 0;
@@ -138,6 +177,75 @@ int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
     if (rc != MPI_SUCCESS) { MPI_Win_free(&s->win); shm_free(s, 1); return dt_mpi_fail(rc, "MPI_Win_lock_all"); }
     impl->shm = s;
     return DT_OK;
+}
+
+/* ---- memory of the members (dt_comm_alloc_shared) ------------------------ */
+
+int dt_mpi_shm_alloc(dt_comm *c, size_t bytes, void **ptr) {
+    mpi_impl *impl = c->impl;
+    mpi_shm *s = impl->shm;
+    if (!s) return DT_DECLINED; /* the same on every member */
+    int p = s->p, all_ok = 0;
+    shm_region *r = calloc(1, sizeof *r);
+    if (r && !(r->base = calloc((size_t)p, sizeof *r->base))) { free(r); r = NULL; }
+    int rc = shm_room(impl->comm, (double)p * (double)bytes, r != NULL, &all_ok);
+    if (rc || !all_ok) {
+        if (r) free(r->base);
+        free(r);
+        return rc ? rc : DT_DECLINED;
+    }
+    MPI_Info info = MPI_INFO_NULL;
+    char *mine = NULL;
+    if (MPI_Info_create(&info) == MPI_SUCCESS) MPI_Info_set(info, "alloc_shared_noncontig", "true");
+    /* a page more, so that each segment can start on a page boundary (the
+     * offset within a page is the same in every member's mapping) */
+    rc = MPI_Win_allocate_shared((MPI_Aint)(bytes + PAGE), 1, info, impl->comm, &mine, &r->win);
+    if (info != MPI_INFO_NULL) MPI_Info_free(&info);
+    if (rc != MPI_SUCCESS) { free(r->base); free(r); return dt_mpi_fail(rc, "MPI_Win_allocate_shared"); }
+    for (int q = 0; q < p && rc == MPI_SUCCESS; q++) {
+        MPI_Aint sz = 0;
+        int du = 0;
+        char *raw = NULL;
+        rc = MPI_Win_shared_query(r->win, q, &sz, &du, &raw);
+        size_t pad = (PAGE - (uintptr_t)raw % PAGE) % PAGE;
+        if (rc == MPI_SUCCESS && (size_t)sz < bytes + pad) rc = MPI_ERR_SIZE;
+        r->base[q] = raw + pad;
+    }
+    mine = r->base[c->info.rank];
+    if (rc == MPI_SUCCESS) rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, r->win);
+    if (rc != MPI_SUCCESS) {
+        MPI_Win_free(&r->win);
+        free(r->base);
+        free(r);
+        return dt_mpi_fail(rc, "MPI_Win_shared_query");
+    }
+    memset(mine, 0, bytes);
+    r->bytes = bytes;
+    r->id = ++s->nregions;
+    r->live = 1;
+    r->next = s->regions;
+    s->regions = r;
+    *ptr = mine;
+    return DT_OK;
+}
+
+int dt_mpi_shm_free(dt_comm *c, void *ptr) {
+    mpi_shm *s = ((mpi_impl *)c->impl)->shm;
+    for (shm_region *r = s ? s->regions : NULL; r; r = r->next)
+        if (r->live && r->base[c->info.rank] == ptr) { r->live = 0; return DT_OK; }
+    return DT_DECLINED;
+}
+
+/* The live region whose own segment holds [p, p + bytes), and p's offset in it. */
+static const shm_region *region_of(const mpi_shm *s, int me, const void *p, size_t bytes, size_t *off) {
+    for (const shm_region *r = s->regions; r; r = r->next) {
+        uintptr_t b = (uintptr_t)r->base[me], a = (uintptr_t)p;
+        if (r->live && a >= b && bytes <= r->bytes && a - b <= r->bytes - bytes) {
+            *off = (size_t)(a - b);
+            return r;
+        }
+    }
+    return NULL;
 }
 
 /* ---- walking the virtual concatenation of the spans ---------------------- */
@@ -269,6 +377,65 @@ static int safe_layout(const dt_span *sp, int n, size_t es) {
     return 1;
 }
 
+/* ---- in place in the members' own memory ------------------------------- */
+
+/* Where a rank publishes, before each allreduce on members that have
+ * regions, which region span its call reduces in place: region id (0: none),
+ * offset, bytes. Beside its barrier counter, in its own line. */
+static uint64_t *call_desc(const mpi_shm *s, int q) { return (uint64_t *)(void *)(s->ctrl[q] + 64); }
+
+/* Exchange the descriptors (one barrier) and agree: 1, with *reg / *off, if
+ * every member reduces the same region span in place (same offset and size);
+ * every member reaches the same answer. */
+static int region_agreed(mpi_shm *s, int me, const dt_span *sp, int n, size_t bytes, const shm_region **reg, size_t *off) {
+    const shm_region *r = NULL;
+    size_t o = 0;
+    if (n == 1 && sp->in == sp->out) r = region_of(s, me, sp->out, bytes, &o);
+    uint64_t *d = call_desc(s, me);
+    d[0] = r ? r->id : 0;
+    d[1] = o;
+    d[2] = bytes;
+    sync_all(s, me); /* release / acquire: the descriptors are visible */
+    for (int q = 0; q < s->p; q++) {
+        const uint64_t *e = call_desc(s, q);
+        if (e[0] != d[0] || e[1] != d[1] || e[2] != d[2]) return 0;
+    }
+    *reg = r;
+    *off = o;
+    return r != NULL;
+}
+
+/* Allreduce of `total` elements at offset `off` of region r on every member,
+ * in place, with no staging: each rank reduces its part reading every
+ * member's segment directly and stores the result over its own input there;
+ * then copies the other parts' results from their owners. Same association
+ * (the tree) as the buffered path, so the same bits. */
+static void reduce_region(mpi_shm *s, int me, const shm_region *r, size_t off, size_t total, dt_dtype dt, dt_op op) {
+    int p = s->p;
+    size_t es = dt_dtype_size(dt), B = BLOCK_BYTES / es;
+    size_t lo = total * (size_t)me / (size_t)p, hi = total * (size_t)(me + 1) / (size_t)p;
+    char *res = s->scratch + (size_t)s->levels * BLOCK_BYTES, *own = r->base[me] + off;
+    for (size_t pos = lo; pos < hi;) {
+        size_t len = hi - pos < B ? hi - pos : B;
+        for (int q = 0; q < p; q++) s->x[q] = r->base[q] + off + pos * es;
+        /* two ranks: one kernel call that reads both operands before each
+         * store, so the result may go straight over mine; more: the tree
+         * stores partial results before it has read every operand */
+        char *dst = p == 2 ? own + pos * es : res;
+        tree(s, 0, s->pof2, dst, 0, len, dt, op);
+        if (op == DT_AVG) dt_reduce_divide(dst, len, dt, p);
+        if (dst == res) memcpy(own + pos * es, res, len * es);
+        pos += len;
+    }
+    sync_all(s, me);
+    for (int q = 0; q < p; q++) {
+        if (q == me) continue;
+        size_t ql = total * (size_t)q / (size_t)p, qh = total * (size_t)(q + 1) / (size_t)p;
+        memcpy(own + ql * es, r->base[q] + off + ql * es, (qh - ql) * es);
+    }
+    sync_all(s, me); /* no rank returns (and lets its caller write) while another still reads its segment */
+}
+
 int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, dt_dtype dt, dt_op op) {
     mpi_impl *impl = c->impl;
     mpi_shm *s = impl->shm;
@@ -279,6 +446,14 @@ int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, 
     int direct = n == 1 || safe_layout(spans, n, es);
     if (!direct && total > s->slot / es) return DT_DECLINED;
     int p = s->p, me = c->info.rank;
+    if (s->nregions) { /* every member: regions are allocated collectively */
+        const shm_region *r = NULL;
+        size_t roff = 0;
+        if (region_agreed(s, me, spans, n, total * es, &r, &roff)) {
+            reduce_region(s, me, r, roff, total, dt, op);
+            return DT_OK;
+        }
+    }
     size_t K = s->slot / es, B = BLOCK_BYTES / es;
     walk w = {.s = spans, .n = n, .i = 0, .base = 0, .es = es};
     for (size_t off = 0; off < total; off += K) {

@@ -128,6 +128,7 @@ typedef struct bench_case {
     int ntensors;       /* M_LIST / M_SEPARATE: number of tensors */
     size_t tcount;      /* elements per tensor */
     int async;          /* time the *_async forms (submit + wait) */
+    int shared_mem;     /* send / recv slabs from dt_comm_alloc_shared */
     int need_slab;      /* M_LIST with --vs-mpi / --vs-single: contiguous slabs for the reference */
     int ref_single;     /* --vs-single: the reference is ONE dt_allreduce on the slabs, not MPI */
     dt_comm *comm;

@@ -110,11 +110,24 @@ static void *alloc_buf(size_t bytes) {
     return p;
 }
 
+/* a slab: plain, or from dt_comm_alloc_shared (collective: every rank
+ * allocates the same slabs in the same order) */
+static void *alloc_slab(const bench_case *c, size_t bytes) {
+    void *p = NULL;
+    if (!c->shared_mem) return alloc_buf(bytes);
+    return dt_comm_alloc_shared(c->comm, bytes ? bytes : 1, &p) == DT_OK ? p : NULL;
+}
+
+static void free_slab(const bench_case *c, void *p) {
+    if (c->shared_mem) dt_comm_free_shared(c->comm, p);
+    else free(p);
+}
+
 int bench_set_alloc(const bench_case *c, bench_set *s) {
     memset(s, 0, sizeof *s);
     if (has_slabs(c)) {
-        s->send = alloc_buf(c->send_elems * c->esize);
-        s->recv = alloc_buf(c->recv_elems * c->esize);
+        s->send = alloc_slab(c, c->send_elems * c->esize);
+        s->recv = alloc_slab(c, c->recv_elems * c->esize);
         if (!s->send || !s->recv) goto fail;
     }
     if (c->mode != M_SINGLE) {
@@ -140,8 +153,8 @@ fail:
 }
 
 void bench_set_free(const bench_case *c, bench_set *s) {
-    free(s->send);
-    free(s->recv);
+    free_slab(c, s->send);
+    free_slab(c, s->recv);
     if (s->tin)
         for (int j = 0; j < c->ntensors; j++) free(s->tin[j]);
     if (s->tout)

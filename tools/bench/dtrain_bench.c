@@ -45,6 +45,7 @@ typedef struct opts {
     bench_mode mode;
     int ntensors;
     int async;
+    int shared_mem;   /* --shared-mem: buffers from dt_comm_alloc_shared */
     uint64_t seed;
 } opts;
 
@@ -73,6 +74,9 @@ static void usage(FILE *f) {
         "      --separate N      allreduce only: N dt_allreduce calls per iteration on\n"
         "                        the same N tensors\n"
         "      --async           time the *_async forms (submit + wait)\n"
+        "      --shared-mem      single-buffer modes: buffers from dt_comm_alloc_shared\n"
+        "                        (in-place allreduces then reduce between the ranks'\n"
+        "                        buffers directly, on one host)\n"
         "      --json FILE       append one JSON object per row and placement to FILE\n"
         "      --seed S          data seed (default 1)\n"
         "  -h, --help            this text\n"
@@ -218,6 +222,9 @@ static int parse_args(int argc, char **argv, opts *o, int rank) {
         } else if (IS("--async", "--async")) {
             NOVAL();
             o->async = 1;
+        } else if (IS("--shared-mem", "--shared-mem")) {
+            NOVAL();
+            o->shared_mem = 1;
         } else if (IS("--seed", "--seed")) {
             size_t s;
             NEEDVAL();
@@ -519,6 +526,7 @@ static int run_op(const opts *o, bench_op op, FILE *jf, const char *backend, int
     c.mode = o->mode;
     c.ntensors = o->mode == M_SINGLE ? 1 : o->ntensors;
     c.async = o->async;
+    c.shared_mem = o->shared_mem;
     c.need_slab = o->mode == M_LIST && o->vs_mpi;
     c.ref_single = o->vs_single;
     c.comm = g_world;

@@ -159,6 +159,15 @@ int dt_model_set_layer_grads(dt_model *m, int layer, float *ptr);
  * must be redirected (dt_model_set_layer_params/grads) before a pass touches
  * it; dt_model_zero_grad must not be used for released gradients. */
 int dt_model_release_flat(dt_model *m, int params, int grads);
+/* Move the flat gradient buffer into caller memory: grads must hold
+ * num_params floats (e.g. from dt_comm_alloc_shared, so that data-parallel
+ * allreduces reduce straight between the ranks' gradient buffers). The
+ * current gradients are copied there (zeros after dt_model_release_flat),
+ * the model's own buffer is freed, and dt_model_grads returns grads from now
+ * on. The memory stays the caller's: it must outlive the model's use of it
+ * and the model never frees it. Layers redirected with
+ * dt_model_set_layer_grads keep their pointers. DT_ERR_INVALID on NULL. */
+int dt_model_use_grad_buffer(dt_model *m, float *grads);
 
 /* Current parameter / gradient location of layer (NULL if the layer has no
  * parameters or the index is bad). */

@@ -300,7 +300,7 @@ int dt_model_create(const dt_model_config *cfg, dt_model **out) {
 void dt_model_free(dt_model *m) {
     if (!m) return;
     free(m->params);
-    free(m->grads);
+    if (!m->grads_external) free(m->grads);
     free(m->buffers);
     free(m->slices);
     free(m->bslices);

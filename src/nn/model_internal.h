@@ -58,6 +58,7 @@ struct dt_model {
     dt_layer layers[DT_MODEL_MAX_LAYERS];
     size_t nparams, nbuffers;
     float *params, *grads, *buffers;
+    int grads_external;    /* grads is the caller's (dt_model_use_grad_buffer): never freed here */
     dt_param_slice *slices, *bslices;
     int nslices, nbslices, cap_slices, cap_bslices;
     /* runtime */

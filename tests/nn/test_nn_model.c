@@ -306,6 +306,25 @@ static void test_forward_backward(void) {
         sc_err = fmax(sc_err, fabs(dt_model_grads(m)[i] - 0.25f * g1[i]));
     CHECK(sc_err < 1e-6, "backward_scaled (%g)", sc_err);
 
+    /* gradients moved into caller memory: copied there, written there by the
+     * next backward, never freed by the model (ASan / valgrind would see it) */
+    float *ext = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) ext[i] = -7.0f;
+    CHECK_OK(dt_model_use_grad_buffer(m, ext));
+    double mv_err = 0.0;
+    for (size_t i = 0; i < n; i++) mv_err = fmax(mv_err, fabs(ext[i] - 0.25f * g1[i]));
+    CHECK(dt_model_grads(m) == ext && mv_err < 1e-6, "use_grad_buffer: grads %p (want %p), copy err %g",
+          (void *)dt_model_grads(m), (void *)ext, mv_err);
+    dt_model_zero_grad(m);
+    CHECK_OK(dt_model_forward(m, x, y, B, 1, &loss));
+    CHECK_OK(dt_model_backward(m));
+    double ext_err = 0.0;
+    for (size_t i = 0; i < n; i++) ext_err = fmax(ext_err, fabs(ext[i] - g1[i]));
+    CHECK(ext_err < 1e-6, "backward into the caller's gradient buffer (%g)", ext_err);
+    CHECK_OK(dt_model_use_grad_buffer(m, ext)); /* the same buffer again: nothing to do */
+    CHECK_ERR(dt_model_use_grad_buffer(m, NULL), DT_ERR_INVALID, "grads is NULL");
+    CHECK_ERR(dt_model_use_grad_buffer(NULL, ext), DT_ERR_INVALID, "model is NULL");
+
     /* eval forward and label-less forward cannot be back-propagated */
     CHECK_OK(dt_model_forward(m, x, y, B, 0, &loss));
     CHECK_ERR(dt_model_backward(m), DT_ERR_STATE, "train=1");
@@ -331,6 +350,7 @@ static void test_forward_backward(void) {
     CHECK(dt_model_num_params(NULL) == 0 && dt_model_params(NULL) == NULL, "NULL model");
     free(g1);
     dt_model_free(m);
+    free(ext); /* still the caller's after dt_model_free */
 }
 
 /* ---- directional-derivative check of the whole model (float, loose) --------------- */

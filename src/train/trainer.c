@@ -173,6 +173,14 @@ static int setup_optimizer(dt_trainer *t) {
 
 static int setup_ddp(dt_trainer *t) {
     int L = t->nlayers, nseg = 0;
+    /* Gradients in memory the ranks share (on one host): the buckets, views
+     * at the same offsets on every rank, are then reduced straight between
+     * the ranks' gradient buffers (comm.h). Collective, like dt_ddp_create. */
+    void *sg = NULL;
+    int rc = dt_comm_alloc_shared(t->comm, dt_model_num_params(t->model) * sizeof(float), &sg);
+    if (rc) return rc;
+    t->shared_grads = sg;
+    if ((rc = dt_model_use_grad_buffer(t->model, sg))) return rc;
     dt_ddp_segment *segs = malloc(sizeof *segs * (size_t)L);
     if (!segs) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     float *p = dt_model_params(t->model), *g = dt_model_grads(t->model);
@@ -195,7 +203,7 @@ static int setup_ddp(dt_trainer *t) {
     dc.broadcast_buffers = t->o.dist.broadcast_buffers && !t->o.dist.sync_bn;
     dc.root = dt_comm_world_rank_of(t->comm, 0);
     dc.average = 0; /* backward is pre-scaled by 1/size (train_step) */
-    int rc = dt_ddp_create(t->comm, segs, nseg, &buf, buf.count ? 1 : 0, &dc, &t->ddp);
+    rc = dt_ddp_create(t->comm, segs, nseg, &buf, buf.count ? 1 : 0, &dc, &t->ddp);
     free(segs);
     return rc;
 }
@@ -300,6 +308,7 @@ void dt_trainer_free(dt_trainer *t) {
     dt_mem_add(DT_MEM_PARAMS, -t->mem_model[0]);
     dt_mem_add(DT_MEM_GRADS, -t->mem_model[1]);
     dt_model_free(t->model);
+    if (t->shared_grads) dt_comm_free_shared(t->comm, t->shared_grads);
     dt_batch_iter_free(&t->it);
     dt_dataset_free(&t->train);
     dt_dataset_free(&t->test);

@@ -20,6 +20,7 @@ struct dt_trainer {
     dt_optim *opt;
     dt_lr_schedule sched;
     dt_ddp *ddp;
+    float *shared_grads;     /* the model's gradients, from dt_comm_alloc_shared (DDP) */
     dt_zero *zero;           /* ZeRO stage >= 1 (then opt is NULL) */
     long long mem_model[2];  /* bytes of the model's own params/grads registered */
     int *layer_seg;          /* [layers] DDP segment of each layer, -1 if none */

@@ -6,6 +6,8 @@
 #        the list against one dt_allreduce of the same total size, alternated
 #        in one run                                     (--list 1000 --vs-single)
 #        1000 separate dt_allreduce calls               (--separate 1000)
+#   3. allreduce f32 sum in place on dt_comm_alloc_shared memory, 64K..64M,
+#      against raw in-place MPI_Allreduce on the same buffers (--shared-mem)
 # and prints a summary (busbw ratios vs MPI, list/single time, separate/list
 # speedup). Raw results (one JSON object per row) are written to $OUT.
 #
@@ -54,6 +56,7 @@ run allreduce -o allreduce -b 1K -e 64M -f 2 --vs-mpi "${COMMON[@]}"
 run fusion_list -o allreduce -b 1000K -e 1000K --list 1000 --vs-mpi "${COMMON[@]}"
 run fusion_vs_single -o allreduce -b 1000K -e 1000K --list 1000 --vs-single "${COMMON[@]}"
 run fusion_separate -o allreduce -b 1000K -e 1000K --separate 1000 --vs-mpi "${COMMON[@]}"
+run shared_mem -o allreduce -b 64K -e 64M -f 2 --vs-mpi --shared-mem "${COMMON[@]}"
 
 # field FILE KEY [AWK-CONDITION] [PLACEMENT]: values of KEY over the rows of
 # one placement (default out-of-place)
@@ -80,6 +83,9 @@ t_single_in=$(field "$FV" single_time_us 1 in)
 t_list2_in=$(field "$FV" time_us 1 in)
 t_sep=$(field "$OUT/fusion_separate.json" time_us)
 t_sep_mpi=$(field "$OUT/fusion_separate.json" mpi_time_us)
+SM=$OUT/shared_mem.json
+r_sm_big=$(field "$SM" ratio 'get("bytes") + 0 >= 524288' in | minof)
+r_sm_small=$(field "$SM" ratio 'get("bytes") + 0 < 524288' in | minof)
 
 echo
 echo "# ==== summary ($NP ranks; out-of-place; ratio = dtrain busbw / MPI busbw, best of $ROUNDS alternated rounds) ===="
@@ -92,4 +98,6 @@ printf "# list vs one dt_allreduce of 1000 KiB, alternated in ONE run (--vs-sing
 printf "#   out-of-place: list %s, single %s -> list / single %s\n" "$t_list2" "$t_single" "$(div "$t_list2" "$t_single")"
 printf "#   in-place    : list %s, single %s -> list / single %s\n" "$t_list2_in" "$t_single_in" "$(div "$t_list2_in" "$t_single_in")"
 printf "# separate / list speedup              : %s\n" "$(div "$t_sep" "$t_list")"
+printf "# in place on dt_comm_alloc_shared memory vs in-place MPI_Allreduce: min busbw ratio\n"
+printf "#   512K..64M (reduced between the ranks' buffers): %s;  64K..256K (staged): %s\n" "$r_sm_big" "$r_sm_small"
 echo "# JSON rows in $OUT"

@@ -22,11 +22,12 @@
  * it beats MPI_Allreduce over the point-to-point transport (README, bench/).
  *
  * Memory from dt_comm_alloc_shared is a second window per allocation
- * (`regions`). Once a communicator's members have any, every call first
- * publishes which region span it reduces in place (one barrier); when every
- * member names the same span, the call skips A and the buffers: each rank
- * reduces its part straight from every member's segment over its own input,
- * then copies the other parts from their owners, half the memory traffic.
+ * (`regions`). Once a communicator's members have any, every call of at
+ * least REGION_MIN_BYTES first publishes which region span it reduces in
+ * place (one barrier); when every member names the same span, the call
+ * skips A and the buffers: each rank reduces its part straight from every
+ * member's segment over its own input, then copies the other parts from
+ * their owners, half the memory traffic.
  *
  * Every element is reduced by one rank, in the fixed association of the
  * recursive doubling of check_mpi.c (a balanced tree over the ranks, the
@@ -44,6 +45,10 @@
 #include "core/error.h"
 
 #define BLOCK_BYTES ((size_t)16 << 10) /* phase B works in blocks of this size */
+/* Allreduces from this size up on members that have regions exchange the
+ * descriptor that may skip the buffers: below, the data stays in cache
+ * anyway and the extra barrier would cost more than the copies. */
+#define REGION_MIN_BYTES ((size_t)512 << 10)
 /* Each rank's part of the window: a page holding its barrier counter, then
  * its two buffers from PAGE + stagger(q): the ranks' buffers start at
  * different offsets within a 4 KiB page (q * PAGE / p), so that streams over
@@ -446,7 +451,7 @@ int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, 
     int direct = n == 1 || safe_layout(spans, n, es);
     if (!direct && total > s->slot / es) return DT_DECLINED;
     int p = s->p, me = c->info.rank;
-    if (s->nregions) { /* every member: regions are allocated collectively */
+    if (s->nregions && total * es >= REGION_MIN_BYTES) { /* the same on every member: regions are allocated collectively */
         const shm_region *r = NULL;
         size_t roff = 0;
         if (region_agreed(s, me, spans, n, total * es, &r, &roff)) {

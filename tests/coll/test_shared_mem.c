@@ -3,8 +3,9 @@
  *   - the memory is zeroed, 4096-aligned and usable; bad arguments and bad
  *     frees give DT_ERR_INVALID with a message naming the problem;
  *   - in-place allreduces of spans in it (every natively reduced dtype x op,
- *     blocking and async, at an offset, counts above the shared-memory
- *     threshold) against references from every member's known inputs;
+ *     blocking and async, at an offset, just above the 512 KiB from which
+ *     calls may take that path) against references from every member's
+ *     known inputs;
  *   - the same spans at DIFFERENT offsets on different ranks, out of place,
  *     or in shared memory on some ranks only (the path not agreed: the
  *     buffered path runs), with the same results;
@@ -62,8 +63,9 @@ static void same_bits(const tcomm *t, char *shared, size_t count, uint64_t salt)
 }
 
 static void comm_cases(const tcomm *t, int ci) {
-    const size_t count = 40001, at = 123; /* above the 16 KiB threshold for every dtype */
-    size_t bytes = (at + count) * 8 + 64;
+    /* calls of at least 512 KiB take the region path (shm_mpi.c) */
+    const size_t count = 140001, at = 123; /* 1.1 MB of f64, 560 KB of f32 / i32 */
+    size_t bytes = (at + count) * 8 + 64 * 8;
     void *mem = NULL;
     CHECK_OK(dt_comm_alloc_shared(t->comm, bytes, &mem));
     if (!mem) return;
@@ -76,8 +78,9 @@ static void comm_cases(const tcomm *t, int ci) {
         for (int op = 0; op < DT_NUM_OPS; op++) {
             if (op == DT_AVG && native[d] != DT_F32 && native[d] != DT_F64 && native[d] != DT_I64) continue;
             uint64_t s = (uint64_t)(ci * 1000 + (int)d * 10 + op);
-            reduce_at(t, native[d], (dt_op)op, buf, at, count, NULL, 0, s, "in place");
-            reduce_at(t, native[d], (dt_op)op, buf, 0, count, NULL, 1, s + 1, "in place");
+            size_t n = ((size_t)512 << 10) / dt_dtype_size(native[d]) + 4001; /* just above the threshold */
+            reduce_at(t, native[d], (dt_op)op, buf, at, n, NULL, 0, s, "in place");
+            reduce_at(t, native[d], (dt_op)op, buf, 0, n, NULL, 1, s + 1, "in place");
         }
     /* not agreed / not eligible: the buffered path, same results */
     reduce_at(t, DT_F32, DT_SUM, buf, (size_t)t->grank * 16, count, NULL, 0, 77, "rank-dependent offset");

@@ -242,6 +242,7 @@ static int parse_args(int argc, char **argv, opts *o, int rank) {
     if ((have_list || have_sep) && (o->all_ops || o->op != B_ALLREDUCE))
         return bad(rank, "--list / --separate apply to allreduce only%s%s", "", "");
     if (o->vs_single && !have_list) return bad(rank, "--vs-single needs --list%s%s", "", "");
+    if (o->shared_mem && (have_list || have_sep)) return bad(rank, "--shared-mem applies to single-buffer runs, not --list / --separate%s%s", "", "");
     if (o->vs_single && o->vs_mpi) return bad(rank, "--vs-single and --vs-mpi are exclusive%s%s", "", "");
     if (o->vs_single) o->vs_mpi = 1; /* the same alternated reference timing, another reference */
     if (o->rounds < 0) o->rounds = o->vs_mpi ? 3 : 1;
@@ -366,6 +367,7 @@ static void json_row(FILE *f, const opts *o, const bench_case *c, const char *pl
     fprintf(f, ",\"mode\":\"%s\",\"ntensors\":%d,\"async\":%s",
             c->mode == M_LIST ? "list" : c->mode == M_SEPARATE ? "separate" : "single",
             c->mode == M_SINGLE ? 1 : c->ntensors, c->async ? "true" : "false");
+    fprintf(f, ",\"shared_mem\":%s", c->shared_mem ? "true" : "false");
     fprintf(f, ",\"time_us\":%.6g", r->t * 1e6);
     json_num(f, "algbw_GBps", r->algbw, 1);
     json_num(f, "busbw_GBps", r->busbw, 1);
@@ -402,7 +404,7 @@ static void print_header(const opts *o, bench_op op, const char *backend, int ho
     printf("# %41s %-34s %-34s %s\n", "", "  ------------ out-of-place ------",
            "  -------------- in-place --------",
            o->vs_single ? "  one dt_allreduce of the same size: out / in --"
-           : o->vs_mpi ? "  raw MPI (out-of-place) --" : "");
+           : o->vs_mpi ? (o->shared_mem ? "  raw MPI (in-place) ------" : "  raw MPI (out-of-place) --") : "");
     printf("# %10s %12s %5s %6s %5s %9s %8s %8s %6s %9s %8s %8s %6s", "size", "count", "type",
            "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
     if (o->vs_single) printf(" %9s %8s %9s %8s", "time", "list/1", "time", "list/1");
@@ -474,7 +476,9 @@ static int run_row(const opts *o, bench_case *c, const bench_gen *g, row_result 
         } else {
             r->wrong = c->op == B_BARRIER && o->check > 0 ? 0 : -1;
         }
-        int mpi = o->vs_mpi && (!inplace || c->ref_single) && bench_mpi_available(c, inplace);
+        /* MPI reference: out-of-place, or in-place with --shared-mem (the
+         * placement that memory is for); both placements with --vs-single */
+        int mpi = o->vs_mpi && (c->ref_single || inplace == c->shared_mem) && bench_mpi_available(c, inplace);
         /* warm-up */
         for (int i = 0; i < o->warmup; i++) run_dtrain(c, &sets[i % nsets], inplace);
         if (mpi)
@@ -571,9 +575,9 @@ static int run_op(const opts *o, bench_op op, FILE *jf, const char *backend, int
                         if (res[p].have_mpi) printf(" %9.2f %8.3f", res[p].mpi_t * 1e6, res[p].t / res[p].mpi_t);
                         else printf(" %9s %8s", "-", "-");
                 } else if (o->vs_mpi) {
-                    if (res[0].have_mpi)
-                        printf(" %9.2f %8.2f %6.3f", res[0].mpi_t * 1e6, res[0].mpi_busbw,
-                               res[0].ratio);
+                    const row_result *m = &res[o->shared_mem ? 1 : 0];
+                    if (m->have_mpi)
+                        printf(" %9.2f %8.2f %6.3f", m->mpi_t * 1e6, m->mpi_busbw, m->ratio);
                     else
                         printf(" %9s %8s %6s", "-", "-", "-");
                 }

@@ -127,8 +127,8 @@ int dt_fusion_execute(const dt_coll_desc *d) {
     if (d->n <= 0) return DT_OK;
     int *idx = stage(STAGE_IDX, sizeof(int) * (size_t)d->n);
     if (!idx) return DT_ERR(DT_ERR_NOMEM, "out of memory for a list of %d tensors", d->n);
-    int done_mask = 0, rc = DT_OK;
-    for (int i = 0; i < d->n && rc == DT_OK; i++) {
+    int done_mask = 0, rc = DT_OK, covered = 0;
+    for (int i = 0; i < d->n && covered < d->n && rc == DT_OK; i++) { /* one dtype per pass */
         dt_dtype dt = d->in[i].dtype;
         if (done_mask & (1 << dt)) continue;
         done_mask |= 1 << dt;
@@ -139,6 +139,7 @@ int dt_fusion_execute(const dt_coll_desc *d) {
             idx[m++] = j;
             total += d->kind == DT_COLL_ALLREDUCE_LIST ? d->in[j].count : d->kind == DT_COLL_ALLGATHER_LIST ? d->in[j].count : d->out[j].count;
         }
+        covered += m;
         switch (d->kind) {
         case DT_COLL_ALLREDUCE_LIST: rc = fuse_allreduce(d, idx, m, total, dt); break;
         case DT_COLL_ALLGATHER_LIST: rc = fuse_allgather(d, idx, m, total, dt); break;

@@ -355,25 +355,25 @@ static void sync_all(mpi_shm *s, int me) {
  * (Calls of one chunk read every input before they write any output, so
  * they need no such condition.) */
 static int safe_layout(const dt_span *sp, int n, size_t es) {
+    /* one branch-free pass (lists are long): in place?, ascending?, ranges */
     int in_place = 1, ascending = 1;
-    const char *ilo = NULL, *ihi = NULL, *olo = NULL, *ohi = NULL;
+    uintptr_t ilo = UINTPTR_MAX, ihi = 0, olo = UINTPTR_MAX, ohi = 0;
     for (int i = 0; i < n; i++) {
-        if (!sp[i].count) continue;
-        const char *a = sp[i].in, *b = sp[i].out;
-        size_t bytes = sp[i].count * es;
-        if (a != b) in_place = 0;
-        if (ilo && (a < ihi || b < ohi)) ascending = 0; /* starts before the previous span ended */
-        if (!ilo || a < ilo) ilo = a;
-        if (!ihi || a + bytes > ihi) ihi = a + bytes;
-        if (!olo || b < olo) olo = b;
-        if (!ohi || b + bytes > ohi) ohi = b + bytes;
+        uintptr_t a = (uintptr_t)sp[i].in, b = (uintptr_t)sp[i].out, bytes = sp[i].count * es;
+        if (!bytes) continue;
+        in_place &= a == b;
+        ascending &= a >= ihi && b >= ohi; /* starts where the previous spans ended, or after */
+        ilo = a < ilo ? a : ilo;
+        ihi = a + bytes > ihi ? a + bytes : ihi;
+        olo = b < olo ? b : olo;
+        ohi = b + bytes > ohi ? b + bytes : ohi;
     }
-    if (in_place || !ilo || ohi <= ilo || olo >= ihi) return 1;
+    if (in_place || !ihi || ohi <= ilo || olo >= ihi) return 1;
     if (!ascending) return 0;
     for (int i = 0, j = 0; i < n && j < n;) { /* input i, output j */
         if (!sp[i].count) { i++; continue; }
         if (!sp[j].count) { j++; continue; }
-        const char *a = sp[i].in, *b = sp[j].out;
+        uintptr_t a = (uintptr_t)sp[i].in, b = (uintptr_t)sp[j].out;
         if (b + sp[j].count * es <= a) j++;
         else if (a + sp[i].count * es <= b) i++;
         else if (i == j && a == b) { i++; j++; }

@@ -207,23 +207,28 @@ int dt_mpi_shm_alloc(dt_comm *c, size_t bytes, void **ptr) {
     rc = MPI_Win_allocate_shared((MPI_Aint)(bytes + PAGE), 1, info, impl->comm, &mine, &r->win);
     if (info != MPI_INFO_NULL) MPI_Info_free(&info);
     if (rc != MPI_SUCCESS) { free(r->base); free(r); return dt_mpi_fail(rc, "MPI_Win_allocate_shared"); }
+    const char *call = "MPI_Win_shared_query";
     for (int q = 0; q < p && rc == MPI_SUCCESS; q++) {
         MPI_Aint sz = 0;
         int du = 0;
         char *raw = NULL;
         rc = MPI_Win_shared_query(r->win, q, &sz, &du, &raw);
+        if (rc != MPI_SUCCESS) break;
         size_t pad = (PAGE - (uintptr_t)raw % PAGE) % PAGE;
-        if (rc == MPI_SUCCESS && (size_t)sz < bytes + pad) rc = MPI_ERR_SIZE;
-        r->base[q] = raw + pad;
+        if ((size_t)sz < bytes + pad) rc = MPI_ERR_SIZE;
+        else r->base[q] = raw + pad;
     }
-    mine = r->base[c->info.rank];
-    if (rc == MPI_SUCCESS) rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, r->win);
+    if (rc == MPI_SUCCESS) {
+        call = "MPI_Win_lock_all";
+        rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, r->win);
+    }
     if (rc != MPI_SUCCESS) {
         MPI_Win_free(&r->win);
         free(r->base);
         free(r);
-        return dt_mpi_fail(rc, "MPI_Win_shared_query");
+        return dt_mpi_fail(rc, call);
     }
+    mine = r->base[c->info.rank];
     memset(mine, 0, bytes);
     r->bytes = bytes;
     r->id = ++s->nregions;

@@ -127,6 +127,36 @@ static int shm_room(MPI_Comm comm, double need, int ok, int *all_ok) {
     return DT_OK;
 }
 
+/* A shared window of `bytes` per member of comm (p members), locked for
+ * direct loads and stores by every member: base[q] receives member q's
+ * segment, page-aligned when `aligned` (segments then allocated apart, each
+ * a page larger). On failure nothing is left allocated. */
+static int window_open(MPI_Comm comm, int p, size_t bytes, int aligned, MPI_Win *win, char **base) {
+    MPI_Info info = MPI_INFO_NULL;
+    if (aligned && MPI_Info_create(&info) == MPI_SUCCESS) MPI_Info_set(info, "alloc_shared_noncontig", "true");
+    char *mine = NULL;
+    int rc = MPI_Win_allocate_shared((MPI_Aint)(bytes + (aligned ? PAGE : 0)), 1, info, comm, &mine, win);
+    if (info != MPI_INFO_NULL) MPI_Info_free(&info);
+    if (rc != MPI_SUCCESS) return dt_mpi_fail(rc, "MPI_Win_allocate_shared");
+    for (int q = 0; q < p; q++) {
+        MPI_Aint sz = 0;
+        int du = 0;
+        char *raw = NULL;
+        rc = MPI_Win_shared_query(*win, q, &sz, &du, &raw);
+        if (rc != MPI_SUCCESS) { MPI_Win_free(win); return dt_mpi_fail(rc, "MPI_Win_shared_query"); }
+        /* the offset within a page is the same in every member's mapping */
+        size_t pad = aligned ? (PAGE - (uintptr_t)raw % PAGE) % PAGE : 0;
+        if ((size_t)sz < bytes + pad) {
+            MPI_Win_free(win);
+            return DT_ERR(DT_ERR_BACKEND, "shared window of rank %d has %ld bytes, expected %zu", q, (long)sz, bytes + pad);
+        }
+        base[q] = raw + pad;
+    }
+    rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, *win);
+    if (rc != MPI_SUCCESS) { MPI_Win_free(win); return dt_mpi_fail(rc, "MPI_Win_lock_all"); }
+    return DT_OK;
+}
+
 int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
     mpi_impl *impl = c->impl;
     const mpi_impl *si = (same && same->ops == &dt_backend_mpi) ? same->impl : NULL;
@@ -159,27 +189,16 @@ int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
     s->scratch = malloc(BLOCK_BYTES * (size_t)(levels + 1));
     s->slot = dt_rel_shm_chunk();
     if (!s->base || !s->ctrl || !s->x || !s->scratch) { shm_free(s, 1); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
-    char *mine = NULL;
-    rc = MPI_Win_allocate_shared((MPI_Aint)(HEAD_BYTES + 2 * s->slot), 1, MPI_INFO_NULL, impl->comm, &mine, &s->win);
-    if (rc != MPI_SUCCESS) { shm_free(s, 1); return dt_mpi_fail(rc, "MPI_Win_allocate_shared"); }
-    for (int q = 0; q < p; q++) {
-        MPI_Aint sz = 0;
-        int du = 0;
-        rc = MPI_Win_shared_query(s->win, q, &sz, &du, &s->ctrl[q]);
-        size_t want = HEAD_BYTES + 2 * s->slot;
-        if (rc != MPI_SUCCESS || (size_t)sz < want) {
-            MPI_Win_free(&s->win);
-            shm_free(s, 1);
-            return rc != MPI_SUCCESS ? dt_mpi_fail(rc, "MPI_Win_shared_query")
-                                     : DT_ERR(DT_ERR_BACKEND, "shared window of rank %d has %ld bytes, expected %zu", q, (long)sz, want);
-        }
+    if ((rc = window_open(impl->comm, p, HEAD_BYTES + 2 * s->slot, 0, &s->win, s->ctrl))) {
+        s->win = MPI_WIN_NULL;
+        shm_free(s, 1);
+        return rc;
     }
     for (int q = 0; q < p; q++) s->base[q] = s->ctrl[q] + PAGE + stagger(q, p);
-    atomic_store((_Atomic uint64_t *)(void *)mine, 0);
-    rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win);
-    if (rc == MPI_SUCCESS) rc = MPI_Win_sync(s->win);
+    atomic_store((_Atomic uint64_t *)(void *)s->ctrl[c->info.rank], 0);
+    rc = MPI_Win_sync(s->win);
     if (rc == MPI_SUCCESS) rc = MPI_Barrier(impl->comm); /* every counter is 0 before anyone counts */
-    if (rc != MPI_SUCCESS) { MPI_Win_free(&s->win); shm_free(s, 1); return dt_mpi_fail(rc, "MPI_Win_lock_all"); }
+    if (rc != MPI_SUCCESS) { MPI_Win_free(&s->win); shm_free(s, 1); return dt_mpi_fail(rc, "MPI_Win_sync / MPI_Barrier"); }
     impl->shm = s;
     return DT_OK;
 }
@@ -199,36 +218,12 @@ int dt_mpi_shm_alloc(dt_comm *c, size_t bytes, void **ptr) {
         free(r);
         return rc ? rc : DT_DECLINED;
     }
-    MPI_Info info = MPI_INFO_NULL;
-    char *mine = NULL;
-    if (MPI_Info_create(&info) == MPI_SUCCESS) MPI_Info_set(info, "alloc_shared_noncontig", "true");
-    /* a page more, so that each segment can start on a page boundary (the
-     * offset within a page is the same in every member's mapping) */
-    rc = MPI_Win_allocate_shared((MPI_Aint)(bytes + PAGE), 1, info, impl->comm, &mine, &r->win);
-    if (info != MPI_INFO_NULL) MPI_Info_free(&info);
-    if (rc != MPI_SUCCESS) { free(r->base); free(r); return dt_mpi_fail(rc, "MPI_Win_allocate_shared"); }
-    const char *call = "MPI_Win_shared_query";
-    for (int q = 0; q < p && rc == MPI_SUCCESS; q++) {
-        MPI_Aint sz = 0;
-        int du = 0;
-        char *raw = NULL;
-        rc = MPI_Win_shared_query(r->win, q, &sz, &du, &raw);
-        if (rc != MPI_SUCCESS) break;
-        size_t pad = (PAGE - (uintptr_t)raw % PAGE) % PAGE;
-        if ((size_t)sz < bytes + pad) rc = MPI_ERR_SIZE;
-        else r->base[q] = raw + pad;
-    }
-    if (rc == MPI_SUCCESS) {
-        call = "MPI_Win_lock_all";
-        rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, r->win);
-    }
-    if (rc != MPI_SUCCESS) {
-        MPI_Win_free(&r->win);
+    if ((rc = window_open(impl->comm, p, bytes, 1, &r->win, r->base))) {
         free(r->base);
         free(r);
-        return dt_mpi_fail(rc, call);
+        return rc;
     }
-    mine = r->base[c->info.rank];
+    char *mine = r->base[c->info.rank];
     memset(mine, 0, bytes);
     r->bytes = bytes;
     r->id = ++s->nregions;

@@ -12,7 +12,6 @@ typedef struct bucket {
     int first, last;        /* segment range [first, last], forward order */
     size_t bytes;
     int pending;            /* segments not ready yet this step */
-    int submitted;
     dt_work *work;
     dt_tensor *views;       /* [last-first+1] gradient tensors, in/out (in place) */
     double t0, t1;          /* execution interval of the last synced step */
@@ -162,7 +161,6 @@ int dt_ddp_begin_step(dt_ddp *d) {
     memset(d->ready, 0, (size_t)d->nsegs);
     for (int b = 0; b < d->nbuckets; b++) {
         d->buckets[b].pending = d->buckets[b].last - d->buckets[b].first + 1;
-        d->buckets[b].submitted = 0;
     }
     d->next_submit = 0;
     d->in_step = 1;
@@ -173,13 +171,20 @@ int dt_ddp_begin_step(dt_ddp *d) {
     return DT_OK;
 }
 
-static int submit(dt_ddp *d, int b) {
-    bucket *k = &d->buckets[b];
+/* Reduce the next bucket in order (d->next_submit): submitted to the
+ * communication engine, or run blocking on this thread with its interval
+ * recorded. */
+static int submit(dt_ddp *d, int blocking) {
+    bucket *k = &d->buckets[d->next_submit++];
     int m = k->last - k->first + 1;
+    dt_op op = d->cfg.average ? DT_AVG : DT_SUM;
     dt_work_free(k->work);
     k->work = NULL;
-    k->submitted = 1;
-    return dt_allreduce_list_async(k->views, k->views, m, d->cfg.average ? DT_AVG : DT_SUM, d->comm, &k->work);
+    if (!blocking) return dt_allreduce_list_async(k->views, k->views, m, op, d->comm, &k->work);
+    k->t0 = dt_trace_now_us();
+    int rc = dt_allreduce_list(k->views, k->views, m, op, d->comm);
+    k->t1 = dt_trace_now_us();
+    return rc;
 }
 
 /* Submit every complete bucket at the head of the order, up to (not
@@ -189,9 +194,8 @@ static int submit(dt_ddp *d, int b) {
 static int advance(dt_ddp *d, int flush, int limit) {
     while (d->next_submit < limit &&
            (flush || (d->cfg.overlap && d->buckets[d->next_submit].pending == 0))) {
-        int rc = submit(d, d->next_submit);
+        int rc = submit(d, 0);
         if (rc) return rc;
-        d->next_submit++;
     }
     return DT_OK;
 }
@@ -221,10 +225,7 @@ int dt_ddp_finish_each(dt_ddp *d, int (*done)(void *user, int first_seg, int las
     for (int b = 0; b < d->nbuckets; b++) {
         bucket *k = &d->buckets[b];
         if (b == last && inline_last && d->next_submit == last && !rc) {
-            k->t0 = dt_trace_now_us();
-            rc = dt_allreduce_list(k->views, k->views, k->last - k->first + 1, d->cfg.average ? DT_AVG : DT_SUM, d->comm);
-            k->t1 = dt_trace_now_us();
-            d->next_submit++;
+            rc = submit(d, 1);
         } else {
             if (!k->work) continue;
             int w = dt_work_wait(k->work);

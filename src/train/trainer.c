@@ -634,8 +634,10 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
             free(s);
         }
     }
-    if (t->ddp && t->comm_sum > 0) r.comm_hidden = t->hidden_sum / t->comm_sum;
-    if (t->ddp && t->comm_sum > 0) r.comm_hidden_compute = (t->hidden_sum + t->hidden_opt_sum) / t->comm_sum;
+    if (t->ddp && t->comm_sum > 0) {
+        r.comm_hidden = t->hidden_sum / t->comm_sum;
+        r.comm_hidden_compute = (t->hidden_sum + t->hidden_opt_sum) / t->comm_sum;
+    }
     r.grad_norm = t->grad_norm;
     if (t->json)
         fprintf(t->json, "{\"type\":\"summary\",\"steps\":%ld,\"ranks\":%d,\"zero_opt_level\":%d,\"median_step_s\":%.6f,"

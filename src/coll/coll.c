@@ -57,6 +57,95 @@ static int to_group(const char *fn, dt_comm *c, int world_rank, const char *what
 
 #define TRY(x) do { int rc_ = (x); if (rc_ < 0) return rc_; } while (0)
 
+/* ---- lists ---------------------------------------------------------------- */
+
+/* One step of FNV-1a over a tensor's (count, dtype) word: the list's
+ * fingerprint costs one multiply per tensor; fingerprint.c mixes the result
+ * once more. */
+static inline uint64_t sig_step(uint64_t sig, size_t count, unsigned dtype) {
+    return (sig ^ ((uint64_t)count << 4 | dtype)) * 0x100000001b3ull;
+}
+
+/* Lists of one dtype, the common case, in one pass whose branches are all
+ * predictable (lists are long): returns 0 with totals[] (elements per dtype)
+ * and d's summary filled, or 1 for list_walk() (empty, mixed dtypes, or a
+ * wrong tensor). Per rank counts inputs for allreduce/allgather, outputs for
+ * reduce_scatter. */
+static int list_scan(dt_coll_desc *d, size_t size, size_t totals[DT_NUM_DTYPES]) {
+    int ag = d->kind == DT_COLL_ALLGATHER_LIST, rs = d->kind == DT_COLL_REDUCE_SCATTER_LIST;
+    unsigned first = d->n > 0 ? (unsigned)d->in[0].dtype : DT_NUM_DTYPES;
+    if (first >= DT_NUM_DTYPES) return 1;
+    size_t lim = (size_t)PTRDIFF_MAX / dt_dtype_size((dt_dtype)first), limk = ag ? lim / size : lim;
+    size_t acc = 0, per_rank = 0;
+    uint64_t sig = 0;
+    for (int i = 0; i < d->n; i++) {
+        const dt_tensor *a = &d->in[i], *b = &d->out[i];
+        size_t k = a->count, want = k;
+        if ((unsigned)a->dtype != first || (unsigned)b->dtype != first || k > limk) return 1;
+        if (ag) want = k * size;
+        else if (rs) {
+            if (k % size) return 1;
+            want = k / size;
+        }
+        if (b->count != want || ((!a->data || !b->data) && k) || __builtin_add_overflow(acc, k, &acc)) return 1;
+        size_t mine = rs ? want : k;
+        sig = sig_step(sig, mine, first);
+        per_rank += mine;
+    }
+    if (acc > lim) return 1;
+    for (int t = 0; t < DT_NUM_DTYPES; t++) totals[t] = 0;
+    totals[first] = acc;
+    d->list_count = per_rank;
+    d->list_sig = sig;
+    d->list_dtype = (int)first;
+    return 0;
+}
+
+/* What list_scan() leaves: the message of the first wrong tensor, or for a
+ * good list (empty, or of mixed dtypes) totals[] and d's summary. */
+static int list_walk(const char *fn, dt_coll_desc *d, size_t size, size_t totals[DT_NUM_DTYPES]) {
+    size_t lim[DT_NUM_DTYPES], per_rank = 0;
+    for (int t = 0; t < DT_NUM_DTYPES; t++) {
+        lim[t] = (size_t)PTRDIFF_MAX / dt_dtype_size((dt_dtype)t);
+        totals[t] = 0;
+    }
+    uint64_t sig = 0;
+    int mixed = 0;
+    for (int i = 0; i < d->n; i++) {
+        const dt_tensor *a = &d->in[i], *b = &d->out[i];
+        if ((unsigned)a->dtype >= DT_NUM_DTYPES || (unsigned)b->dtype >= DT_NUM_DTYPES)
+            return dt_error(DT_ERR_INVALID, fn, "tensor %d: unknown dtype %d", i, (int)((unsigned)a->dtype >= DT_NUM_DTYPES ? a->dtype : b->dtype));
+        if (a->dtype != b->dtype)
+            return dt_error(DT_ERR_INVALID, fn, "tensor %d: input dtype %s differs from output dtype %s", i, dt_dtype_name(a->dtype), dt_dtype_name(b->dtype));
+        size_t want = a->count;
+        if (d->kind == DT_COLL_ALLGATHER_LIST) {
+            TRY(check_count(fn, a->count, a->dtype, size));
+            want = a->count * size;
+        } else if (d->kind == DT_COLL_REDUCE_SCATTER_LIST) {
+            if (a->count % size)
+                return dt_error(DT_ERR_INVALID, fn, "tensor %d: count %zu is not divisible by the group size %zu", i, a->count, size);
+            want = a->count / size;
+        }
+        if (b->count != want)
+            return dt_error(DT_ERR_INVALID, fn, "tensor %d: output count %zu, expected %zu for input count %zu", i, b->count, want, a->count);
+        if ((!a->data && a->count) || (!b->data && b->count))
+            return dt_error(DT_ERR_INVALID, fn, "tensor %d: %s data is NULL but count is %zu", i, !a->data && a->count ? "input" : "output", a->count);
+        if (a->count > lim[a->dtype] - totals[a->dtype]) {
+            TRY(check_count(fn, a->count, a->dtype, 1));
+            return dt_error(DT_ERR_INVALID, fn, "tensor %d: fused %s count overflows the address space", i, dt_dtype_name(a->dtype));
+        }
+        totals[a->dtype] += a->count;
+        size_t mine = d->kind == DT_COLL_REDUCE_SCATTER_LIST ? want : a->count;
+        sig = sig_step(sig, mine, (unsigned)a->dtype);
+        per_rank += mine;
+        mixed |= a->dtype != d->in[0].dtype;
+    }
+    d->list_count = per_rank;
+    d->list_sig = sig;
+    d->list_dtype = d->n == 0 ? -1 : mixed ? -2 : (int)d->in[0].dtype;
+    return DT_OK;
+}
+
 /* Validate d (kind, comm, buffers, count, dtype, op; root is a WORLD rank on
  * entry and a GROUP rank on exit). */
 static int validate(const char *fn, dt_coll_desc *d) {
@@ -132,35 +221,8 @@ static int validate(const char *fn, dt_coll_desc *d) {
         if (d->n < 0) return dt_error(DT_ERR_INVALID, fn, "list length %d is negative", d->n);
         if (d->n > 0 && (!d->in || !d->out))
             return dt_error(DT_ERR_INVALID, fn, "%s list is NULL but its length is %d", d->in ? "output" : "input", d->n);
-        /* per dtype: elements so far, and the most that stays addressable
-         * (divisions hoisted out of the per-tensor loop: lists are long) */
-        size_t totals[DT_NUM_DTYPES] = {0}, lim[DT_NUM_DTYPES];
-        for (int t = 0; t < DT_NUM_DTYPES; t++) lim[t] = (size_t)PTRDIFF_MAX / dt_dtype_size((dt_dtype)t);
-        for (int i = 0; i < d->n; i++) {
-            const dt_tensor *a = &d->in[i], *b = &d->out[i];
-            if ((unsigned)a->dtype >= DT_NUM_DTYPES || (unsigned)b->dtype >= DT_NUM_DTYPES)
-                return dt_error(DT_ERR_INVALID, fn, "tensor %d: unknown dtype %d", i, (int)((unsigned)a->dtype >= DT_NUM_DTYPES ? a->dtype : b->dtype));
-            if (a->dtype != b->dtype)
-                return dt_error(DT_ERR_INVALID, fn, "tensor %d: input dtype %s differs from output dtype %s", i, dt_dtype_name(a->dtype), dt_dtype_name(b->dtype));
-            size_t want = a->count;
-            if (d->kind == DT_COLL_ALLGATHER_LIST) {
-                TRY(check_count(fn, a->count, a->dtype, size));
-                want = a->count * size;
-            } else if (d->kind == DT_COLL_REDUCE_SCATTER_LIST) {
-                if (a->count % size)
-                    return dt_error(DT_ERR_INVALID, fn, "tensor %d: count %zu is not divisible by the group size %zu", i, a->count, size);
-                want = a->count / size;
-            }
-            if (b->count != want)
-                return dt_error(DT_ERR_INVALID, fn, "tensor %d: output count %zu, expected %zu for input count %zu", i, b->count, want, a->count);
-            if ((!a->data && a->count) || (!b->data && b->count))
-                return dt_error(DT_ERR_INVALID, fn, "tensor %d: %s data is NULL but count is %zu", i, !a->data && a->count ? "input" : "output", a->count);
-            if (a->count > lim[a->dtype] - totals[a->dtype]) {
-                TRY(check_count(fn, a->count, a->dtype, 1));
-                return dt_error(DT_ERR_INVALID, fn, "tensor %d: fused %s count overflows the address space", i, dt_dtype_name(a->dtype));
-            }
-            totals[a->dtype] += a->count;
-        }
+        size_t totals[DT_NUM_DTYPES];
+        if (list_scan(d, size, totals)) TRY(list_walk(fn, d, size, totals));
         for (int t = 0; t < DT_NUM_DTYPES; t++) {
             size_t per_rank = d->kind == DT_COLL_ALLREDUCE_LIST ? 0 : d->kind == DT_COLL_ALLGATHER_LIST ? totals[t] : totals[t] / size;
             if (per_rank > maxc) return dt_error(DT_ERR_INVALID, fn, "fused %s count %zu per rank exceeds the %s backend's limit %zu", dt_dtype_name((dt_dtype)t), per_rank, c->ops->name, maxc);

@@ -24,6 +24,10 @@ typedef struct dt_coll_desc {
     const dt_tensor *in; /* lists */
     const dt_tensor *out;
     int n;
+    /* lists, summarised by validation for the fingerprint and the fusion */
+    int list_dtype;      /* the one dtype of every tensor; -2 mixed; -1 empty */
+    size_t list_count;   /* elements per rank (outputs for reduce_scatter) */
+    uint64_t list_sig;   /* FNV-1a over the tensors' (count, dtype) */
 } dt_coll_desc;
 
 const char *dt_coll_kind_name(dt_coll_kind k);

@@ -56,20 +56,9 @@ void dt_fp_fill(dt_fp_hdr *h, const dt_coll_desc *d, uint64_t seq) {
         h->count = 0;
         break;
     case DT_COLL_ALLREDUCE_LIST: case DT_COLL_ALLGATHER_LIST: case DT_COLL_REDUCE_SCATTER_LIST: {
-        size_t total = 0;
-        int first = d->n > 0 ? (int)d->in[0].dtype : -1;
-        for (int i = 0; i < d->n; i++) {
-            /* per rank: inputs for allreduce/allgather, outputs for reduce_scatter */
-            size_t k = d->kind == DT_COLL_REDUCE_SCATTER_LIST ? d->out[i].count : d->in[i].count;
-            /* FNV-1a over (count, dtype) words: one multiply per tensor (lists
-             * are long); the full mix runs once, after the loop */
-            sig = (sig ^ (k << 4 | (uint64_t)d->in[i].dtype)) * 0x100000001b3ull;
-            total += k;
-            if ((int)d->in[i].dtype != first) first = -2;
-        }
-        sig = mix(sig, (uint64_t)d->n);
-        h->dtype = first >= 0 ? (uint8_t)first : DT_FP_NONE;
-        h->count = total;
+        sig = mix(d->list_sig, (uint64_t)d->n); /* summed by validation, which every call passes */
+        h->dtype = d->list_dtype >= 0 ? (uint8_t)d->list_dtype : DT_FP_NONE;
+        h->count = d->list_count;
         h->nlist = (uint32_t)d->n;
         h->layout = (uint32_t)(sig ^ (sig >> 32));
         if (d->kind != DT_COLL_ALLGATHER_LIST) h->op = (uint8_t)d->op;

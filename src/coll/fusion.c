@@ -10,10 +10,12 @@
 #include "coll/coll_internal.h"
 #include "core/error.h"
 
-/* grow-only buffers: 0, 1 staging; 2 the tensor indices of one dtype; 3 spans */
-enum { STAGE_SRC, STAGE_DST, STAGE_IDX, STAGE_SPANS, NSTAGE };
+/* grow-only buffers: 0, 1 staging; 2 the tensor indices of one dtype;
+ * 3 spans; 4 the indices 0, 1, 2, ... (the first g_iota filled) */
+enum { STAGE_SRC, STAGE_DST, STAGE_IDX, STAGE_SPANS, STAGE_IOTA, NSTAGE };
 static void *g_stage[NSTAGE];
 static size_t g_stage_cap[NSTAGE];
+static int g_iota;
 
 static void *stage(int i, size_t bytes) {
     if (bytes > g_stage_cap[i]) {
@@ -27,6 +29,7 @@ static void *stage(int i, size_t bytes) {
 
 void dt_fusion_release(void) {
     for (int i = 0; i < NSTAGE; i++) { free(g_stage[i]); g_stage[i] = NULL; g_stage_cap[i] = 0; }
+    g_iota = 0;
 }
 
 /* 1 if the tensors idx[0..m) of list t lie back to back (t[idx[k+1]] starts
@@ -123,8 +126,23 @@ static int fuse_reduce_scatter(const dt_coll_desc *d, const int *idx, int m, siz
     return DT_OK;
 }
 
+static int fuse(const dt_coll_desc *d, const int *idx, int m, size_t total, dt_dtype dt) {
+    switch (d->kind) {
+    case DT_COLL_ALLREDUCE_LIST: return fuse_allreduce(d, idx, m, total, dt);
+    case DT_COLL_ALLGATHER_LIST: return fuse_allgather(d, idx, m, total, dt);
+    case DT_COLL_REDUCE_SCATTER_LIST: return fuse_reduce_scatter(d, idx, m, total, dt);
+    default: return DT_ERR(DT_ERR_INTERNAL, "not a list collective: %d", (int)d->kind);
+    }
+}
+
 int dt_fusion_execute(const dt_coll_desc *d) {
     if (d->n <= 0) return DT_OK;
+    if (d->list_dtype >= 0) { /* one dtype (validation found): every tensor, in order */
+        int *idx = stage(STAGE_IOTA, sizeof(int) * (size_t)d->n);
+        if (!idx) return DT_ERR(DT_ERR_NOMEM, "out of memory for a list of %d tensors", d->n);
+        for (; g_iota < d->n; g_iota++) idx[g_iota] = g_iota;
+        return fuse(d, idx, d->n, d->list_count, (dt_dtype)d->list_dtype);
+    }
     int *idx = stage(STAGE_IDX, sizeof(int) * (size_t)d->n);
     if (!idx) return DT_ERR(DT_ERR_NOMEM, "out of memory for a list of %d tensors", d->n);
     int done_mask = 0, rc = DT_OK, covered = 0;
@@ -137,15 +155,10 @@ int dt_fusion_execute(const dt_coll_desc *d) {
         for (int j = i; j < d->n; j++) {
             if (d->in[j].dtype != dt) continue;
             idx[m++] = j;
-            total += d->kind == DT_COLL_ALLREDUCE_LIST ? d->in[j].count : d->kind == DT_COLL_ALLGATHER_LIST ? d->in[j].count : d->out[j].count;
+            total += d->kind == DT_COLL_REDUCE_SCATTER_LIST ? d->out[j].count : d->in[j].count;
         }
         covered += m;
-        switch (d->kind) {
-        case DT_COLL_ALLREDUCE_LIST: rc = fuse_allreduce(d, idx, m, total, dt); break;
-        case DT_COLL_ALLGATHER_LIST: rc = fuse_allgather(d, idx, m, total, dt); break;
-        case DT_COLL_REDUCE_SCATTER_LIST: rc = fuse_reduce_scatter(d, idx, m, total, dt); break;
-        default: rc = DT_ERR(DT_ERR_INTERNAL, "not a list collective: %d", (int)d->kind);
-        }
+        rc = fuse(d, idx, m, total, dt);
     }
     return rc;
 }

@@ -346,16 +346,36 @@ static void sync_all(mpi_shm *s, int me) {
     }
 }
 
+/* The common layouts, in one pass whose branches are all predictable (lists
+ * are long): 1 if each span is in place or its input and output are
+ * disjoint, and each span's hull (input and output together) lies after the
+ * previous spans' hulls, as tensors allocated one after the other are. */
+static int hulls_ascend(const dt_span *sp, int n, size_t es) {
+    uintptr_t end = 0; /* where the hulls so far end */
+    for (int i = 0; i < n; i++) {
+        uintptr_t a = (uintptr_t)sp[i].in, b = (uintptr_t)sp[i].out, bytes = sp[i].count * es;
+        if (!bytes) continue;
+        if (a <= b) {
+            if (a < end || (a != b && a + bytes > b)) return 0;
+            end = b + bytes;
+        } else {
+            if (b < end || b + bytes > a) return 0;
+            end = a + bytes;
+        }
+    }
+    return 1;
+}
+
 /* 1 if outputs may be written while other inputs are still to be read: no
  * output overlaps another span's input, and none overlaps its own input
- * other than exactly (in place). Exact when the inputs and the outputs each
- * ascend through memory in list order, as tensors allocated one after the
- * other do (a merge of the two sorted interval lists); otherwise only when
- * every span is in place or the outputs' address range misses the inputs'.
- * (Calls of one chunk read every input before they write any output, so
- * they need no such condition.) */
+ * other than exactly (in place). Exact for hulls that ascend, and when the
+ * inputs and the outputs each ascend through memory in list order (a merge
+ * of the two sorted interval lists); otherwise only when every span is in
+ * place or the outputs' address range misses the inputs'. (Calls of one
+ * chunk read every input before they write any output, so they need no such
+ * condition.) */
 static int safe_layout(const dt_span *sp, int n, size_t es) {
-    /* one branch-free pass (lists are long): in place?, ascending?, ranges */
+    if (hulls_ascend(sp, n, es)) return 1;
     int in_place = 1, ascending = 1;
     uintptr_t ilo = UINTPTR_MAX, ihi = 0, olo = UINTPTR_MAX, ohi = 0;
     for (int i = 0; i < n; i++) {

@@ -242,6 +242,38 @@ static void errors_on(const tcomm *t) {
         o2[0].count = n * huge; /* overflows too */
         if (n > 1) CHECK_ERRF(dt_allgather_list(i2, o2, 3, c), INV, "dt_allgather_list", K_COUNT);
     }
+    {
+        /* lists of one dtype take a one-pass check: each fault at the last
+         * tensor, after good ones, still names that tensor and the fault */
+#define AT2(expr, fn, what) do { CHECK_ERRF(expr, INV, fn, "tensor 2"); \
+        CHECK(strstr(dt_last_error(), what) != NULL, "%s: message '%s' lacks '%s'", #expr, dt_last_error(), what); } while (0)
+        dt_tensor u[3], v[3];
+        for (int i = 0; i < 3; i++) {
+            u[i] = (dt_tensor){a + 2 * i, 2, DT_F32};
+            v[i] = (dt_tensor){b + 2 * i, 2, DT_F32};
+        }
+        v[2].count = 3;
+        AT2(dt_allreduce_list(u, v, 3, DT_SUM, c), "dt_allreduce_list", "count");
+        v[2].count = 2;
+        u[2].data = NULL;
+        AT2(dt_allreduce_list(u, v, 3, DT_SUM, c), "dt_allreduce_list", "NULL");
+        u[2].data = a + 4;
+        v[2].dtype = DT_F64;
+        AT2(dt_allreduce_list(u, v, 3, DT_SUM, c), "dt_allreduce_list", "dtype");
+        u[2].dtype = v[2].dtype = bad_dt;
+        AT2(dt_allreduce_list(u, v, 3, DT_SUM, c), "dt_allreduce_list", "dtype");
+        u[2].dtype = v[2].dtype = DT_F32;
+        for (int i = 0; i < 3; i++) v[i] = (dt_tensor){b + 2 * n * i, 2 * n, DT_F32};
+        v[2].count = 2 * n + 1;
+        AT2(dt_allgather_list(u, v, 3, c), "dt_allgather_list", "count");
+        if (n > 1) {
+            for (int i = 0; i < 3; i++) v[i] = (dt_tensor){b + 2 * i, 2 / n ? 2 / n : 1, DT_F32};
+            for (int i = 0; i < 3; i++) u[i] = (dt_tensor){a + 2 * n * i, v[i].count * n, DT_F32};
+            u[2].count += 1;
+            AT2(dt_reduce_scatter_list(u, v, 3, DT_SUM, c), "dt_reduce_scatter_list", "divisible");
+        }
+#undef AT2
+    }
     CHECK_ERRF(dt_allreduce_list_async(in, out, -1, DT_SUM, c, &w), INV, "dt_allreduce_list", K_N);
     CHECK_ERRF(dt_allreduce_list_async(in, out, 3, DT_SUM, c, NULL), INV, "dt_allreduce_list", "work|NULL");
     CHECK_ERRF(dt_allgather_list_async(in, out, 3, c, NULL), INV, "dt_allgather_list", "work|NULL");

@@ -32,7 +32,10 @@
  *    are read from and written to the tensors directly (no packing). f32, f64
  *    and the integer types (narrow integers: not avg); f16/bf16 keep the
  *    widening MPI path. Calls above DTRAIN_SHM_CHUNK_BYTES (default 8 MiB,
- *    the size of each rank's two buffers) run in chunks of it.
+ *    the size of each rank's two buffers) run in chunks of it. The smaller
+ *    ones that the check takes inline also use the window: each rank puts
+ *    its data there beside its check header and, after one barrier, reduces
+ *    every rank's data itself (reliability.h).
  *    A communicator takes the path only if /dev/shm has room for twice its
  *    window on every member (else MPI_Allreduce, as across hosts).
  *    DTRAIN_SHM_ALLREDUCE=0 turns the path off. The three settings are agreed

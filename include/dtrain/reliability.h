@@ -52,6 +52,13 @@
  *    no extra copy of the data. Every other call adds one header exchange
  *    (about one small-message latency, ~1-2 us on one host) before its usual
  *    transport call; barrier needs nothing more (the exchange is the barrier).
+ *    When all the ranks of a communicator share one host (and the shared-
+ *    memory allreduce is on, DTRAIN_SHM_ALLREDUCE), the exchange goes through
+ *    shared memory instead: each rank writes its header there, one barrier,
+ *    each reads every header (a rank that waits yields its processor). The
+ *    inline allreduces up to 64 KiB put their data beside the header and
+ *    every rank then reduces all of it itself; larger inline ones (a raised
+ *    DTRAIN_CHECK_INLINE_MAX) take the check, then their transport.
  *    DTRAIN_CHECK_COLLECTIVES=0 (also false/no/off) turns the check off. The
  *    ranks agree at dt_init: the check stays on if any rank wants it.
  *    DTRAIN_CHECK_INLINE_MAX=BYTES (advanced) changes the 64 KiB limit (the

@@ -21,6 +21,9 @@
  *    (a op b == b op a bit for bit, NaN and -0 included for min/max), so every
  *    rank ends with the identical result.
  *  - p2p_check: the two peers swap headers (another tag) before the data.
+ * Communicators whose ranks share a memory window (shm_mpi.c) run check and
+ * allreduce_checked there instead, all of them (a rank must never wait on
+ * the window for a peer that sends here); p2p_check stays here.
  * Calls run inside the engine (one thread in MPI at a time), so the staging
  * buffers are never used twice at once. */
 #include <stdint.h>
@@ -185,6 +188,7 @@ static int exchange(dt_comm *c, dt_fp_hdr *h, const void *in, size_t bytes, size
 }
 
 int dt_mpi_check(dt_comm *c, dt_fp_hdr *hdr) {
+    if (((mpi_impl *)c->impl)->shm) return dt_mpi_shm_check(c, hdr);
     int rc = buffers(0);
     if (rc) return rc;
     return exchange(c, hdr, NULL, 0, 0, DT_F32, DT_SUM, NULL);
@@ -192,6 +196,7 @@ int dt_mpi_check(dt_comm *c, dt_fp_hdr *hdr) {
 
 int dt_mpi_allreduce_checked(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt,
                              dt_op op, dt_fp_hdr *hdr) {
+    if (((mpi_impl *)c->impl)->shm) return dt_mpi_shm_allreduce_checked(c, send, recv, count, dt, op, hdr);
     size_t bytes = count * dt_dtype_size(dt);
     int rc = buffers(bytes);
     if (rc) return rc;

@@ -56,5 +56,15 @@ int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, 
  * region unused (its window goes with c's); DT_DECLINED for other pointers. */
 int dt_mpi_shm_alloc(dt_comm *c, size_t bytes, void **ptr);
 int dt_mpi_shm_free(dt_comm *c, void *ptr);
+/* The fingerprint check of a communicator with a window: every member
+ * publishes its header there, one barrier, every member compares them all
+ * (the same verdict everywhere). No MPI call: waiting yields the processor. */
+int dt_mpi_shm_check(dt_comm *c, dt_fp_hdr *hdr);
+/* allreduce_checked on a communicator with a window. Up to 64 KiB: each
+ * member publishes header and data, one barrier, and if every header matches
+ * each member reduces every member's data itself (the same tree, so the same
+ * bits everywhere). Larger calls: dt_mpi_shm_check, then the transport. */
+int dt_mpi_shm_allreduce_checked(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op,
+                                 dt_fp_hdr *hdr);
 
 #endif

@@ -29,6 +29,15 @@
  * member's segment over its own input, then copies the other parts from
  * their owners, half the memory traffic.
  *
+ * The fingerprint check of every collective on such a communicator runs
+ * here too (dt_mpi_shm_check): each rank publishes its header beside its
+ * barrier counter, one barrier, each compares them all. No MPI call, so a
+ * rank that waits for a slower one yields the processor instead of polling.
+ * Small allreduces (up to 64 KiB) travel with their check: each rank also
+ * publishes its data, and after the one barrier reduces every rank's data
+ * itself (dt_mpi_shm_allreduce_checked). Whatever each rank called, every
+ * check is one barrier, so ranks whose calls differ still meet and agree.
+ *
  * Every element is reduced by one rank, in the fixed association of the
  * recursive doubling of check_mpi.c (a balanced tree over the ranks, the
  * first 2*rem ranks folded pairwise), so results are bit-identical on every
@@ -49,7 +58,8 @@
  * descriptor that may skip the buffers: below, the data stays in cache
  * anyway and the extra barrier would cost more than the copies. */
 #define REGION_MIN_BYTES ((size_t)512 << 10)
-/* Each rank's part of the window: a page holding its barrier counter, then
+/* Each rank's part of the window: a page holding its barrier counter (and
+ * beside it, in their own lines, its call descriptor and check headers), then
  * its two buffers from PAGE + stagger(q): the ranks' buffers start at
  * different offsets within a 4 KiB page (q * PAGE / p), so that streams over
  * two ranks' buffers in phase B never alias in the low 12 address bits (a
@@ -57,6 +67,12 @@
  * head is two pages: the counter's, and room for the stagger. */
 #define PAGE ((size_t)4096)
 #define HEAD_BYTES (2 * PAGE)
+/* After the buffers, two slots for the data of small checked allreduces
+ * (dt_mpi_shm_allreduce_checked), alternating with the check count like the
+ * headers, staggered like the buffers. */
+#define INLINE_BYTES ((size_t)64 << 10)
+static size_t inline_off(size_t slot) { return HEAD_BYTES + ((2 * slot + PAGE - 1) & ~(PAGE - 1)); }
+static size_t window_bytes(size_t slot) { return inline_off(slot) + PAGE + 2 * INLINE_BYTES; }
 static size_t stagger(int q, int p) { return ((size_t)q * PAGE / (size_t)p) & ~(size_t)63; }
 
 /* Memory from dt_comm_alloc_shared: a window of `bytes` per member, each
@@ -85,6 +101,7 @@ struct mpi_shm {
     int levels;
     shm_region *regions;  /* dt_comm_alloc_shared memory of these members, newest first */
     uint64_t nregions;    /* regions allocated so far (the same on every member) */
+    uint64_t checks;      /* fingerprint checks passed (the same on every member) */
 };
 
 static void shm_free(mpi_shm *s, int finalized) {
@@ -170,7 +187,7 @@ int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
     if (p < 2 || c->info.local_size != p || !dt_rel_shm_on()) return DT_OK;
     /* Room for the window: every member needs twice the window free in
      * /dev/shm, or none uses the path (agreed: the same branch everywhere). */
-    int all_ok = 0, rc = shm_room(impl->comm, (double)p * (double)(HEAD_BYTES + 2 * dt_rel_shm_chunk()), 1, &all_ok);
+    int all_ok = 0, rc = shm_room(impl->comm, (double)p * (double)window_bytes(dt_rel_shm_chunk()), 1, &all_ok);
     if (rc || !all_ok) return rc;
     mpi_shm *s = calloc(1, sizeof *s);
     if (!s) return DT_ERR(DT_ERR_NOMEM, "out of memory");
@@ -189,7 +206,7 @@ int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
     s->scratch = malloc(BLOCK_BYTES * (size_t)(levels + 1));
     s->slot = dt_rel_shm_chunk();
     if (!s->base || !s->ctrl || !s->x || !s->scratch) { shm_free(s, 1); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
-    if ((rc = window_open(impl->comm, p, HEAD_BYTES + 2 * s->slot, 0, &s->win, s->ctrl))) {
+    if ((rc = window_open(impl->comm, p, window_bytes(s->slot), 0, &s->win, s->ctrl))) {
         s->win = MPI_WIN_NULL;
         shm_free(s, 1);
         return rc;
@@ -400,6 +417,60 @@ static int safe_layout(const dt_span *sp, int n, size_t es) {
         else return 0;
     }
     return 1;
+}
+
+/* ---- the fingerprint check through the window --------------------------- */
+
+/* Where rank q publishes its header for check k, beside its barrier counter:
+ * two slots, alternating with k. A rank can be at most one check ahead of
+ * another (each check is a barrier), so it never overwrites a header that
+ * another rank is still reading. */
+static dt_fp_hdr *hdr_slot(const mpi_shm *s, int q, uint64_t k) {
+    return (dt_fp_hdr *)(void *)(s->ctrl[q] + 128 + sizeof(dt_fp_hdr) * (k & 1));
+}
+
+static char *inline_slot(const mpi_shm *s, int q, uint64_t k) {
+    return s->ctrl[q] + inline_off(s->slot) + stagger(q, s->p) + INLINE_BYTES * (k & 1);
+}
+
+/* Publish my header (my data already in my slot), one barrier, compare. */
+static void publish(mpi_shm *s, int me, dt_fp_hdr *h, uint64_t k) {
+    memcpy(hdr_slot(s, me, k), h, sizeof *h);
+    sync_all(s, me); /* release / acquire: every header and slot is visible */
+    for (int q = 0; q < s->p; q++) {
+        const dt_fp_hdr *o = hdr_slot(s, q, k);
+        if (q != me && (o->fp != h->fp || (o->flags & DT_FP_MISMATCH))) h->flags |= DT_FP_MISMATCH;
+    }
+}
+
+int dt_mpi_shm_check(dt_comm *c, dt_fp_hdr *h) {
+    mpi_shm *s = ((mpi_impl *)c->impl)->shm;
+    publish(s, c->info.rank, h, s->checks++);
+    return DT_OK;
+}
+
+int dt_mpi_shm_allreduce_checked(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op,
+                                 dt_fp_hdr *h) {
+    mpi_shm *s = ((mpi_impl *)c->impl)->shm;
+    size_t es = dt_dtype_size(dt), bytes = count * es, B = BLOCK_BYTES / es;
+    if (bytes > INLINE_BYTES || !dt_reduce_kernel_ok(dt, op)) { /* the check, then the transport */
+        dt_mpi_shm_check(c, h);
+        return h->flags & DT_FP_MISMATCH ? DT_OK : c->ops->allreduce(c, send, recv, count, dt, op);
+    }
+    int me = c->info.rank;
+    uint64_t k = s->checks++;
+    if (bytes) memcpy(inline_slot(s, me, k), send, bytes);
+    h->data_bytes = (uint32_t)bytes;
+    publish(s, me, h, k);
+    if (h->flags & DT_FP_MISMATCH) return DT_OK; /* the output is left alone */
+    /* every rank reduces every rank's data, in the tree's association */
+    for (size_t pos = 0; pos < count; pos += B) {
+        size_t len = count - pos < B ? count - pos : B;
+        for (int q = 0; q < s->p; q++) s->x[q] = inline_slot(s, q, k) + pos * es;
+        tree(s, 0, s->pof2, (char *)recv + pos * es, 0, len, dt, op);
+    }
+    if (op == DT_AVG) dt_reduce_divide(recv, count, dt, s->p);
+    return DT_OK;
 }
 
 /* ---- in place in the members' own memory ------------------------------- */

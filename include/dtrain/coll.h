@@ -31,7 +31,7 @@
  *    reduces 1/size of the data reading the others' values in place, lists
  *    are read from and written to the tensors directly (no packing). f32, f64
  *    and the integer types (narrow integers: not avg); f16/bf16 keep the
- *    widening MPI path. Calls above DTRAIN_SHM_CHUNK_BYTES (default 8 MiB,
+ *    widening MPI path. Calls above DTRAIN_SHM_CHUNK_BYTES (default 1 MiB,
  *    the size of each rank's two buffers) run in chunks of it. The smaller
  *    ones that the check takes inline also use the window: each rank puts
  *    its data there beside its check header and, after one barrier, reduces

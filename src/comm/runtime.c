@@ -26,7 +26,7 @@ static int g_timeout_user;      /* dt_set_timeout was called: it wins over the e
 #define DT_SHM_MIN_DEFAULT ((size_t)16 << 10)
 static int g_shm_on = 1;        /* shared-memory allreduce (effective, after agreement) */
 static size_t g_shm_min = DT_SHM_MIN_DEFAULT;
-#define DT_SHM_CHUNK_DEFAULT ((size_t)8 << 20)
+#define DT_SHM_CHUNK_DEFAULT ((size_t)1 << 20)
 static size_t g_shm_chunk = DT_SHM_CHUNK_DEFAULT;
 
 int dt_rel_check_on(void) { return g_check_on; }

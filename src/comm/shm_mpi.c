@@ -2,7 +2,7 @@
  * communicators whose ranks all run on one host.
  *
  * Every rank of such a communicator owns two buffers of `slot` bytes (the
- * agreed DTRAIN_SHM_CHUNK_BYTES, default 8 MiB) in one
+ * agreed DTRAIN_SHM_CHUNK_BYTES, default 1 MiB) in one
  * window made by MPI_Win_allocate_shared, which every member can load and
  * store directly. A call is cut into chunks of one buffer each (k elements;
  * chunk part q = elements [k*q/p, k*(q+1)/p) belongs to group rank q):

@@ -76,7 +76,7 @@ static int list_scan(dt_coll_desc *d, size_t size, size_t totals[DT_NUM_DTYPES])
     unsigned first = d->n > 0 ? (unsigned)d->in[0].dtype : DT_NUM_DTYPES;
     if (first >= DT_NUM_DTYPES) return 1;
     size_t lim = (size_t)PTRDIFF_MAX / dt_dtype_size((dt_dtype)first), limk = ag ? lim / size : lim;
-    size_t acc = 0, per_rank = 0;
+    size_t acc = 0;
     uint64_t sig = 0;
     for (int i = 0; i < d->n; i++) {
         const dt_tensor *a = &d->in[i], *b = &d->out[i];
@@ -88,14 +88,12 @@ static int list_scan(dt_coll_desc *d, size_t size, size_t totals[DT_NUM_DTYPES])
             want = k / size;
         }
         if (b->count != want || ((!a->data || !b->data) && k) || __builtin_add_overflow(acc, k, &acc)) return 1;
-        size_t mine = rs ? want : k;
-        sig = sig_step(sig, mine, first);
-        per_rank += mine;
+        sig = sig_step(sig, rs ? want : k, first);
     }
     if (acc > lim) return 1;
     for (int t = 0; t < DT_NUM_DTYPES; t++) totals[t] = 0;
     totals[first] = acc;
-    d->list_count = per_rank;
+    d->list_count = rs ? acc / size : acc; /* every count divides: the sum of the outputs */
     d->list_sig = sig;
     d->list_dtype = (int)first;
     return 0;

@@ -59,7 +59,7 @@
  * anyway and the extra barrier would cost more than the copies. */
 #define REGION_MIN_BYTES ((size_t)512 << 10)
 /* Each rank's part of the window: a page holding its barrier counter (and
- * beside it, in their own lines, its call descriptor and check headers), then
+ * beside it its call descriptor and check headers: CTRL_*), then
  * its two buffers from PAGE + stagger(q): the ranks' buffers start at
  * different offsets within a 4 KiB page (q * PAGE / p), so that streams over
  * two ranks' buffers in phase B never alias in the low 12 address bits (a
@@ -67,6 +67,13 @@
  * head is two pages: the counter's, and room for the stagger. */
 #define PAGE ((size_t)4096)
 #define HEAD_BYTES (2 * PAGE)
+/* Within the counter's page, each in its own cache line(s): the barrier
+ * counter at 0, the call descriptor (region id, offset, bytes), and the two
+ * 64-byte check header slots. */
+#define CTRL_DESC 64
+#define CTRL_HDRS 128
+_Static_assert(CTRL_DESC + 3 * sizeof(uint64_t) <= CTRL_HDRS && CTRL_HDRS + 2 * sizeof(dt_fp_hdr) <= PAGE,
+               "the counter's page holds the descriptor and both header slots");
 /* After the buffers, two slots for the data of small checked allreduces
  * (dt_mpi_shm_allreduce_checked), alternating with the check count like the
  * headers, staggered like the buffers. */
@@ -426,7 +433,7 @@ static int safe_layout(const dt_span *sp, int n, size_t es) {
  * another (each check is a barrier), so it never overwrites a header that
  * another rank is still reading. */
 static dt_fp_hdr *hdr_slot(const mpi_shm *s, int q, uint64_t k) {
-    return (dt_fp_hdr *)(void *)(s->ctrl[q] + 128 + sizeof(dt_fp_hdr) * (k & 1));
+    return (dt_fp_hdr *)(void *)(s->ctrl[q] + CTRL_HDRS + sizeof(dt_fp_hdr) * (k & 1));
 }
 
 static char *inline_slot(const mpi_shm *s, int q, uint64_t k) {
@@ -478,7 +485,7 @@ int dt_mpi_shm_allreduce_checked(dt_comm *c, const void *send, void *recv, size_
 /* Where a rank publishes, before each allreduce on members that have
  * regions, which region span its call reduces in place: region id (0: none),
  * offset, bytes. Beside its barrier counter, in its own line. */
-static uint64_t *call_desc(const mpi_shm *s, int q) { return (uint64_t *)(void *)(s->ctrl[q] + 64); }
+static uint64_t *call_desc(const mpi_shm *s, int q) { return (uint64_t *)(void *)(s->ctrl[q] + CTRL_DESC); }
 
 /* Exchange the descriptors (one barrier) and agree: 1, with *reg / *off, if
  * every member reduces the same region span in place (same offset and size);

@@ -40,7 +40,10 @@
  *    window on every member (else MPI_Allreduce, as across hosts).
  *    DTRAIN_SHM_ALLREDUCE=0 turns the path off. The three settings are agreed
  *    over the world at dt_init (off if any rank says off; the largest
- *    threshold and chunk).
+ *    threshold and chunk). Out-of-place calls of at least
+ *    DTRAIN_SHM_STREAM_BYTES (default 16 MiB; each rank's own setting, the
+ *    results do not depend on it) write their outputs with streaming stores,
+ *    which bypass the caches: such an output is left in memory, not in cache.
  *  - Every element is then reduced in one fixed association (a balanced tree
  *    over the group ranks, the one the inline-checked small allreduces use),
  *    so floating-point results are bit-identical on every rank AND do not

@@ -164,6 +164,10 @@ void dt_rel_set_for_testing(int check, size_t inline_max);
 int dt_rel_shm_on(void);
 size_t dt_rel_shm_min(void);
 size_t dt_rel_shm_chunk(void);
+/* DTRAIN_SHM_STREAM_BYTES (this rank's own, not agreed: results do not depend
+ * on it): out-of-place shared-memory allreduces of at least this many bytes
+ * write their outputs with streaming stores. */
+size_t dt_rel_shm_stream(void);
 /* MPI: agree on the settings over the world (max of `check`, min of
  * `inline_max`, min of `shm_on`, max of `shm_min` and of `shm_chunk`);
  * collective. */

@@ -28,12 +28,15 @@ static int g_shm_on = 1;        /* shared-memory allreduce (effective, after agr
 static size_t g_shm_min = DT_SHM_MIN_DEFAULT;
 #define DT_SHM_CHUNK_DEFAULT ((size_t)1 << 20)
 static size_t g_shm_chunk = DT_SHM_CHUNK_DEFAULT;
+#define DT_SHM_STREAM_DEFAULT ((size_t)16 << 20)
+static size_t g_shm_stream = DT_SHM_STREAM_DEFAULT; /* local: the bits do not depend on it */
 
 int dt_rel_check_on(void) { return g_check_on; }
 size_t dt_rel_inline_max(void) { return g_inline_max; }
 int dt_rel_shm_on(void) { return g_shm_on; }
 size_t dt_rel_shm_min(void) { return g_shm_min; }
 size_t dt_rel_shm_chunk(void) { return g_shm_chunk; }
+size_t dt_rel_shm_stream(void) { return g_shm_stream; }
 void dt_rel_set_for_testing(int check, size_t inline_max) {
     g_check_on = check;
     g_inline_max = inline_max;
@@ -74,9 +77,11 @@ static int env_number(const char *var, double lo, double hi, double *out, int *f
 }
 
 /* DTRAIN_CHECK_COLLECTIVES, DTRAIN_CHECK_INLINE_MAX, DTRAIN_SHM_ALLREDUCE,
- * DTRAIN_SHM_MIN_BYTES, DTRAIN_SHM_CHUNK_BYTES, DTRAIN_TIMEOUT (or the config key's DTRAIN_TIMEOUT_S),
- * validated before anything starts. */
-static int read_settings(int *check, size_t *inline_max, int *shm_on, size_t *shm_min, size_t *shm_chunk) {
+ * DTRAIN_SHM_MIN_BYTES, DTRAIN_SHM_CHUNK_BYTES, DTRAIN_SHM_STREAM_BYTES,
+ * DTRAIN_TIMEOUT (or the config key's DTRAIN_TIMEOUT_S), validated before
+ * anything starts. */
+static int read_settings(int *check, size_t *inline_max, int *shm_on, size_t *shm_min, size_t *shm_chunk,
+                         size_t *shm_stream) {
     int rc = env_check(check), found;
     if (rc) return rc;
     double x = (double)DT_INLINE_MAX_DEFAULT;
@@ -92,6 +97,10 @@ static int read_settings(int *check, size_t *inline_max, int *shm_on, size_t *sh
     rc = env_number("DTRAIN_SHM_CHUNK_BYTES", 4096, (double)((size_t)1 << 30), &x, &found);
     if (rc) return rc;
     *shm_chunk = ((size_t)x + 63) & ~(size_t)63; /* whole cache lines */
+    x = (double)DT_SHM_STREAM_DEFAULT;
+    rc = env_number("DTRAIN_SHM_STREAM_BYTES", 0, 1e15, &x, &found);
+    if (rc) return rc;
+    *shm_stream = (size_t)x;
     if (g_timeout_user) return DT_OK;
     double t = 300;
     rc = env_number("DTRAIN_TIMEOUT", 0, 1e9, &t, &found);
@@ -147,8 +156,10 @@ int dt_init(void) {
 
     int check = 1, shm_on = 1;
     size_t inline_max = DT_INLINE_MAX_DEFAULT, shm_min = DT_SHM_MIN_DEFAULT, shm_chunk = DT_SHM_CHUNK_DEFAULT;
-    int rc = read_settings(&check, &inline_max, &shm_on, &shm_min, &shm_chunk);
+    size_t shm_stream = DT_SHM_STREAM_DEFAULT;
+    int rc = read_settings(&check, &inline_max, &shm_on, &shm_min, &shm_chunk, &shm_stream);
     if (rc) return rc;
+    g_shm_stream = shm_stream;
     if (use_mpi) {
         if (g_mpi_used && g_mpi_we_init)
             return DT_ERR(DT_ERR_STATE, "MPI cannot be initialised again after dt_finalize finalised it");

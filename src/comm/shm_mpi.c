@@ -38,6 +38,12 @@
  * itself (dt_mpi_shm_allreduce_checked). Whatever each rank called, every
  * check is one barrier, so ranks whose calls differ still meet and agree.
  *
+ * Out-of-place calls of at least DTRAIN_SHM_STREAM_BYTES (default 16 MiB)
+ * write their outputs with streaming (non-temporal) stores: an output that
+ * large leaves the caches anyway, and streaming skips reading each of its
+ * lines from memory before overwriting it, a third of such a call's memory
+ * traffic (16-64 MB out-of-place: 20-25% faster on this VM, README).
+ *
  * Every element is reduced by one rank, in the fixed association of the
  * recursive doubling of check_mpi.c (a balanced tree over the ranks, the
  * first 2*rem ranks folded pairwise), so results are bit-identical on every
@@ -49,6 +55,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include "comm/mpi_internal.h"
 #include "comm/reduce_kernels.h"
 #include "core/error.h"
@@ -312,6 +321,24 @@ static inline size_t piece(walk *w, size_t pos, size_t end, const char **in, cha
     return len;
 }
 
+/* dst <- src, n bytes; `stream`: with streaming stores, which do not read
+ * dst's lines first nor keep them in cache (the caller fences once done). */
+static void copy_out(char *dst, const char *src, size_t n, int stream) {
+#ifdef __SSE2__
+    if (stream && n >= 256) {
+        size_t head = (size_t)(-(uintptr_t)dst & 63); /* to a cache line boundary */
+        memcpy(dst, src, head);
+        dst += head, src += head, n -= head;
+        for (; n >= 64; n -= 64, dst += 64, src += 64)
+            for (int k = 0; k < 64; k += 16)
+                _mm_stream_si128((__m128i *)(void *)(dst + k), _mm_loadu_si128((const __m128i *)(const void *)(src + k)));
+    }
+#else
+    (void)stream;
+#endif
+    memcpy(dst, src, n);
+}
+
 /* dst (contiguous) <- inputs of elements [from, to) */
 static void gather(walk *w, size_t from, size_t to, char *dst) {
     for (size_t pos = from; pos < to;) {
@@ -323,13 +350,14 @@ static void gather(walk *w, size_t from, size_t to, char *dst) {
     }
 }
 
-/* outputs of elements [from, to) <- src (contiguous) */
-static void scatter(walk *w, size_t from, size_t to, const char *src) {
+/* outputs of elements [from, to) <- src (contiguous); `stream`: the
+ * out-of-place pieces with streaming stores */
+static void scatter(walk *w, size_t from, size_t to, const char *src, int stream) {
     for (size_t pos = from; pos < to;) {
         const char *in;
         char *out;
         size_t len = piece(w, pos, to, &in, &out, 1);
-        memcpy(out, src + (pos - from) * w->es, len * w->es);
+        copy_out(out, src + (pos - from) * w->es, len * w->es, stream && in != out);
         pos += len;
     }
 }
@@ -557,6 +585,7 @@ int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, 
             return DT_OK;
         }
     }
+    int stream = total * es >= dt_rel_shm_stream();
     size_t K = s->slot / es, B = BLOCK_BYTES / es;
     walk w = {.s = spans, .n = n, .i = 0, .base = 0, .es = es};
     for (size_t off = 0; off < total; off += K) {
@@ -586,17 +615,20 @@ int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, 
             char *dst = mine + rel;
             tree(s, 0, s->pof2, dst, 0, len, dt, op);
             if (op == DT_AVG) dt_reduce_divide(dst, len, dt, p);
-            if (direct) memcpy(out, dst, len * es);
+            if (direct) copy_out(out, dst, len * es, stream && out != in);
             pos += len;
         }
-        if (!direct) scatter(&w, off + lo, off + hi, mine + lo * es);
+        if (!direct) scatter(&w, off + lo, off + hi, mine + lo * es, stream);
         sync_all(s, me);
         /* C: the other parts' results into my output */
         for (int q = 0; q < p; q++) {
             if (q == me) continue;
             size_t ql = k * (size_t)q / (size_t)p, qh = k * (size_t)(q + 1) / (size_t)p;
-            scatter(&w, off + ql, off + qh, s->base[q] + slot_off + ql * es);
+            scatter(&w, off + ql, off + qh, s->base[q] + slot_off + ql * es, stream);
         }
     }
+#ifdef __SSE2__
+    if (stream) _mm_sfence(); /* the streamed stores are ordered before whatever reports the call done */
+#endif
     return DT_OK;
 }

@@ -16,6 +16,7 @@ static void clear_env(void) {
     unsetenv("DTRAIN_SHM_ALLREDUCE");
     unsetenv("DTRAIN_SHM_MIN_BYTES");
     unsetenv("DTRAIN_SHM_CHUNK_BYTES");
+    unsetenv("DTRAIN_SHM_STREAM_BYTES");
 }
 
 /* dt_init + dt_finalize with the current environment; returns dt_init's status */
@@ -85,7 +86,9 @@ int main(void) {
         {"DTRAIN_SHM_MIN_BYTES", "65536", 1}, {"DTRAIN_SHM_MIN_BYTES", "-1", 0},
         {"DTRAIN_SHM_MIN_BYTES", "16k", 0}, {"DTRAIN_SHM_CHUNK_BYTES", "4096", 1},
         {"DTRAIN_SHM_CHUNK_BYTES", "1073741824", 1}, {"DTRAIN_SHM_CHUNK_BYTES", "4095", 0},
-        {"DTRAIN_SHM_CHUNK_BYTES", "2147483648", 0}, {"DTRAIN_SHM_CHUNK_BYTES", "", 1}};
+        {"DTRAIN_SHM_CHUNK_BYTES", "2147483648", 0}, {"DTRAIN_SHM_CHUNK_BYTES", "", 1},
+        {"DTRAIN_SHM_STREAM_BYTES", "0", 1}, {"DTRAIN_SHM_STREAM_BYTES", "1e15", 1},
+        {"DTRAIN_SHM_STREAM_BYTES", "-1", 0}, {"DTRAIN_SHM_STREAM_BYTES", "16M", 0}};
     for (size_t i = 0; i < sizeof shm / sizeof shm[0]; i++) {
         setenv(shm[i].var, shm[i].val, 1);
         if (shm[i].ok) CHECK_OK(cycle(&t, &ck));

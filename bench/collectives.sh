@@ -10,6 +10,9 @@
 #      against raw in-place MPI_Allreduce on the same buffers (--shared-mem)
 # and prints a summary (busbw ratios vs MPI, list/single time, separate/list
 # speedup). Raw results (one JSON object per row) are written to $OUT.
+# Before each run and at the end it measures the cache-line round trip between
+# two CPUs (dtrain-core-probe): on a shared VM that says which state the host
+# had the CPUs in (bench/README.md), and the summary lists the readings.
 #
 # Environment:
 #   BUILD    build directory holding bin/dtrain-bench (default: <repo>/build)
@@ -48,9 +51,19 @@ mkdir -p "$OUT"
 
 COMMON=(-n "$ITERS" -w "$WARMUP" -c 1 --rounds "$ROUNDS" -d f32 -r sum)
 FUSION=(-n "$FUSION_ITERS" -w "$WARMUP" -c 1 --rounds "$ROUNDS" -d f32 -r sum)
+PROBES=""
+probe() { # the core-to-core round trip in ns, appended to PROBES
+    local ns="n/a"
+    if [[ -x $BUILD/bin/dtrain-core-probe ]]; then
+        ns=$("$BUILD/bin/dtrain-core-probe" | awk '{ print $4 }') || ns="n/a"
+    fi
+    PROBES="$PROBES $ns"
+    echo "# core-to-core round trip: $ns ns"
+}
 run() { # run NAME ARGS...: one dtrain-bench invocation, JSON into $OUT/NAME.json
     local name=$1
     shift
+    probe
     rm -f "$OUT/$name.json"
     echo "+ $MPIRUN $MPIRUN_ARGS -np $NP $BENCH $* --json $OUT/$name.json"
     # shellcheck disable=SC2086
@@ -62,6 +75,7 @@ run fusion_list -o allreduce -b 1000K -e 1000K --list 1000 --vs-mpi "${FUSION[@]
 run fusion_vs_single -o allreduce -b 1000K -e 1000K --list 1000 --vs-single "${FUSION[@]}"
 run fusion_separate -o allreduce -b 1000K -e 1000K --separate 1000 --vs-mpi "${FUSION[@]}"
 run shared_mem -o allreduce -b 64K -e 64M -f 2 --vs-mpi --shared-mem "${COMMON[@]}"
+probe
 
 # field FILE KEY [AWK-CONDITION] [PLACEMENT]: values of KEY over the rows of
 # one placement (default out-of-place)
@@ -105,4 +119,5 @@ printf "#   in-place    : list %s, single %s -> list / single %s\n" "$t_list2_in
 printf "# separate / list speedup              : %s\n" "$(div "$t_sep" "$t_list")"
 printf "# in place on dt_comm_alloc_shared memory vs in-place MPI_Allreduce: min busbw ratio\n"
 printf "#   512K..64M (reduced between the ranks' buffers): %s;  64K..256K (staged): %s\n" "$r_sm_big" "$r_sm_small"
+printf "# core-to-core round trip (ns) before each of the 5 runs and after:%s\n" "$PROBES"
 echo "# JSON rows in $OUT"

@@ -5,6 +5,8 @@
 # weak scaling 1 -> 2 ranks.
 #   bench/train_vs_torch.sh            (after `make build`; needs python3-torch)
 # Env: BUILD (default build), STEPS (default 300), ROUNDS (default 3), MODELS.
+# Each round also prints the cache-line round trip between two CPUs
+# (dtrain-core-probe) before it: the state a shared VM's host had them in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}; STEPS=${STEPS:-300}; ROUNDS=${ROUNDS:-3}; MODELS=${MODELS:-"mlp lenet"}
@@ -27,6 +29,9 @@ torch_step() { # np model
       | $PY -c "import json,sys; print(json.loads(sys.stdin.readline())['median_step_s'])"
 }
 best() { sort -g | head -1; }
+probe() { # the core-to-core round trip, one line on stderr (stdout is the table)
+  if [ -x "$BUILD/bin/dtrain-core-probe" ]; then echo "# $1: $("$BUILD/bin/dtrain-core-probe")" >&2; fi
+}
 
 # Every round runs the four configurations of a model back to back (dtrain and
 # PyTorch at 1 and 2 ranks), so that a change in the machine's load between
@@ -35,6 +40,7 @@ printf "%-6s %5s %14s %14s %8s\n" model ranks "dtrain s/step" "torch s/step" rat
 for m in $MODELS; do
   for np in 1 2; do eval "DL_${m}_${np}=''; TL_${m}_${np}=''"; done
   for r in $(seq "$ROUNDS"); do
+    probe "$m round $r"
     for np in 1 2; do
       eval "DL_${m}_${np}=\"\$DL_${m}_${np} $(dtrain_step "$np" "$m")\""
       eval "TL_${m}_${np}=\"\$TL_${m}_${np} $(torch_step "$np" "$m")\""

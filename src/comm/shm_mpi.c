@@ -42,7 +42,7 @@
  * write their outputs with streaming (non-temporal) stores: an output that
  * large leaves the caches anyway, and streaming skips reading each of its
  * lines from memory before overwriting it, a third of such a call's memory
- * traffic (16-64 MB out-of-place: 20-25% faster on this VM, README).
+ * traffic (16-64 MB out-of-place: 10-25% faster on this VM, README).
  *
  * Every element is reduced by one rank, in the fixed association of the
  * recursive doubling of check_mpi.c (a balanced tree over the ranks, the

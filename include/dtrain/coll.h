@@ -123,15 +123,47 @@ int dt_recv(void *buf, size_t count, dt_dtype dtype, int peer, dt_comm *comm);
 int dt_barrier(dt_comm *comm);
 
 /* ---- fused lists --------------------------------------------------------
- * n tensors; in[i] and out[i] must have equal dtype, and counts as the single
- * op requires (allgather: out[i].count == size*in[i].count; reduce_scatter:
- * in[i].count == size*out[i].count). Tensors of one dtype are packed into one
- * buffer and moved by ONE collective, then unpacked (in == out allowed, per
- * tensor). Mixed dtypes: one collective per dtype, in order of first use. */
+ * n tensors, each handled as by the single op: in[i] and out[i] must have
+ * equal dtype, and counts as the single op requires (allgather: out[i].count
+ * == size*in[i].count; reduce_scatter_fused: in[i].count == size*out[i].count,
+ * rank k receiving block k of the reduction of in[i]). Tensors of one dtype
+ * are packed into one buffer and moved by ONE collective, then unpacked
+ * (in == out allowed, per tensor). Mixed dtypes: one collective per dtype, in
+ * order of first use. dt_reduce_scatter_fused is NOT the list form of RAF's
+ * and PyTorch's reduce_scatter (one tensor per rank): that is
+ * dt_reduce_scatter_per_rank below. */
 int dt_allreduce_list(const dt_tensor *in, const dt_tensor *out, int n, dt_op op,
                       dt_comm *comm);
 int dt_allgather_list(const dt_tensor *in, const dt_tensor *out, int n,
                       dt_comm *comm);
+int dt_reduce_scatter_fused(const dt_tensor *in, const dt_tensor *out, int n,
+                            dt_op op, dt_comm *comm);
+
+/* ---- reduce_scatter of one tensor per rank ---------------------------------
+ * RAF's raf.reduce_scatter(x_list) and PyTorch's dist.reduce_scatter(output,
+ * input_list): in holds n tensors, n == the group size (DT_ERR_INVALID
+ * otherwise), in[k] for group rank k, all of out->count elements of
+ * out->dtype; the caller's out receives the reduction over the group of
+ * every rank's in[r], r its group rank. No copy when in[0..n) lie back to
+ * back in memory and out is elsewhere (then this is dt_reduce_scatter on
+ * in[0].data); otherwise the inputs are first gathered into a staging buffer
+ * (one copy of n*count elements, made when the call runs; in place with
+ * back-to-back inputs, only the result is staged). In place: out->data ==
+ * in[r].data; otherwise out overlaps no input (DT_ERR_INVALID). No input other
+ * than the in-place one is modified. A rank may call this where the others
+ * call dt_reduce_scatter with the same per-rank count (the same call, for the
+ * collective check). */
+int dt_reduce_scatter_per_rank(const dt_tensor *in, int n, const dt_tensor *out,
+                               dt_op op, dt_comm *comm);
+
+/* Deprecated: dt_reduce_scatter_fused (and _async) under its name before 0.2.
+ * Kept through the 0.2 release, then removed. */
+#if defined(__GNUC__) || defined(__clang__)
+#define DT_DEPRECATED_FOR(msg) __attribute__((deprecated(msg)))
+#else
+#define DT_DEPRECATED_FOR(msg)
+#endif
+DT_DEPRECATED_FOR("renamed dt_reduce_scatter_fused; for one tensor per rank see dt_reduce_scatter_per_rank")
 int dt_reduce_scatter_list(const dt_tensor *in, const dt_tensor *out, int n,
                            dt_op op, dt_comm *comm);
 
@@ -165,6 +197,11 @@ int dt_allreduce_list_async(const dt_tensor *in, const dt_tensor *out, int n,
                             dt_op op, dt_comm *comm, dt_work **work);
 int dt_allgather_list_async(const dt_tensor *in, const dt_tensor *out, int n,
                             dt_comm *comm, dt_work **work);
+int dt_reduce_scatter_fused_async(const dt_tensor *in, const dt_tensor *out, int n,
+                                  dt_op op, dt_comm *comm, dt_work **work);
+int dt_reduce_scatter_per_rank_async(const dt_tensor *in, int n, const dt_tensor *out,
+                                     dt_op op, dt_comm *comm, dt_work **work);
+DT_DEPRECATED_FOR("renamed dt_reduce_scatter_fused_async")
 int dt_reduce_scatter_list_async(const dt_tensor *in, const dt_tensor *out, int n,
                                  dt_op op, dt_comm *comm, dt_work **work);
 

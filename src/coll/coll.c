@@ -11,7 +11,7 @@ const char *dt_coll_kind_name(dt_coll_kind k) {
     static const char *const names[] = {
         "allreduce", "allgather", "reduce_scatter", "reduce", "broadcast", "gather", "scatter",
         "all_to_all", "send", "recv", "barrier", "allreduce_list", "allgather_list",
-        "reduce_scatter_list"};
+        "reduce_scatter_fused", "reduce_scatter_per_rank"};
     return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
 }
 
@@ -247,6 +247,7 @@ int dt_coll_transport(const dt_coll_desc *d) {
     case DT_COLL_SEND: return o->send(c, d->send, d->count, d->dtype, d->root);
     case DT_COLL_RECV: return o->recv(c, d->recv, d->count, d->dtype, d->root);
     case DT_COLL_BARRIER: return o->barrier(c);
+    case DT_COLL_REDUCE_SCATTER_PER_RANK: return dt_per_rank_execute(d);
     default: return dt_fusion_execute(d);
     }
 }
@@ -338,9 +339,12 @@ int dt_allgather_list(const dt_tensor *in, const dt_tensor *out, int n, dt_comm 
     dt_coll_desc d = LDESC(DT_COLL_ALLGATHER_LIST, DT_SUM);
     return issue(__func__, &d, NULL, 0);
 }
-int dt_reduce_scatter_list(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm) {
+int dt_reduce_scatter_fused(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm) {
     dt_coll_desc d = LDESC(DT_COLL_REDUCE_SCATTER_LIST, op);
     return issue(__func__, &d, NULL, 0);
+}
+int dt_reduce_scatter_list(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm) {
+    return dt_reduce_scatter_fused(in, out, n, op, comm); /* deprecated name */
 }
 
 /* ---- asynchronous forms ---- */
@@ -396,7 +400,10 @@ int dt_allgather_list_async(const dt_tensor *in, const dt_tensor *out, int n, dt
     dt_coll_desc d = LDESC(DT_COLL_ALLGATHER_LIST, DT_SUM);
     return issue(__func__, &d, w, 1);
 }
-int dt_reduce_scatter_list_async(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm, dt_work **w) {
+int dt_reduce_scatter_fused_async(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm, dt_work **w) {
     dt_coll_desc d = LDESC(DT_COLL_REDUCE_SCATTER_LIST, op);
     return issue(__func__, &d, w, 1);
+}
+int dt_reduce_scatter_list_async(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm, dt_work **w) {
+    return dt_reduce_scatter_fused_async(in, out, n, op, comm, w); /* deprecated name */
 }

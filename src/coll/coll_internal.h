@@ -9,7 +9,8 @@ typedef enum dt_coll_kind {
     DT_COLL_ALLREDUCE, DT_COLL_ALLGATHER, DT_COLL_REDUCE_SCATTER, DT_COLL_REDUCE,
     DT_COLL_BROADCAST, DT_COLL_GATHER, DT_COLL_SCATTER, DT_COLL_ALL_TO_ALL,
     DT_COLL_SEND, DT_COLL_RECV, DT_COLL_BARRIER,
-    DT_COLL_ALLREDUCE_LIST, DT_COLL_ALLGATHER_LIST, DT_COLL_REDUCE_SCATTER_LIST
+    DT_COLL_ALLREDUCE_LIST, DT_COLL_ALLGATHER_LIST, DT_COLL_REDUCE_SCATTER_LIST,
+    DT_COLL_REDUCE_SCATTER_PER_RANK /* in: one tensor per rank; recv/count/dtype: the output */
 } dt_coll_kind;
 
 typedef struct dt_coll_desc {
@@ -49,5 +50,10 @@ int dt_fp_execute(const dt_coll_desc *d, dt_fp_hdr *h);
 /* Fused list collectives (fusion.c). */
 int dt_fusion_execute(const dt_coll_desc *d);
 void dt_fusion_release(void);
+/* The fusion's first staging buffer, grown to `bytes` (NULL: out of memory);
+ * for use inside the engine only. */
+void *dt_fusion_stage(size_t bytes);
+/* reduce_scatter of one tensor per rank (coll_per_rank.c). */
+int dt_per_rank_execute(const dt_coll_desc *d);
 
 #endif

@@ -112,9 +112,9 @@ int dt_engine_submit(const dt_coll_desc *desc, dt_work **work) {
         w->lists = malloc(sizeof(dt_tensor) * 2 * (size_t)desc->n);
         if (!w->lists) { free(w); return DT_ERR(DT_ERR_NOMEM, "out of memory for a list of %d tensors", desc->n); }
         memcpy(w->lists, desc->in, sizeof(dt_tensor) * (size_t)desc->n);
-        memcpy(w->lists + desc->n, desc->out, sizeof(dt_tensor) * (size_t)desc->n);
+        if (desc->out) memcpy(w->lists + desc->n, desc->out, sizeof(dt_tensor) * (size_t)desc->n);
         w->desc.in = w->lists;
-        w->desc.out = w->lists + desc->n;
+        w->desc.out = desc->out ? w->lists + desc->n : NULL; /* NULL: per-rank reduce_scatter */
     }
     if (!async_possible(desc->comm)) {
         w->t_start = dt_trace_now_us();

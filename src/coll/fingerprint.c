@@ -22,7 +22,8 @@ void dt_fp_fill(dt_fp_hdr *h, const dt_coll_desc *d, uint64_t seq) {
     const dt_comm *c = d->comm;
     memset(h, 0, sizeof *h);
     h->seq = seq;
-    h->kind = (uint16_t)d->kind;
+    /* one tensor per rank moves what dt_reduce_scatter moves: the same call */
+    h->kind = (uint16_t)(d->kind == DT_COLL_REDUCE_SCATTER_PER_RANK ? DT_COLL_REDUCE_SCATTER : d->kind);
     h->cid = c->cid;
     h->gkey = c->gkey;
     h->world_rank = (uint32_t)c->info.world_rank;
@@ -32,7 +33,7 @@ void dt_fp_fill(dt_fp_hdr *h, const dt_coll_desc *d, uint64_t seq) {
     h->count = d->count;
     uint64_t sig = 0;
     switch (d->kind) {
-    case DT_COLL_ALLREDUCE: case DT_COLL_REDUCE_SCATTER:
+    case DT_COLL_ALLREDUCE: case DT_COLL_REDUCE_SCATTER: case DT_COLL_REDUCE_SCATTER_PER_RANK:
         h->op = (uint8_t)d->op;
         break;
     case DT_COLL_REDUCE:

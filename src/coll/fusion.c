@@ -27,6 +27,8 @@ static void *stage(int i, size_t bytes) {
     return g_stage[i];
 }
 
+void *dt_fusion_stage(size_t bytes) { return stage(STAGE_SRC, bytes); }
+
 void dt_fusion_release(void) {
     for (int i = 0; i < NSTAGE; i++) { free(g_stage[i]); g_stage[i] = NULL; g_stage_cap[i] = 0; }
     g_iota = 0;

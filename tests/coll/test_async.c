@@ -210,7 +210,7 @@ static void lists_async(const tcomm *t) {
         dt_work *w = NULL;
         int rc = which == 0 ? dt_allreduce_list_async(in, out, NT, DT_SUM, t->comm, &w)
                : which == 1 ? dt_allgather_list_async(in, out, NT, t->comm, &w)
-                            : dt_reduce_scatter_list_async(in, out, NT, DT_SUM, t->comm, &w);
+                            : dt_reduce_scatter_fused_async(in, out, NT, DT_SUM, t->comm, &w);
         CHECK(rc == DT_OK, "%s: list async %d submit -> %s: %s", t->name, which, dt_status_str(rc),
               dt_last_error());
         memset(in, 0xff, sizeof(dt_tensor) * NT); /* the library must have its own copy */

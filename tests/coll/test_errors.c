@@ -192,13 +192,13 @@ static void errors_on(const tcomm *t) {
     const char *K_N = "n |n=|negative|number|length|count";
     CHECK_ERRF(dt_allreduce_list(in, out, -1, DT_SUM, c), INV, "dt_allreduce_list", K_N);
     CHECK_ERRF(dt_allgather_list(in, out, -1, c), INV, "dt_allgather_list", K_N);
-    CHECK_ERRF(dt_reduce_scatter_list(in, out, -1, DT_SUM, c), INV, "dt_reduce_scatter_list", K_N);
+    CHECK_ERRF(dt_reduce_scatter_fused(in, out, -1, DT_SUM, c), INV, "dt_reduce_scatter_fused", K_N);
     CHECK_ERRF(dt_allreduce_list(NULL, out, 3, DT_SUM, c), INV, "dt_allreduce_list", K_NULL);
     CHECK_ERRF(dt_allreduce_list(in, NULL, 3, DT_SUM, c), INV, "dt_allreduce_list", K_NULL);
     CHECK_ERRF(dt_allgather_list(NULL, out, 3, c), INV, "dt_allgather_list", K_NULL);
-    CHECK_ERRF(dt_reduce_scatter_list(in, NULL, 3, DT_SUM, c), INV, "dt_reduce_scatter_list", K_NULL);
+    CHECK_ERRF(dt_reduce_scatter_fused(in, NULL, 3, DT_SUM, c), INV, "dt_reduce_scatter_fused", K_NULL);
     CHECK_ERRF(dt_allreduce_list(in, out, 3, bad_op, c), INV, "dt_allreduce_list", K_OP);
-    CHECK_ERRF(dt_reduce_scatter_list(in, out, 3, bad_op, c), INV, "dt_reduce_scatter_list", K_OP);
+    CHECK_ERRF(dt_reduce_scatter_fused(in, out, 3, bad_op, c), INV, "dt_reduce_scatter_fused", K_OP);
     {
         dt_tensor o2[3];
         memcpy(o2, out, sizeof o2);
@@ -212,7 +212,7 @@ static void errors_on(const tcomm *t) {
             dt_tensor rsd[3]; /* reduce_scatter-shaped inputs, dtype differs at tensor 0 */
             for (int i = 0; i < 3; i++) rsd[i] = (dt_tensor){b + 64 * i, n * out[i].count, out[i].dtype};
             rsd[0].dtype = DT_I32;
-            CHECK_ERRF(dt_reduce_scatter_list(rsd, out, 3, DT_SUM, c), INV, "dt_reduce_scatter_list", "dtype");
+            CHECK_ERRF(dt_reduce_scatter_fused(rsd, out, 3, DT_SUM, c), INV, "dt_reduce_scatter_fused", "dtype");
         }
         memcpy(o2, out, sizeof o2);
         o2[0].count = 5; /* allreduce: counts must be equal */
@@ -226,7 +226,7 @@ static void errors_on(const tcomm *t) {
         dt_tensor rs_in[3];
         for (int i = 0; i < 3; i++) rs_in[i] = (dt_tensor){b + 64 * i, n * out[i].count, out[i].dtype};
         rs_in[2].count = n * out[2].count + 1;
-        CHECK_ERRF(dt_reduce_scatter_list(rs_in, out, 3, DT_SUM, c), INV, "dt_reduce_scatter_list", "count");
+        CHECK_ERRF(dt_reduce_scatter_fused(rs_in, out, 3, DT_SUM, c), INV, "dt_reduce_scatter_fused", "count");
         memcpy(o2, out, sizeof o2);
         o2[0].data = NULL; /* NULL data with count > 0 */
         CHECK_ERRF(dt_allreduce_list(in, o2, 3, DT_SUM, c), INV, "dt_allreduce_list", K_NULL);
@@ -270,15 +270,15 @@ static void errors_on(const tcomm *t) {
             for (int i = 0; i < 3; i++) v[i] = (dt_tensor){b + 2 * i, 2 / n ? 2 / n : 1, DT_F32};
             for (int i = 0; i < 3; i++) u[i] = (dt_tensor){a + 2 * n * i, v[i].count * n, DT_F32};
             u[2].count += 1;
-            AT2(dt_reduce_scatter_list(u, v, 3, DT_SUM, c), "dt_reduce_scatter_list", "divisible");
+            AT2(dt_reduce_scatter_fused(u, v, 3, DT_SUM, c), "dt_reduce_scatter_fused", "divisible");
         }
 #undef AT2
     }
     CHECK_ERRF(dt_allreduce_list_async(in, out, -1, DT_SUM, c, &w), INV, "dt_allreduce_list", K_N);
     CHECK_ERRF(dt_allreduce_list_async(in, out, 3, DT_SUM, c, NULL), INV, "dt_allreduce_list", "work|NULL");
     CHECK_ERRF(dt_allgather_list_async(in, out, 3, c, NULL), INV, "dt_allgather_list", "work|NULL");
-    CHECK_ERRF(dt_reduce_scatter_list_async(in, out, 3, DT_SUM, c, NULL), INV,
-               "dt_reduce_scatter_list", "work|NULL");
+    CHECK_ERRF(dt_reduce_scatter_fused_async(in, out, 3, DT_SUM, c, NULL), INV,
+               "dt_reduce_scatter_fused", "work|NULL");
 
     {
         int untouched = 1;
@@ -316,7 +316,7 @@ static void list_overflow(const tcomm *t) {
     dt_work *w = NULL;
     CHECK_ERRF(dt_allreduce_list_async(in, out, 2, DT_SUM, c, &w), INV, "dt_allreduce_list", K_COUNT);
     out[0].count = huge / n;
-    CHECK_ERRF(dt_reduce_scatter_list(in, out, 2, DT_SUM, c), INV, "dt_reduce_scatter_list", K_COUNT);
+    CHECK_ERRF(dt_reduce_scatter_fused(in, out, 2, DT_SUM, c), INV, "dt_reduce_scatter_fused", K_COUNT);
     /* two tensors that are fine alone but whose fused total overflows */
     dt_tensor in2[2] = {{a, (size_t)PTRDIFF_MAX / 8 + 1, DT_F32}, {a, (size_t)PTRDIFF_MAX / 8 + 1, DT_F32}};
     CHECK_ERRF(dt_allreduce_list(in2, in2, 2, DT_SUM, c), INV, "dt_allreduce_list", K_COUNT);
@@ -343,7 +343,7 @@ int main(void) {
     CHECK_ERRF(dt_barrier(NULL), INV, "dt_barrier", K_COMM);
     CHECK_ERRF(dt_allreduce_list(&t1, &t2, 1, DT_SUM, NULL), INV, "dt_allreduce_list", K_COMM);
     CHECK_ERRF(dt_allgather_list(&t1, &t2, 1, NULL), INV, "dt_allgather_list", K_COMM);
-    CHECK_ERRF(dt_reduce_scatter_list(&t1, &t2, 1, DT_SUM, NULL), INV, "dt_reduce_scatter_list", K_COMM);
+    CHECK_ERRF(dt_reduce_scatter_fused(&t1, &t2, 1, DT_SUM, NULL), INV, "dt_reduce_scatter_fused", K_COMM);
     CHECK_ERRF(dt_allreduce_async(a, b, 1, DT_F32, DT_SUM, NULL, &w), INV, "dt_allreduce", K_COMM);
     CHECK_ERRF(dt_barrier_async(NULL, &w), INV, "dt_barrier", K_COMM);
     CHECK_ERRF(dt_send_async(a, 1, DT_F32, 0, NULL, &w), INV, "dt_send", K_COMM);

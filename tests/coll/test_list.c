@@ -1,4 +1,4 @@
-/* coll_list: allreduce_list (every op), allgather_list and reduce_scatter_list with
+/* coll_list: allreduce_list (every op), allgather_list and reduce_scatter_fused with
  * many tensors of varying counts (zero included, NULL data at count 0), mixed and
  * interleaved dtypes, and in-place tensors (in == out for allreduce; the single-op
  * in-place layouts for allgather / reduce_scatter), on the world and every
@@ -15,7 +15,7 @@ static int same_tensors(const dt_tensor *a, const dt_tensor *b, int n) {
     return 1;
 }
 
-static const char *const lnames[] = {"allreduce_list", "allgather_list", "reduce_scatter_list"};
+static const char *const lnames[] = {"allreduce_list", "allgather_list", "reduce_scatter_fused"};
 
 #define LIST_MAX 512 /* tensors per list_case */
 
@@ -64,7 +64,7 @@ static void list_case(const tcomm *t, int which, dt_op op, int nt, const size_t 
     memcpy(out_copy, out, sizeof(dt_tensor) * (size_t)nt);
     int rc = which == L_AR ? dt_allreduce_list(in, out, nt, op, t->comm)
            : which == L_AG ? dt_allgather_list(in, out, nt, t->comm)
-                           : dt_reduce_scatter_list(in, out, nt, op, t->comm);
+                           : dt_reduce_scatter_fused(in, out, nt, op, t->comm);
     CHECK(rc == DT_OK, "%s %s comm=%s op=%s -> %s: %s", lnames[which], label, t->name,
           dt_op_name(op), dt_status_str(rc), dt_last_error());
     CHECK(same_tensors(in_copy, in, nt) && same_tensors(out_copy, out, nt),
@@ -128,7 +128,7 @@ static void list_arena(const tcomm *t, int which, dt_op op, int nt, const size_t
     }
     int rc = which == L_AR ? dt_allreduce_list(in, out, nt, op, t->comm)
            : which == L_AG ? dt_allgather_list(in, out, nt, t->comm)
-                           : dt_reduce_scatter_list(in, out, nt, op, t->comm);
+                           : dt_reduce_scatter_fused(in, out, nt, op, t->comm);
     char what[200];
     snprintf(what, sizeof what, "%s contiguous-arena comm=%.60s op=%s dtype=%s %s", lnames[which],
              t->name, dt_op_name(op), dt_dtype_name(dt), inplace ? "in-place" : "out-of-place");
@@ -267,7 +267,7 @@ int main(void) {
         dt_tensor dummy = {NULL, 0, DT_F32};
         CHECK_OK(dt_allreduce_list(&dummy, &dummy, 0, DT_SUM, t->comm));
         CHECK_OK(dt_allgather_list(&dummy, &dummy, 0, t->comm));
-        CHECK_OK(dt_reduce_scatter_list(&dummy, &dummy, 0, DT_SUM, t->comm));
+        CHECK_OK(dt_reduce_scatter_fused(&dummy, &dummy, 0, DT_SUM, t->comm));
     }
     /* Many small tensors whose total passes the shared-memory allreduce's
      * threshold: reduced straight from and into the tensors (one chunk, so

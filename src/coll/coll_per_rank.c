@@ -1,0 +1,113 @@
+/* src/coll/coll_per_rank.c - reduce_scatter of one tensor per rank (RAF's
+ * raf.reduce_scatter(x_list), PyTorch's dist.reduce_scatter(output,
+ * input_list)): rank k receives the reduction over the group of every rank's
+ * in[k]. The n tensors are the n blocks of one dt_reduce_scatter: when they
+ * lie back to back in memory they are passed to the backend as they are (no
+ * copy; in place, the result goes through staging: count elements); otherwise
+ * they are gathered into the fusion's staging buffer first (one copy of
+ * n * count elements), inside the engine, so that asynchronous work reads its
+ * inputs when it runs, not when it is submitted. The
+ * fingerprint of the call is that of dt_reduce_scatter with the same per-rank
+ * count: the two move the same data, and the check treats them alike. */
+#include <stdint.h>
+#include <string.h>
+#include "coll/engine.h"
+#include "core/error.h"
+
+#define TRY(x) do { int rc_ = (x); if (rc_ < 0) return rc_; } while (0)
+
+static uintptr_t addr(const void *p) { return (uintptr_t)p; }
+
+/* 1 if [a, a+bytes) and [b, b+bytes) share a byte (empty ranges never do) */
+static int overlap(const void *a, const void *b, size_t bytes) {
+    return bytes && addr(a) < addr(b) + bytes && addr(b) < addr(a) + bytes;
+}
+
+static int validate(const char *fn, dt_coll_desc *d, const dt_tensor *out) {
+    TRY(dt_comm_check(d->comm, fn));
+    const dt_comm *c = d->comm;
+    int size = c->info.size, rank = c->info.rank;
+    if ((unsigned)d->op >= DT_NUM_OPS)
+        return dt_error(DT_ERR_INVALID, fn, "unknown reduction op %d (valid: sum prod min max avg)", (int)d->op);
+    if (!out) return dt_error(DT_ERR_INVALID, fn, "out is NULL");
+    if (d->n != size)
+        return dt_error(DT_ERR_INVALID, fn, "list length %d differs from the group size %d: the list holds one tensor per "
+                        "rank of the group", d->n, size);
+    if (!d->in) return dt_error(DT_ERR_INVALID, fn, "input list is NULL but its length is %d", d->n);
+    dt_dtype dt = out->dtype;
+    if ((unsigned)dt >= DT_NUM_DTYPES)
+        return dt_error(DT_ERR_INVALID, fn, "out: unknown dtype %d (valid: 0..%d, f32 f64 f16 bf16 i8 u8 i32 i64)", (int)dt,
+                        DT_NUM_DTYPES - 1);
+    size_t count = out->count, es = dt_dtype_size(dt);
+    size_t limit = (size_t)PTRDIFF_MAX / es / (size_t)size;
+    if (count > limit)
+        return dt_error(DT_ERR_INVALID, fn, "count %zu of %s x %d tensors overflows the address space (limit %zu elements)",
+                        count, dt_dtype_name(dt), size, limit);
+    if (count > c->ops->max_count)
+        return dt_error(DT_ERR_INVALID, fn, "count %zu per rank exceeds the %s backend's limit %zu", count, c->ops->name,
+                        c->ops->max_count);
+    if (!out->data && count) return dt_error(DT_ERR_INVALID, fn, "out data is NULL but its count is %zu", count);
+    size_t bytes = count * es;
+    int inplace = count && out->data == d->in[rank].data;
+    for (int k = 0; k < d->n; k++) {
+        const dt_tensor *t = &d->in[k];
+        if (t->dtype != dt)
+            return dt_error(DT_ERR_INVALID, fn, "in[%d]: dtype %s differs from out's %s (one dtype for every tensor)", k,
+                            (unsigned)t->dtype < DT_NUM_DTYPES ? dt_dtype_name(t->dtype) : "(unknown)", dt_dtype_name(dt));
+        if (t->count != count)
+            return dt_error(DT_ERR_INVALID, fn, "in[%d]: count %zu differs from out's %zu (every tensor has out's count)", k,
+                            t->count, count);
+        if (!t->data && count) return dt_error(DT_ERR_INVALID, fn, "in[%d]: data is NULL but its count is %zu", k, count);
+        if (inplace && k == rank) continue;
+        if (overlap(out->data, t->data, bytes))
+            return dt_error(DT_ERR_INVALID, fn, "out overlaps in[%d]: in place, out must be in[%d] exactly (this rank's "
+                            "group rank), and otherwise overlap no input", k, rank);
+    }
+    d->recv = out->data;
+    d->count = count;
+    d->dtype = dt;
+    return DT_OK;
+}
+
+static int issue(const char *fn, const dt_tensor *in, int n, const dt_tensor *out, dt_op op, dt_comm *comm,
+                 dt_work **work, int async) {
+    if (async && !work) return dt_error(DT_ERR_INVALID, fn, "work is NULL");
+    if (async) *work = NULL;
+    dt_coll_desc d = {.kind = DT_COLL_REDUCE_SCATTER_PER_RANK, .comm = comm, .op = op, .in = in, .n = n};
+    TRY(validate(fn, &d, out));
+    return async ? dt_engine_submit(&d, work) : dt_engine_run(&d);
+}
+
+int dt_reduce_scatter_per_rank(const dt_tensor *in, int n, const dt_tensor *out, dt_op op, dt_comm *comm) {
+    return issue(__func__, in, n, out, op, comm, NULL, 0);
+}
+
+int dt_reduce_scatter_per_rank_async(const dt_tensor *in, int n, const dt_tensor *out, dt_op op, dt_comm *comm,
+                                     dt_work **work) {
+    return issue(__func__, in, n, out, op, comm, work, 1);
+}
+
+int dt_per_rank_execute(const dt_coll_desc *d) {
+    dt_comm *c = d->comm;
+    size_t es = dt_dtype_size(d->dtype), bytes = d->count * es;
+    const void *first = d->in[0].data;
+    int contiguous = 1, inplace = d->n > 1 && bytes && d->recv == d->in[c->info.rank].data;
+    for (int k = 1; k < d->n && contiguous; k++) contiguous = addr(d->in[k].data) == addr(first) + (size_t)k * bytes;
+    if (!bytes || (contiguous && !inplace)) /* the blocks of one buffer: straight from the user's memory */
+        return c->ops->reduce_scatter(c, first, d->recv, d->count, d->dtype, d->op);
+    if (contiguous) {
+        /* In place, the backend's in-place form may use the whole buffer as
+         * scratch (MPI's does), so the other ranks' inputs would change:
+         * reduce out of place into staging and copy the result (count
+         * elements) instead. */
+        char *res = dt_fusion_stage(bytes);
+        if (!res) return DT_ERR(DT_ERR_NOMEM, "out of memory for a %zu-byte staging buffer", bytes);
+        int rc = c->ops->reduce_scatter(c, first, res, d->count, d->dtype, d->op);
+        if (rc == DT_OK) memcpy(d->recv, res, bytes);
+        return rc;
+    }
+    char *buf = dt_fusion_stage((size_t)d->n * bytes);
+    if (!buf) return DT_ERR(DT_ERR_NOMEM, "out of memory for a %zu-byte staging buffer", (size_t)d->n * bytes);
+    for (int k = 0; k < d->n; k++) memcpy(buf + (size_t)k * bytes, d->in[k].data, bytes);
+    return c->ops->reduce_scatter(c, buf, d->recv, d->count, d->dtype, d->op);
+}

@@ -156,8 +156,8 @@ int dt_reduce_scatter_fused(const dt_tensor *in, const dt_tensor *out, int n,
 int dt_reduce_scatter_per_rank(const dt_tensor *in, int n, const dt_tensor *out,
                                dt_op op, dt_comm *comm);
 
-/* Deprecated: dt_reduce_scatter_fused (and _async) under its name before 0.2.
- * Kept through the 0.2 release, then removed. */
+/* Deprecated: dt_reduce_scatter_fused (and _async) under its 0.1 name. Kept
+ * for one release after 0.1, then removed. */
 #if defined(__GNUC__) || defined(__clang__)
 #define DT_DEPRECATED_FOR(msg) __attribute__((deprecated(msg)))
 #else

@@ -24,7 +24,8 @@ from ._lib import (DtrainError, LibraryNotFoundError, init, finalize, is_initial
                    library_path)
 from . import distributed
 from .distributed import (allreduce, allgather, reduce, reduce_scatter, broadcast, all_to_all,
-                          gather, scatter, send, recv, barrier, get_config, get_communicator)
+                          gather, scatter, send, recv, barrier, group_allgather,
+                          group_reduce_scatter, get_config, get_context, get_communicator)
 from ._dtypes import BFLOAT16 as bfloat16
 from . import train
 
@@ -36,4 +37,5 @@ __version__ = "0.1.0"
 __all__ = ["DtrainError", "LibraryNotFoundError", "init", "finalize", "is_initialized",
            "library_path", "distributed", "dist", "allreduce", "allgather", "reduce",
            "reduce_scatter", "broadcast", "all_to_all", "gather", "scatter", "send", "recv",
-           "barrier", "get_config", "get_communicator", "bfloat16", "train", "__version__"]
+           "barrier", "group_allgather", "group_reduce_scatter", "get_config", "get_context",
+           "get_communicator", "bfloat16", "train", "__version__"]

@@ -97,7 +97,9 @@ _PROTOTYPES = {
     "dt_barrier": (_I, [_P]),
     "dt_allreduce_list": (_I, [ctypes.POINTER(_Tensor), ctypes.POINTER(_Tensor), _I, _I, _P]),
     "dt_allgather_list": (_I, [ctypes.POINTER(_Tensor), ctypes.POINTER(_Tensor), _I, _P]),
-    "dt_reduce_scatter_list": (_I, [ctypes.POINTER(_Tensor), ctypes.POINTER(_Tensor), _I, _I, _P]),
+    "dt_reduce_scatter_fused": (_I, [ctypes.POINTER(_Tensor), ctypes.POINTER(_Tensor), _I, _I, _P]),
+    "dt_reduce_scatter_per_rank": (_I, [ctypes.POINTER(_Tensor), _I, ctypes.POINTER(_Tensor), _I,
+                                        _P]),
 }
 
 _lock = threading.RLock()

@@ -226,7 +226,7 @@ static void mismatches(const tcomm *t) {
     CHECK_OK(dt_reduce_scatter_per_rank(in, t->n, &out, DT_SUM, t->comm));
 }
 
-/* The name before 0.2 still works (deprecated), as dt_reduce_scatter_fused. */
+/* The 0.1 name still works (deprecated), as dt_reduce_scatter_fused. */
 static void deprecated_alias(const tcomm *t) {
     size_t n = (size_t)t->n, g = (size_t)t->grank, c = 6;
     float x[64 * 6], y[6], z[6];

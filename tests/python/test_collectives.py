@@ -59,8 +59,17 @@ def t_allreduce_list():
             for i, ((dt, sh), y) in enumerate(zip(specs, ys)):
                 want = reduce_ref([inp(m, dt, sh, salt + i, op) for m in mem], op, dt)
                 check_array(tag("allreduce_list[%d]" % i, dt, rl, op), y, want)
-    # tuple input, empty list, out= list (one out non-contiguous)
-    ys = dtrain.allreduce((np.ones(3, np.float32),))
+    # a list of one array gives the array (seed 003: allreduce([x]) is allreduce(x), as in
+    # RAF); tuple input, empty list, out= list (one out non-contiguous)
+    y1 = dtrain.allreduce([np.ones(3, np.float32)])
+    check_array("allreduce list of one returns the array", y1, np.full(3, S, np.float32))
+    y1 = dtrain.allreduce((np.ones(3, np.float32),))
+    check_array("allreduce tuple of one", y1, np.full(3, S, np.float32))
+    o1 = np.zeros(3, np.float32)
+    check("allreduce list of one with out=[o] returns o",
+          dtrain.allreduce([np.ones(3, np.float32)], out=[o1]) is o1 and (o1 == S).all())
+    ys = dtrain.allreduce((np.ones(3, np.float32), np.ones(2, np.int8)))
+    check("allreduce tuple of two returns a list", isinstance(ys, list) and len(ys) == 2)
     check_array("allreduce tuple", ys[0], np.full(3, S, np.float32))
     check("allreduce empty list", dtrain.allreduce([]) == [])
     a = np.arange(6, dtype=np.float64)
@@ -126,24 +135,114 @@ def t_reduce_scatter():
                 y = dtrain.reduce_scatter(inp(R, dt, shape, salt, op), op, rank_list=rl)
                 full = reduce_ref([inp(m, dt, shape, salt, op) for m in mem], op, dt)
                 check_array(tag("reduce_scatter", dt, rl, op), y, full[2 * gr:2 * gr + 2])
-    # list (fused), out=, non-contiguous
+    # a list: one array per rank of the group (RAF's reduce_scatter(x_list), PyTorch's
+    # reduce_scatter(output, input_list)): group rank g receives the reduction of
+    # every member's x[g]
+    for rl in RLS:
+        mem = members(R, rl, S)
+        G, gr = len(mem), mem.index(R)
+        for dt in dtypes_for(rl):
+            for op in OPS:
+                salt = next_salt() * 64
+                shape = (2, 3)
+                xs = [inp(R, dt, shape, salt + k, op) for k in range(G)]
+                y = dtrain.reduce_scatter(xs, op, rank_list=rl)
+                want = reduce_ref([inp(m, dt, shape, salt + gr, op) for m in mem], op, dt)
+                check_array(tag("reduce_scatter per-rank list", dt, rl, op), y, want)
+                check("reduce_scatter per-rank list inputs untouched " + tag("", dt, rl, op),
+                      all(np.array_equal(a, inp(R, dt, shape, salt + k, op))
+                          for k, a in enumerate(xs)))
     for rl in RLS[:3]:
         mem = members(R, rl, S)
         G, gr = len(mem), mem.index(R)
-        salt = next_salt()
-        specs = [(np.float32, (G, 2)), (np.int32, (3 * G,)), (np.float16, (G, 1, 2))]
-        xs = [inp(R, dt, sh, salt + i) for i, (dt, sh) in enumerate(specs)]
-        ys = dtrain.reduce_scatter(xs, "sum", rank_list=rl)
-        for i, ((dt, sh), y) in enumerate(zip(specs, ys)):
-            full = reduce_ref([inp(m, dt, sh, salt + i) for m in mem], "sum", dt)
-            b = sh[0] // G
-            check_array(tag("reduce_scatter_list[%d]" % i, dt, rl), y, full[gr * b:(gr + 1) * b])
+        salt = next_salt() * 64
+        want = reduce_ref([inp(m, np.float32, (4,), salt + gr) for m in mem], "sum", np.float32)
+        # views of one array (the C library's no-copy path), a tuple, non-contiguous arrays
+        big = np.concatenate([inp(R, np.float32, (4,), salt + k) for k in range(G)])
+        check_array(tag("reduce_scatter per-rank views", np.float32, rl),
+                    dtrain.reduce_scatter(np.split(big, G), rank_list=rl), want)
+        check_array(tag("reduce_scatter per-rank tuple", np.float32, rl),
+                    dtrain.reduce_scatter(tuple(np.split(big, G)), rank_list=rl), want)
+        nc = [np.repeat(inp(R, np.float32, (4,), salt + k), 2)[::2] for k in range(G)]
+        check_array(tag("reduce_scatter per-rank noncontig", np.float32, rl),
+                    dtrain.reduce_scatter(nc, rank_list=rl), want)
+        # out=, in place (out is this rank's own array), 0-d arrays, bf16 bits
+        xs = [inp(R, np.float32, (4,), salt + k) for k in range(G)]
+        o = np.zeros(4, np.float32)
+        check("reduce_scatter per-rank out returns out",
+              dtrain.reduce_scatter(xs, out=o, rank_list=rl) is o)
+        check_array(tag("reduce_scatter per-rank out", np.float32, rl), o, want)
+        r = dtrain.reduce_scatter(xs, out=xs[gr], rank_list=rl)
+        check("reduce_scatter per-rank in place returns out", r is xs[gr])
+        check_array(tag("reduce_scatter per-rank in place", np.float32, rl), xs[gr], want)
+        check("reduce_scatter per-rank in place: other arrays untouched",
+              all(np.array_equal(a, inp(R, np.float32, (4,), salt + k)) for k, a in enumerate(xs)
+                  if k != gr))
+        s0 = [np.array(k * 10 + R, np.int64) for k in range(G)]
+        check_array(tag("reduce_scatter per-rank 0-d", np.int64, rl),
+                    dtrain.reduce_scatter(s0, "max", rank_list=rl), np.array(gr * 10 + max(mem)))
+        bits = [H.f32_to_bf16_bits(inp(R, np.float32, (3,), salt + k)) for k in range(G)]
+        check_array(tag("reduce_scatter per-rank bf16", np.uint16, rl),
+                    dtrain.reduce_scatter(bits, rank_list=rl, dtype="bf16"),
+                    H.f32_to_bf16_bits(reduce_ref(
+                        [inp(m, np.float32, (3,), salt + gr) for m in mem], "sum", np.float32)))
     x = inp(R, np.float64, (3, 2 * S), 5).T          # (2S, 3) non-contiguous
     full = reduce_ref([inp(m, np.float64, (3, 2 * S), 5).T for m in range(S)], "sum", np.float64)
     o = np.empty((2, 3), np.float64)
     r = dtrain.reduce_scatter(x, out=o)
     check("reduce_scatter out returns out", r is o)
     check_array("reduce_scatter noncontig", o, full[2 * R:2 * R + 2])
+
+
+def t_group_reduce_scatter():
+    """RAF's group_reduce_scatter: each array of the list reduce-scattered on its own
+    (block k of array i along axis 0 to group rank k), one fused call."""
+    for rl in RLS[:3]:
+        mem = members(R, rl, S)
+        G, gr = len(mem), mem.index(R)
+        for op in OPS:
+            salt = next_salt() * 8
+            specs = [(np.float32, (G, 2)), (np.int32, (3 * G,)), (np.float16, (G, 1, 2)),
+                     (np.float64, (0, 2))]
+            xs = [inp(R, dt, sh, salt + i, op) for i, (dt, sh) in enumerate(specs)]
+            ys = dtrain.group_reduce_scatter(xs, op, rank_list=rl)
+            check("group_reduce_scatter returns a list",
+                  isinstance(ys, list) and len(ys) == len(xs))
+            for i, ((dt, sh), y) in enumerate(zip(specs, ys)):
+                full = reduce_ref([inp(m, dt, sh, salt + i, op) for m in mem], op, dt)
+                b = sh[0] // G
+                check_array(tag("group_reduce_scatter[%d]" % i, dt, rl, op), y,
+                            full[gr * b:(gr + 1) * b])
+    xs = [np.full((S, 2), R + 1.0), np.arange(2 * S, dtype=np.int64)]
+    outs = [np.zeros((1, 2)), np.zeros(4, np.int64)[::2]]
+    r = dtrain.group_reduce_scatter(xs, out=outs)
+    check("group_reduce_scatter out returns out", r[0] is outs[0] and r[1] is outs[1])
+    check_array("group_reduce_scatter out[0]", outs[0], np.full((1, 2), S * (S + 1) / 2.0))
+    check_array("group_reduce_scatter out[1] noncontig", outs[1].copy(),
+                np.arange(2 * R, 2 * R + 2, dtype=np.int64) * S)
+
+
+def t_group_allgather():
+    """RAF's group_allgather(tensor_list, axis, out): each array gathered on its own."""
+    for rl in RLS[:3]:
+        mem = members(R, rl, S)
+        salt = next_salt() * 8
+        specs = [(np.float32, (2, 2)), (np.int8, (3,)), (np.float64, (1, 2))]
+        xs = [inp(R, dt, sh, salt + i) for i, (dt, sh) in enumerate(specs)]
+        wants = [np.concatenate([inp(m, dt, sh, salt + i) for m in mem], axis=0)
+                 for i, (dt, sh) in enumerate(specs)]
+        ys = dtrain.group_allgather(xs, 0, rank_list=rl)
+        for i, (y, w) in enumerate(zip(ys, wants)):
+            check_array(tag("group_allgather[%d]" % i, specs[i][0], rl), y, w)
+        outs = [np.empty_like(w) for w in wants]
+        r = dtrain.group_allgather(xs, 0, outs, rank_list=rl)
+        check("group_allgather out returns out", all(a is b for a, b in zip(r, outs)))
+        for i, (o, w) in enumerate(zip(outs, wants)):
+            check_array(tag("group_allgather out[%d]" % i, specs[i][0], rl), o, w)
+    x = inp(R, np.float32, (2, 3), 3)
+    ys = dtrain.group_allgather([x], -1)
+    check_array("group_allgather axis -1", ys[0],
+                np.concatenate([inp(m, np.float32, (2, 3), 3) for m in range(S)], axis=-1))
 
 
 # ---- allgather ------------------------------------------------------------------
@@ -218,6 +317,39 @@ def t_reduce():
         check_array("reduce root=None", y, np.full(2, len(mem), np.float32))
     else:
         check("reduce root=None non-root", y is None)
+
+
+def t_rooted_flat_rank_list():
+    """RAF's reduce and broadcast take rank_list as ONE flat group ([0, 1]); a rank not
+    in it runs standalone (its own root: it gets its own x back); the same for a rank
+    in no group of a nested rank_list."""
+    lists = [[0], list(range(S))] + ([[0, 1], [S - 1, 0]] if S >= 2 else [])
+    for rl in lists:
+        mem = sorted(rl) if R in rl else [R]
+        root = rl[0]
+        for dt in (np.float32, np.int32, np.float16):
+            salt = next_salt()
+            x = inp(R, dt, (3,), salt)
+            y = dtrain.broadcast(x, root, rank_list=rl)
+            want = inp(root if R in rl else R, dt, (3,), salt)
+            check_array(tag("broadcast flat", dt, rl), y, want)
+            y = dtrain.reduce(x, root, "sum", rank_list=rl)
+            if R == root or R not in rl:
+                check_array(tag("reduce flat", dt, rl), y,
+                            reduce_ref([inp(m, dt, (3,), salt) for m in mem], "sum", dt))
+            else:
+                check(tag("reduce flat non-root None", dt, rl), y is None)
+    if S >= 3:
+        rl = [[S - 1, 1]]                       # ranks other than S-1 and 1: standalone
+        x = np.array([R * 1.5])
+        y = dtrain.broadcast(x, S - 1, rank_list=rl)
+        check_array("broadcast nested, unlisted ranks alone", y,
+                    np.array([(S - 1) * 1.5 if R in (1, S - 1) else R * 1.5]))
+        y = dtrain.gather(x, S - 1, rank_list=rl)
+        if R == S - 1:
+            check_array("gather nested root", y, np.array([1.5, (S - 1) * 1.5]))
+        elif R != 1:
+            check_array("gather nested unlisted rank alone", y, x)
 
 
 def t_broadcast():
@@ -308,11 +440,11 @@ def t_p2p():
         nxt, prv = (R + 1) % S, (R - 1) % S
         x = inp(R, dt, (2, 3), salt)
         if R % 2 == 0:
-            dtrain.send(x, nxt)
-            y = dtrain.recv(prv, (2, 3), dt)
+            t = dtrain.send(x, nxt)
+            y = dtrain.recv(prv, (2, 3), dt, t)     # RAF's token (ordering is program order)
         else:
             y = dtrain.recv(prv, (2, 3), dt)
-            dtrain.send(x, nxt)
+            dtrain.send(x, nxt, token=y)
         check_array(tag("send/recv ring", dt, None), y, inp(prv, dt, (2, 3), salt))
     # within groups of a rank_list, recv into out= (noncontig), bf16 bits
     rl = RLS[2]

@@ -90,6 +90,7 @@ def t_bad_computation():
 def t_bad_rank_list():
     x = np.ones(2, np.float32)
     # structure: caught in Python, TypeError/ValueError, before any communication
+    # a flat list is one group only for reduce and broadcast (RAF's spelling there)
     for bad, exc, msg in (([0, 1], TypeError, "list of groups"),
                           (3, TypeError, "list of groups"),
                           ([[0.5]], TypeError, "integers"),
@@ -164,6 +165,53 @@ def t_roots_and_peers():
     still_works("root/peer errors")
 
 
+def t_int_ranges():
+    """Issue 16 item 9: integers that do not fit their C type are refused before they
+    cross into the library (they used to wrap modulo 2**32: rank 2**32+1 acted as 1)."""
+    x = np.ones(2 * S, np.float32)
+    big = [2 ** 32 + 1, 2 ** 31, -2 ** 31 - 1, 2 ** 64 + 1, np.int64(2 ** 32 + 1),
+           np.uint64(2 ** 63)]
+    for v in big:
+        vi = int(v)
+        for rl in ([[0, v]], [[v]], [[0], [v]]):
+            for fn, call in (("allreduce", lambda: dtrain.allreduce(x, rank_list=rl)),
+                             ("reduce_scatter", lambda: dtrain.reduce_scatter(x, rank_list=rl)),
+                             ("get_communicator", lambda: dist.get_communicator(rl))):
+                expect_raises("%s rank_list=%r" % (fn, rl), ValueError, call, "rank_list",
+                              str(vi), "out of range")
+        for fn, call in (("reduce", lambda: dtrain.reduce(x, v)),
+                         ("broadcast", lambda: dtrain.broadcast(x, v)),
+                         ("gather", lambda: dtrain.gather(x, v)),
+                         ("scatter", lambda: dtrain.scatter(x, v)),
+                         ("reduce flat rank_list", lambda: dtrain.reduce(x, 0, rank_list=[0, v])),
+                         ("broadcast flat rank_list",
+                          lambda: dtrain.broadcast(x, 0, rank_list=[0, v]))):
+            what = "rank_list" if "rank_list" in fn else "root"
+            expect_raises("%s %s=%d" % (fn, what, vi), ValueError, call, what, str(vi),
+                          "out of range")
+        expect_raises("send peer=%d" % vi, ValueError, lambda: dtrain.send(x, v), "peer",
+                      str(vi), "out of range")
+        expect_raises("recv peer=%d" % vi, ValueError, lambda: dtrain.recv(v, 2, np.float32),
+                      "peer", str(vi), "out of range")
+    # the issue's three examples, by name
+    expect_raises("rank_list=[[0, 2**32+1]]", ValueError,
+                  lambda: dtrain.allreduce(x, rank_list=[[0, 2 ** 32 + 1]]), "rank_list",
+                  "4294967297")
+    expect_raises("root=2**32+1", ValueError, lambda: dtrain.reduce(x, 2 ** 32 + 1), "root",
+                  "4294967297")
+    expect_raises("send(x, 2**32+1)", ValueError, lambda: dtrain.send(x, 2 ** 32 + 1), "peer",
+                  "4294967297")
+    # shapes of arrays to be received: non-negative ints
+    expect_raises("recv negative shape", ValueError,
+                  lambda: dtrain.recv((R + 1) % S, (2, -1), np.float32), "shape", "-1")
+    expect_raises("recv bool shape", TypeError,
+                  lambda: dtrain.recv((R + 1) % S, (True, 2), np.float32), "shape")
+    if R != 0:
+        expect_raises("scatter x=None negative shape", ValueError,
+                      lambda: dtrain.scatter(None, 0, shape=(-S,), dtype=np.float32), "shape")
+    still_works("integer range errors")
+
+
 def t_shapes():
     if S > 1:
         expect_raises("reduce_scatter first axis not divisible", ValueError,
@@ -173,13 +221,57 @@ def t_shapes():
         expect_raises("reduce_scatter count divisible but axis 0 not", ValueError,
                       lambda: dtrain.reduce_scatter(np.ones((S + 1, S), np.float32)),
                       "x.shape[0]")
-        expect_raises("reduce_scatter list element", ValueError,
-                      lambda: dtrain.reduce_scatter([np.ones(S), np.ones(S + 1)]), "x[1]")
+        expect_raises("group_reduce_scatter list element", ValueError,
+                      lambda: dtrain.group_reduce_scatter([np.ones(S), np.ones(S + 1)]),
+                      "tensor_list[1]", "divisible")
         expect_raises("all_to_all split axis not divisible", ValueError,
                       lambda: dtrain.all_to_all(np.ones((2, S + 1)), split_axis=1),
                       "not divisible by the group size")
         expect_raises("scatter not divisible", ValueError,
                       lambda: dtrain.scatter(np.ones(S + 1), 0), "divisible")
+    # reduce_scatter of a list: one array per rank of the group, all of one shape and dtype
+    for n in (S - 1, S + 1, 2 * S):
+        expect_raises("reduce_scatter list of %d on %d ranks" % (n, S), ValueError,
+                      lambda: dtrain.reduce_scatter([np.ones(2, np.float32)] * n),
+                      "one array per rank", "%d arrays" % n, "group of %d" % S,
+                      "group_reduce_scatter")
+    if S >= 2:
+        rl = [list(range(S))[::-1]] if S == 2 else [[0, 1], list(range(2, S))]
+        expect_raises("reduce_scatter list length vs sub-group", ValueError,
+                      lambda: dtrain.reduce_scatter([np.ones(2)] * S, rank_list=rl)
+                      if S > 2 else dtrain.reduce_scatter([np.ones(2)] * 3, rank_list=rl),
+                      "one array per rank", "group of 2")
+        xs = [np.ones((2, 2), np.float32) for _ in range(S)]
+        xs[-1] = np.ones((2, 3), np.float32)
+        expect_raises("reduce_scatter list mixed shapes", ValueError,
+                      lambda: dtrain.reduce_scatter(xs), "x[%d]" % (S - 1), "shape (2, 3)",
+                      "(2, 2)")
+        xs[-1] = np.ones((2, 2), np.float64)
+        expect_raises("reduce_scatter list mixed dtypes", TypeError,
+                      lambda: dtrain.reduce_scatter(xs), "x[%d]" % (S - 1), "float64", "float32")
+        xs[-1] = np.ones((2, 2), np.float32)
+        expect_raises("reduce_scatter list out shape", ValueError,
+                      lambda: dtrain.reduce_scatter(xs, out=np.ones((1, 2), np.float32)),
+                      "expected shape (2, 2)")
+        if S >= 2:
+            expect_raises("reduce_scatter list out overlaps another rank's array", DtrainError,
+                          lambda: dtrain.reduce_scatter(xs, out=xs[(R + 1) % S]), "overlaps",
+                          status="DT_ERR_INVALID")
+    expect_raises("reduce_scatter empty list", ValueError, lambda: dtrain.reduce_scatter([]),
+                  "one array per rank")
+    expect_raises("reduce_scatter list of non-arrays", TypeError,
+                  lambda: dtrain.reduce_scatter([[1.0]] * S), "numpy.ndarray")
+    expect_raises("group_reduce_scatter needs a list", TypeError,
+                  lambda: dtrain.group_reduce_scatter(np.ones(S)), "list")
+    expect_raises("group_allgather needs a list", TypeError,
+                  lambda: dtrain.group_allgather(np.ones(S), 0), "list")
+    expect_raises("group_allgather out length", ValueError,
+                  lambda: dtrain.group_allgather([np.ones(2)] * 2, 0, [np.ones(2 * S)]),
+                  "list of 2")
+    for fn, call in (("all_to_all", lambda: dtrain.all_to_all([np.ones(S)] * S)),
+                     ("gather", lambda: dtrain.gather([np.ones(2)], 0)),
+                     ("scatter", lambda: dtrain.scatter([np.ones(S)], 0))):
+        expect_raises("%s of a list" % fn, TypeError, call, "one array", "not a list")
     expect_raises("reduce_scatter 0-d", ValueError,
                   lambda: dtrain.reduce_scatter(np.float32(1)), "divisible")
     expect_raises("all_to_all 0-d", ValueError, lambda: dtrain.all_to_all(np.float32(1)),

@@ -76,14 +76,22 @@ def t_config():
     expect_raises("update is atomic", ValueError,
                   lambda: d.update({"zero_opt_level": 2, "overlap": "nope"}), "overlap")
     check("nothing applied after a failed update", d.zero_opt_level == 1)
-    text = d.dumps()
-    obj = json.loads(text)
-    check("dumps is JSON with the setting keys", list(obj) == list(DEFAULTS), text)
+    # RAF's DistConfig.dumps() returns a dict and loads() takes one; JSON text: to_json()
+    obj = d.dumps()
+    check("dumps is a dict with the setting keys",
+          type(obj) is dict and list(obj) == list(DEFAULTS), obj)
     check("dumps values", obj["enable_data_parallel"] is True and obj["zero_opt_level"] == 1
-          and obj["bucket_size_mb"] == 4.0 and obj["overlap"] is False, text)
-    e = DistConfig().loads(text)
+          and obj["bucket_size_mb"] == 4.0 and obj["overlap"] is False, obj)
+    obj["zero_opt_level"] = 3
+    check("dumps is a copy", d.zero_opt_level == 1)
+    obj["zero_opt_level"] = 1
+    e = DistConfig().loads(d.dumps())
     check("loads(dumps()) round trip", e == d and e is not d)
-    check("dumps indent", "\n" in d.dumps(indent=2))
+    text = d.to_json()
+    check("to_json is JSON", json.loads(text) == d.dumps(), text)
+    check("loads(to_json()) round trip", DistConfig().loads(text) == d)
+    check("to_json indent", "\n" in d.to_json(indent=2))
+    expect_raises("loads a list", ValueError, lambda: DistConfig().loads([1]), "dict")
     expect_raises("loads non-object", ValueError, lambda: DistConfig().loads("[1]"),
                   "JSON object")
     expect_raises("loads unknown key", AttributeError,
@@ -141,8 +149,8 @@ def t_config_vs_c():
                      "first_bucket_mb": 0.25, "overlap": False, "broadcast_buffers": False,
                      "sync_bn": True, "timeout_s": 1.5})
     c = c_default()
-    rc = lib.dt_config_parse_json(ctypes.byref(c), py.dumps().encode())
-    check("C parses DistConfig.dumps()", rc == 0, lambda: lib.dt_last_error().decode())
+    rc = lib.dt_config_parse_json(ctypes.byref(c), py.to_json().encode())
+    check("C parses DistConfig.to_json()", rc == 0, lambda: lib.dt_last_error().decode())
     check("C reads the same values", c_dumps(c) == py.to_dict(),
           lambda: "%s vs %s" % (c_dumps(c), py.to_dict()))
     check("DistConfig reads the C dumps", DistConfig().update(c_dumps(c)) == py)
@@ -235,13 +243,33 @@ def t_library_search():
               rc == 0 and out.startswith("ERR") and bad in out and "no such file" in out,
               "rc %d out %r err %r" % (rc, out, err[-800:]))
         # import alone does not need the library
-        rc, out, err = _child("import dtrain, dtrain.dist; print(dtrain.dist.get_config().dumps()"
+        rc, out, err = _child("import dtrain, dtrain.dist; print(dtrain.dist.get_config().to_json()"
                               "[:1])", _child_env(PYTHONPATH=os.path.join(src, "python"),
                                                   DTRAIN_LIBRARY=bad), tmp)
         check("import and config work without the library", rc == 0 and out == "{",
               "rc %d out %r err %r" % (rc, out, err[-800:]))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def t_set_default_communicator():
+    """RAF's dist.set_default_communicator("mpi" | "void"): before the runtime starts
+    it picks the backend (DTRAIN_BACKEND); afterwards only the running one is accepted."""
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    # the call wins over the environment's DTRAIN_BACKEND
+    env = _child_env(PYTHONPATH=os.path.join(src, "python"),
+                     DTRAIN_LIBRARY=os.path.realpath(dtrain.library_path()), DTRAIN_BACKEND="mpi")
+    rc, out, err = _child("from dtrain import dist\ndist.set_default_communicator('void')\n"
+                          "print(dist.get_communicator().backend)", env, src)
+    check("set_default_communicator('void') before start", rc == 0 and out.strip() == "void",
+          "rc %d out %r err %r" % (rc, out, err[-800:]))
+    expect_raises("set_default_communicator bad name", ValueError,
+                  lambda: dist.set_default_communicator("nccl"), "'mpi' or 'void'")
+    dist.set_default_communicator(comm.backend)     # the running one: accepted
+    other = "void" if comm.backend == "mpi" else "mpi"
+    expect_raises("set_default_communicator after start", RuntimeError,
+                  lambda: dist.set_default_communicator(other), "already started",
+                  comm.backend)
 
 
 def t_standalone_semantics():

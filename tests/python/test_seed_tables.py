@@ -21,9 +21,9 @@ R, S = comm.world_rank, comm.world_size
 def AR(rank_list=None, as_list=False):
     x = np.ones(shape=(1, 4), dtype="float32") * (R + 1)
     if as_list:
+        # seed 003: "x = raf.allreduce(x)  # Equivalent to: x = raf.allreduce([x], "sum")"
         y = dtrain.allreduce([x], "sum", rank_list=rank_list)
-        check("AR list form returns a list of one", isinstance(y, list) and len(y) == 1)
-        y = y[0]
+        check("AR list form of one array returns the array", isinstance(y, np.ndarray))
     else:
         y = dtrain.allreduce(x, rank_list=rank_list) if rank_list is not None \
             else dtrain.allreduce(x)
@@ -121,9 +121,26 @@ def t_config_world_attrs():
     check("dcfg local", (d.local_rank, d.local_size) == (comm.local_rank, comm.local_size))
 
 
+def t_context_seed001():
+    """Seed 001 (Meta): dist.get_context() with root_rank, size, rank, local_rank,
+    local_size, and enable_data_parallel settable; the same state as get_config()."""
+    dctx = dist.get_context()
+    check("get_context is get_config's object", dctx is dist.get_config())
+    check("DistContext is DistConfig", dist.DistContext is dist.DistConfig)
+    check("dctx attributes", (dctx.root_rank, dctx.size, dctx.rank, dctx.local_rank,
+                              dctx.local_size) == (0, S, R, comm.local_rank, comm.local_size))
+    was = dctx.enable_data_parallel
+    dctx.enable_data_parallel = not was
+    check("dctx.enable_data_parallel set through the context",
+          dist.get_config().enable_data_parallel is (not was))
+    dctx.enable_data_parallel = was
+    check("dtrain.get_context exported", dtrain.get_context is dist.get_context)
+
+
 def t_op_dir():
     want = {"allreduce", "allgather", "reduce", "reduce_scatter", "broadcast", "all_to_all",
-            "gather", "scatter", "send", "recv", "barrier"}
+            "gather", "scatter", "send", "recv", "barrier", "group_allgather",
+            "group_reduce_scatter"}
     got = set(dir(dist.op))
     check("dir(dtrain.distributed.op)", got == want, "got %s" % sorted(got))
     check("dtrain.dist is dtrain.distributed", dtrain.dist is dtrain.distributed)

@@ -13,35 +13,56 @@ rank_list at the same point (ordinary SPMD code does). Creation is then cached
 (here, by the rank_list as written, and in the C pool, by its canonical form).
 A rank listed twice or a rank outside ``[0, world_size)`` raises DtrainError
 (status DT_ERR_INVALID) on every rank; ranks that pass different rank_lists
-get DT_ERR_MISMATCH on every rank.
+get DT_ERR_MISMATCH on every rank. A rank that does not even fit a C int
+(e.g. ``2**32 + 1``) raises ValueError before anything is sent.
+
+``reduce`` and ``broadcast`` also take RAF's spelling there, a flat list of
+the ranks of ONE group (``rank_list=[0, 1]`` is ``[[0, 1]]``).
 """
 import ctypes
 import json
 import operator
+import os
 
 from .. import _lib
 
-__all__ = ["Communicator", "get_communicator", "normalize_rank_list"]
+__all__ = ["Communicator", "get_communicator", "normalize_rank_list", "set_default_communicator"]
 
 
-def normalize_rank_list(rank_list, fn="get_communicator"):
+# The range of a C int: every integer handed to libdtrain as an int is checked
+# against it first (ctypes would silently keep its low 32 bits: rank 2**32+1
+# would reach the library as rank 1).
+INT_MIN, INT_MAX = -2 ** 31, 2 ** 31 - 1
+
+
+def _is_flat(rank_list):
+    return (isinstance(rank_list, (list, tuple)) and len(rank_list) > 0 and
+            not any(isinstance(g, (list, tuple)) for g in rank_list))
+
+
+def normalize_rank_list(rank_list, fn="get_communicator", flat=False):
     """rank_list as a tuple of tuples of ints (the groups as written).
 
     Accepts lists/tuples of lists/tuples of integers (numpy integers too) or
-    the same as JSON text ``"[[0,1],[2,3]]"``. Only the structure is checked
-    here; emptiness, ranges and duplicates are checked by the C library,
-    collectively, so that every rank raises the same error."""
+    the same as JSON text ``"[[0,1],[2,3]]"``. With ``flat=True`` (reduce and
+    broadcast, RAF's spelling there) a flat list of ranks ``[0, 1]`` is also
+    accepted, as the one group ``[[0, 1]]``. The structure is checked here,
+    and that every rank fits a C int (ValueError: it would wrap); emptiness,
+    ranges and duplicates are checked by the C library, collectively, so that
+    every rank raises the same error."""
     if isinstance(rank_list, str):
         try:
             rank_list = json.loads(rank_list)
         except ValueError as e:
             raise ValueError("dtrain.%s: rank_list %r is not valid text like '[[0, 1], [2, 3]]': %s"
                              % (fn, rank_list, e)) from None
+    if flat and _is_flat(rank_list):
+        rank_list = [rank_list]
     if not isinstance(rank_list, (list, tuple)):
         raise TypeError("dtrain.%s: rank_list must be a list of groups of world ranks, e.g. "
                         "[[0, 1], [2, 3]]; got %s" % (fn, type(rank_list).__name__))
     groups = []
-    for g in rank_list:
+    for gi, g in enumerate(rank_list):
         if not isinstance(g, (list, tuple)):
             raise TypeError("dtrain.%s: rank_list must be a list of groups (lists) of world ranks, "
                             "e.g. [[0, 1], [2, 3]]; got element %r in %r" % (fn, g, rank_list))
@@ -50,10 +71,14 @@ def normalize_rank_list(rank_list, fn="get_communicator"):
             if isinstance(r, bool):
                 raise TypeError("dtrain.%s: rank_list entries must be integers, got %r" % (fn, r))
             try:
-                ranks.append(operator.index(r))
+                v = operator.index(r)
             except TypeError:
                 raise TypeError("dtrain.%s: rank_list entries must be integers, got %r (%s)"
                                 % (fn, r, type(r).__name__)) from None
+            if not INT_MIN <= v <= INT_MAX:
+                raise ValueError("dtrain.%s: rank_list: rank %d in group %d is out of range: a "
+                                 "world rank is in [0, world size)" % (fn, v, gi))
+            ranks.append(v)
         groups.append(tuple(ranks))
     return tuple(groups)
 
@@ -154,8 +179,8 @@ def world():
     return c
 
 
-def from_rank_list(rank_list, fn="get_communicator"):
-    key = normalize_rank_list(rank_list, fn)
+def from_rank_list(rank_list, fn="get_communicator", flat=False):
+    key = normalize_rank_list(rank_list, fn, flat)
     c = _cache.get(key)
     if c is not None:
         return c
@@ -171,7 +196,7 @@ def from_rank_list(rank_list, fn="get_communicator"):
 
 def resolve(rank_list, fn):
     """dt_comm* (int) for a collective's rank_list argument: None (the world), a
-    rank_list, or a Communicator."""
+    rank_list (groups), or a Communicator."""
     if rank_list is None:
         c = _world
         if c is None or not _lib.ready:
@@ -184,14 +209,15 @@ def resolve(rank_list, fn):
     return from_rank_list(rank_list, fn)._handle
 
 
-def resolve_comm(rank_list, fn):
-    """Like resolve() but returns the Communicator object."""
+def resolve_comm(rank_list, fn, flat=False):
+    """Like resolve() but returns the Communicator object; ``flat``: a flat
+    list of ranks is one group (reduce, broadcast)."""
     if rank_list is None:
         return world()
     if isinstance(rank_list, Communicator):
         rank_list.handle  # liveness check
         return rank_list
-    return from_rank_list(rank_list, fn)
+    return from_rank_list(rank_list, fn, flat)
 
 
 def get_communicator(rank_list=None):
@@ -199,3 +225,23 @@ def get_communicator(rank_list=None):
     rank belongs to for `rank_list` (collective over the world on first use
     of a rank_list). See Communicator for the attributes."""
     return resolve_comm(rank_list, "get_communicator")
+
+
+def set_default_communicator(name):
+    """RAF's set_default_communicator: the backend of the world, "mpi" or
+    "void" (standalone: every process alone, size 1). Call it before the
+    runtime starts (the first collective, get_communicator() or dtrain.init());
+    it sets DTRAIN_BACKEND for this process and wins over the environment's.
+    Once the runtime runs, naming its own backend is a no-op and naming the
+    other raises RuntimeError (the world cannot change under a running job)."""
+    if name not in ("mpi", "void"):
+        raise ValueError("dtrain.set_default_communicator: name must be 'mpi' or 'void', got %r"
+                         % (name,))
+    if _lib.is_initialized():
+        current = world().backend
+        if current != name:
+            raise RuntimeError("dtrain.set_default_communicator(%r): the runtime already started "
+                               "with backend %r; call it before the first collective"
+                               % (name, current))
+        return
+    os.environ["DTRAIN_BACKEND"] = name

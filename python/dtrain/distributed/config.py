@@ -6,14 +6,15 @@ Settings are attributes, checked on assignment::
     dcfg = dist.get_config()
     dcfg.enable_data_parallel = True
     dcfg.update({"enable_data_parallel": True, "zero_opt_level": 1})
-    text = dcfg.dumps()          # JSON
-    dcfg.loads(text)             # apply JSON
+    d = dcfg.dumps()             # a dict, as RAF's
+    dcfg.loads(d)                # apply a dict (or JSON text)
+    text = dcfg.to_json()        # JSON text
 
 The keys, defaults and accepted values are those of the C library's config
 (include/dtrain/config.h, dt_config): the JSON keys here are the JSON keys the
 C trainer reads (dt_config_parse_json / dt_config_load, ``dtrain-train
 --config``), the environment variables DTRAIN_<KEY> and the trainer flags
---<key-with-dashes>. ``dumps()`` output is accepted by dt_config_parse_json
+--<key-with-dashes>. ``to_json()`` output is accepted by dt_config_parse_json
 and a file written by ``save()`` by dt_config_load. This object itself needs
 no library (it is plain Python); the tests check it against the C parser.
 
@@ -48,6 +49,12 @@ TypeError or ValueError; ``update`` and ``loads`` apply all or nothing.
 Deprecated read-only attributes, as in RAF (use get_communicator() instead):
 ``rank``, ``size``, ``local_rank``, ``local_size``, ``root_rank`` of the world
 communicator (reading one starts the runtime). They are not part of dumps().
+
+Seed 001 (Meta, RAF's predecessor) spells the same object
+``dist.get_context()`` (a DistContext): ``dctx.root_rank``, ``dctx.size``,
+``dctx.rank``, ``dctx.local_rank``, ``dctx.local_size``, and
+``dctx.enable_data_parallel = True``. get_context() returns the very object
+get_config() returns, so both spellings read and set the same settings.
 """
 import difflib
 import json
@@ -55,7 +62,7 @@ import math
 import numbers
 import os
 
-__all__ = ["DistConfig", "get_config"]
+__all__ = ["DistConfig", "get_config", "DistContext", "get_context"]
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
@@ -186,22 +193,29 @@ class DistConfig:
         """The settings as a new dict."""
         return dict(self._values)
 
-    def dumps(self, indent=None):
-        """The settings as one JSON object (the C library's key order)."""
+    def dumps(self):
+        """The settings as a new dict (the C library's key order), as RAF's
+        DistConfig.dumps(); to_json() gives JSON text."""
+        return dict(self._values)
+
+    def to_json(self, indent=None):
+        """The settings as one JSON object (the C library's key order; accepted
+        by dt_config_parse_json)."""
         return json.dumps(self._values, indent=indent)
 
-    def loads(self, text):
-        """Apply settings from JSON text (an object; keys as in dumps()). Returns self."""
-        data = json.loads(text)
+    def loads(self, config):
+        """Apply settings from a dict (as RAF's loads) or from JSON text (an
+        object; keys as in dumps()). All or nothing. Returns self."""
+        data = json.loads(config) if isinstance(config, (str, bytes, bytearray)) else config
         if not isinstance(data, dict):
-            raise ValueError("DistConfig.loads: expected a JSON object, got %s"
+            raise ValueError("DistConfig.loads: expected a dict or a JSON object, got %s"
                              % type(data).__name__)
         return self.update(data)
 
     def save(self, path):
-        """Write dumps() to a file (readable by dt_config_load / dtrain-train --config)."""
+        """Write to_json() to a file (readable by dt_config_load / dtrain-train --config)."""
         with open(path, "w") as f:
-            f.write(self.dumps() + "\n")
+            f.write(self.to_json() + "\n")
 
     def load(self, path):
         """Apply a JSON file. Returns self."""
@@ -227,4 +241,15 @@ _CONFIG = DistConfig()
 
 def get_config():
     """The process-wide DistConfig (the same object on every call)."""
+    return _CONFIG
+
+
+# Seed 001's spelling (Meta, RAF's predecessor): the distributed context.
+DistContext = DistConfig
+
+
+def get_context():
+    """The process-wide distributed context of seed 001 (Meta): the same object
+    as get_config(), with root_rank, size, rank, local_rank and local_size of
+    the world and the settings (enable_data_parallel, ...)."""
     return _CONFIG

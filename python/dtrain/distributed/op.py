@@ -9,11 +9,21 @@ Common rules
   through ``out=``); results are new C-contiguous arrays.
 * ``rank_list``: None (the world), a list of groups of WORLD ranks such as
   ``[[0, 1], [2, 3]]`` (each rank works with its own group; see
-  dtrain.distributed.communicator), or a Communicator.
+  dtrain.distributed.communicator), or a Communicator. reduce and broadcast
+  also take RAF's flat spelling there, the ranks of one group (``[0, 1]``).
 * Roots and peers are WORLD ranks and must be members of the caller's group.
   With a rank_list each group has its own root: every rank passes the world
   rank of its own group's root (``root=None`` means the group's first member,
-  ``Communicator.root_rank``).
+  ``Communicator.root_rank``). A rank in no group of the rank_list runs alone
+  and is its own root (it gets its own data back).
+* Integers that do not fit the C int they become (ranks in a rank_list,
+  roots, peers) raise ValueError naming the argument; ctypes would otherwise
+  keep their low 32 bits (rank 2**32+1 would act as rank 1).
+* Lists: allreduce, allgather and group_* take a list of arrays and handle
+  each array as the single call would, in one fused transfer (allreduce of a
+  list of ONE array returns the array, as RAF's). reduce_scatter of a list is
+  different: one array per rank of the group (RAF's and PyTorch's meaning).
+  all_to_all, gather and scatter take one array.
 * Reductions (``computation``): "sum", "prod", "min", "max", "avg". float16
   and bfloat16 accumulate in float32; "avg" on integers truncates toward zero;
   integer overflow wraps as in C.
@@ -24,7 +34,11 @@ Common rules
   dtrain.DtrainError.
 * ``out=`` (an existing array of the result's shape and dtype, contiguous or
   not; ``out=x`` is in place) is accepted by allreduce, reduce_scatter,
-  broadcast and recv. For allreduce of a list, ``out`` is a list.
+  broadcast and recv. For allreduce of a list and the group_* operators,
+  ``out`` is a list.
+* Signatures follow RAF's (``raf.distributed.op``) positional order; dtrain's
+  extra arguments (``out``, ``dtype``, ``rank_list`` where RAF has none) come
+  after RAF's.
 """
 import ctypes
 
@@ -33,10 +47,11 @@ import numpy as np
 from .. import _lib
 from .._dtypes import prepare, op_code, code_of_dtype, CODES as _CODES, OPS as _OPS
 from . import communicator as _communicator
-from .communicator import resolve, resolve_comm
+from .communicator import resolve, resolve_comm, INT_MIN, INT_MAX
 
 __all__ = ["allreduce", "allgather", "reduce", "reduce_scatter", "broadcast", "all_to_all",
-           "gather", "scatter", "send", "recv", "barrier"]
+           "gather", "scatter", "send", "recv", "barrier", "group_allgather",
+           "group_reduce_scatter"]
 
 
 def __dir__():
@@ -64,13 +79,17 @@ def _raise(rc, fn):
 
 
 def _shape_tuple(shape, fn):
+    dims = shape if isinstance(shape, (tuple, list)) else (shape,)
     try:
-        if isinstance(shape, (tuple, list)):
-            return tuple(s.__index__() for s in shape)
-        return (shape.__index__(),)
+        if any(isinstance(d, bool) for d in dims):
+            raise TypeError
+        out = tuple(d.__index__() for d in dims)
     except (AttributeError, TypeError):
         raise TypeError("dtrain.%s: shape must be an int or a tuple of ints, got %r"
                         % (fn, shape)) from None
+    if any(d < 0 for d in out):
+        raise ValueError("dtrain.%s: shape %s has a negative dimension" % (fn, out))
+    return out
 
 
 # numpy.AxisError (numpy.exceptions.AxisError since numpy 1.25); a ValueError
@@ -109,21 +128,36 @@ def _check_out(out, shape, dtype, fn):
     return f.c_contiguous and f.aligned and out.dtype.isnative
 
 
-def _root(root, comm_obj_or_none, rank_list, fn):
+def _world_rank_arg(v, c, fn, what):
+    """v (root or peer) as an int that fits a C int; TypeError / ValueError naming it."""
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        raise TypeError("dtrain.%s: %s must be an int (a world rank), got %r" % (fn, what, v))
+    r = int(v.__index__())
+    if not INT_MIN <= r <= INT_MAX:  # ctypes would keep the low 32 bits
+        raise ValueError("dtrain.%s: %s %d is out of range: world ranks are 0..%d"
+                         % (fn, what, r, c.world_size - 1))
+    return r
+
+
+def _root(root, c, fn):
+    """The world rank to pass as root. None: the group's first member. A rank in
+    no group of its rank_list runs alone, and is its own root whatever world
+    rank it names (RAF: reduce/broadcast with rank_list=[0, 1] on ranks 2, 3)."""
     if root is None:
-        return (comm_obj_or_none or resolve_comm(rank_list, fn)).root_rank
-    if isinstance(root, bool):
-        raise TypeError("dtrain.%s: root must be an int (a world rank), got %r" % (fn, root))
-    try:
-        return int(root.__index__())
-    except (AttributeError, TypeError):
-        raise TypeError("dtrain.%s: root must be an int (a world rank), got %r" % (fn, root)) from None
+        return c.root_rank
+    r = _world_rank_arg(root, c, fn, "root")
+    if c.group_id == -1 and 0 <= r < c.world_size:
+        return c.world_rank
+    return r
 
 
-def _peer(peer, fn, what="peer"):
-    if isinstance(peer, bool) or not hasattr(peer, "__index__"):
-        raise TypeError("dtrain.%s: %s must be an int (a world rank), got %r" % (fn, what, peer))
-    return peer.__index__()
+def _token(token, fn):
+    """RAF's send/recv token: a data dependency that keeps RAF's graph from
+    reordering the calls. dtrain runs calls in program order, so it is not
+    needed; it is accepted (None or an array) and ignored."""
+    if token is not None and not isinstance(token, (np.ndarray, np.generic)):
+        raise TypeError("dtrain.%s: token must be None or an array (a previous send/recv's "
+                        "result), got %s" % (fn, type(token).__name__))
 
 
 # ---------------------------------------------------------------------------
@@ -131,7 +165,9 @@ def allreduce(x, computation="sum", rank_list=None, out=None, dtype=None):
     """Element-wise reduction over the ranks of the group, result on every rank.
 
     ``x``: an array, or a list/tuple of arrays (any dtypes and shapes): a list
-    is reduced by ONE fused call (dt_allreduce_list) and a list is returned.
+    is reduced by ONE fused call (dt_allreduce_list) and a list is returned,
+    except for a list of ONE array, which returns that array (as RAF's:
+    ``allreduce([x])`` is ``allreduce(x)``, seed 003).
     ``computation``: "sum" (default), "prod", "min", "max", "avg".
     ``out``: optional result array (list of arrays for a list); ``out=x`` is
     in place. ``dtype="bf16"``: x holds bfloat16 bit patterns in uint16.
@@ -190,6 +226,8 @@ def allreduce(x, computation="sum", rank_list=None, out=None, dtype=None):
 
 
 def _tensor_array(arrays, codes):
+    if len(arrays) > INT_MAX:
+        raise ValueError("dtrain: a list of %d arrays is longer than a C int" % len(arrays))
     arr = (_lib._Tensor * max(len(arrays), 1))()
     for i, (a, c) in enumerate(zip(arrays, codes)):
         arr[i].data = _ptr(a)
@@ -198,10 +236,10 @@ def _tensor_array(arrays, codes):
     return arr
 
 
-def _prepare_list(xs, fn, dtype):
+def _prepare_list(xs, fn, dtype, name="x"):
     prepared, codes = [], []
     for i, x in enumerate(xs):
-        a, c = prepare(x, fn, dtype, what="x[%d]" % i)
+        a, c = prepare(x, fn, dtype, what="%s[%d]" % (name, i))
         prepared.append(a)
         codes.append(c)
     return prepared, codes
@@ -238,7 +276,8 @@ def _allreduce_list(xs, computation, rank_list, out, dtype):
     if rc:
         _raise(rc, fn)
     _copy_back(targets, finals)
-    return finals
+    # RAF (seed 003): allreduce([x]) is allreduce(x), the array itself
+    return finals[0] if len(finals) == 1 else finals
 
 
 def allgather(x, axis=0, rank_list=None, dtype=None):
@@ -252,14 +291,7 @@ def allgather(x, axis=0, rank_list=None, dtype=None):
     c = resolve_comm(rank_list, fn)
     S = c.size
     if isinstance(x, (list, tuple)):
-        xs, codes = _prepare_list(x, fn, dtype)
-        axes = [_norm_axis(axis, max(a.ndim, 1), fn) for a in xs]
-        bufs = [np.empty((S,) + a.shape, a.dtype) for a in xs]
-        rc = lib.dt_allgather_list(_tensor_array(xs, codes), _tensor_array(bufs, codes), len(xs),
-                                   c.handle)
-        if rc:
-            _raise(rc, fn)
-        return [_concat_blocks(b, ax) for b, ax in zip(bufs, axes)]
+        return _allgather_list(x, axis, c, dtype, fn, "x")
     x, code = prepare(x, fn, dtype)
     ax = _norm_axis(axis, max(x.ndim, 1), fn)
     buf = np.empty((S,) + x.shape, x.dtype)
@@ -267,6 +299,40 @@ def allgather(x, axis=0, rank_list=None, dtype=None):
     if rc:
         _raise(rc, fn)
     return _concat_blocks(buf, ax)
+
+
+def _allgather_list(x, axis, c, dtype, fn, name):
+    xs, codes = _prepare_list(x, fn, dtype, name)
+    axes = [_norm_axis(axis, max(a.ndim, 1), fn) for a in xs]
+    bufs = [np.empty((c.size,) + a.shape, a.dtype) for a in xs]
+    rc = _lib.lib.dt_allgather_list(_tensor_array(xs, codes), _tensor_array(bufs, codes), len(xs),
+                                    c.handle)
+    if rc:
+        _raise(rc, fn)
+    return [_concat_blocks(b, ax) for b, ax in zip(bufs, axes)]
+
+
+def group_allgather(tensor_list, axis=0, out=None, rank_list=None, dtype=None):
+    """RAF's group_allgather(tensor_list, axis, out): every array of the list
+    gathered on its own along ``axis`` (as allgather of each), by one fused call
+    (dt_allgather_list). ``out``: optional list of result arrays, written and
+    returned. Returns a list."""
+    fn = "group_allgather"
+    if not isinstance(tensor_list, (list, tuple)):
+        raise TypeError("dtrain.group_allgather: tensor_list must be a list of arrays, got %s"
+                        % type(tensor_list).__name__)
+    _lib.ensure()
+    c = resolve_comm(rank_list, fn)
+    res = _allgather_list(tensor_list, axis, c, dtype, fn, "tensor_list")
+    if out is None:
+        return res
+    if not isinstance(out, (list, tuple)) or len(out) != len(res):
+        raise ValueError("dtrain.group_allgather: out must be a list of %d arrays" % len(res))
+    for o, r in zip(out, res):
+        _check_out(o, r.shape, r.dtype, fn)
+    for o, r in zip(out, res):
+        o[...] = r
+    return list(out)
 
 
 def _rs_shape(x, S, fn, what="x"):
@@ -277,26 +343,29 @@ def _rs_shape(x, S, fn, what="x"):
 
 
 def reduce_scatter(x, computation="sum", rank_list=None, out=None, dtype=None):
-    """Reduce over the group, then rank k (group rank) keeps block k of the
-    result along axis 0: x.shape[0] must be divisible by the group size and
-    the result has shape (x.shape[0] // size,) + x.shape[1:]. A list of
-    arrays is handled by one fused call (dt_reduce_scatter_list) and a list
-    is returned. ``out``: optional result array (list for a list)."""
+    """Reduction over the group, scattered: group rank k receives part k.
+
+    ``x`` an array: reduced over the group, then rank k keeps block k of the
+    result along axis 0 (x.shape[0] must be divisible by the group size; the
+    result has shape (x.shape[0] // size,) + x.shape[1:]).
+
+    ``x`` a list/tuple: ONE ARRAY PER RANK of the group, as in RAF
+    (``raf.reduce_scatter(x_list)``) and PyTorch (``dist.reduce_scatter(output,
+    input_list)``): len(x) must equal the group size and the arrays share one
+    shape and dtype; group rank k receives the reduction over the group of
+    every rank's x[k], an array of x[0]'s shape (dt_reduce_scatter_per_rank:
+    no copy when the arrays are consecutive views of one buffer, e.g.
+    ``np.split(a, size)``). To reduce-scatter each array of a list on its own,
+    use group_reduce_scatter.
+
+    ``out``: optional result array (``out=x[rank]`` is in place for a list)."""
     fn = "reduce_scatter"
     lib = _lib.ensure()
     c = resolve_comm(rank_list, fn)
     op = op_code(computation, fn)
     S = c.size
     if isinstance(x, (list, tuple)):
-        xs, codes = _prepare_list(x, fn, dtype)
-        shapes = [_rs_shape(a, S, fn, "x[%d]" % i) for i, a in enumerate(xs)]
-        targets, finals = _outs_for_list(out, shapes, [a.dtype for a in xs], fn)
-        rc = lib.dt_reduce_scatter_list(_tensor_array(xs, codes), _tensor_array(targets, codes),
-                                        len(xs), op, c.handle)
-        if rc:
-            _raise(rc, fn)
-        _copy_back(targets, finals)
-        return finals
+        return _reduce_scatter_per_rank(x, op, c, out, dtype, fn)
     x, code = prepare(x, fn, dtype)
     shape = _rs_shape(x, S, fn)
     if out is not None and _check_out(out, shape, x.dtype, fn):
@@ -312,14 +381,72 @@ def reduce_scatter(x, computation="sum", rank_list=None, out=None, dtype=None):
     return res
 
 
+def _reduce_scatter_per_rank(x, op, c, out, dtype, fn):
+    S = c.size
+    if len(x) != S:
+        raise ValueError("dtrain.%s: a list holds one array per rank of the group (rank k "
+                         "receives the reduction of every rank's x[k]): got %d arrays for a group "
+                         "of %d; to reduce-scatter each array on its own use group_reduce_scatter"
+                         % (fn, len(x), S))
+    xs, codes = _prepare_list(x, fn, dtype)
+    a0 = xs[0]
+    for i, a in enumerate(xs):
+        if a.dtype != a0.dtype or codes[i] != codes[0]:
+            raise TypeError("dtrain.%s: x[%d] has dtype %s, x[0] has %s: the arrays of the list "
+                            "are all of one dtype" % (fn, i, a.dtype.name, a0.dtype.name))
+        if a.shape != a0.shape:
+            raise ValueError("dtrain.%s: x[%d] has shape %s, x[0] has %s: the arrays of the list "
+                             "are all of one shape" % (fn, i, a.shape, a0.shape))
+    if out is not None and _check_out(out, a0.shape, a0.dtype, fn):
+        res = out
+    else:
+        res = np.empty(a0.shape, a0.dtype)
+    tout = _lib._Tensor(_ptr(res), res.size, codes[0])
+    rc = _lib.lib.dt_reduce_scatter_per_rank(_tensor_array(xs, codes), S, ctypes.byref(tout), op,
+                                             c.handle)
+    if rc:
+        _raise(rc, fn)
+    if out is not None and res is not out:
+        out[...] = res
+        return out
+    return res
+
+
+def group_reduce_scatter(tensor_list, computation="sum", rank_list=None, out=None, dtype=None):
+    """RAF's group_reduce_scatter(tensor_list, computation): every array of the
+    list reduce-scattered on its own (group rank k receives block k, along
+    axis 0, of the reduction of tensor_list[i]; shape[0] divisible by the group
+    size), all by one fused call (dt_reduce_scatter_fused). Arrays may differ
+    in shape and dtype. ``out``: optional list of result arrays. Returns a list."""
+    fn = "group_reduce_scatter"
+    if not isinstance(tensor_list, (list, tuple)):
+        raise TypeError("dtrain.group_reduce_scatter: tensor_list must be a list of arrays, got "
+                        "%s (for one array use reduce_scatter)" % type(tensor_list).__name__)
+    lib = _lib.ensure()
+    c = resolve_comm(rank_list, fn)
+    op = op_code(computation, fn)
+    xs, codes = _prepare_list(tensor_list, fn, dtype, "tensor_list")
+    shapes = [_rs_shape(a, c.size, fn, "tensor_list[%d]" % i) for i, a in enumerate(xs)]
+    targets, finals = _outs_for_list(out, shapes, [a.dtype for a in xs], fn)
+    rc = lib.dt_reduce_scatter_fused(_tensor_array(xs, codes), _tensor_array(targets, codes),
+                                     len(xs), op, c.handle)
+    if rc:
+        _raise(rc, fn)
+    _copy_back(targets, finals)
+    return finals
+
+
 def reduce(x, root, computation="sum", rank_list=None, dtype=None):
     """Reduction over the group delivered to ``root`` (a world rank in the
     caller's group; None: the group's first member). Returns the result on
-    the root and None on every other rank."""
+    the root and None on every other rank (RAF returns an array there whose
+    contents are undefined). ``rank_list`` also takes RAF's flat spelling, the
+    ranks of one group (``[0, 1]``); a rank in no group runs alone and gets its
+    own x back."""
     fn = "reduce"
     lib = _lib.ensure()
-    c = resolve_comm(rank_list, fn)
-    root = _root(root, c, rank_list, fn)
+    c = resolve_comm(rank_list, fn, flat=True)
+    root = _root(root, c, fn)
     op = op_code(computation, fn)
     x, code = prepare(x, fn, dtype)
     me = c.world_rank == root
@@ -335,11 +462,13 @@ def broadcast(x, root, rank_list=None, out=None, dtype=None):
     """Copy of the root's x on every rank of the group. Every rank passes an
     array of the same shape and dtype (off the root only shape and dtype are
     used). ``root``: a world rank in the caller's group (None: the group's
-    first member). Returns a new array (or ``out``; ``out=x`` is in place)."""
+    first member). Returns a new array (or ``out``; ``out=x`` is in place).
+    ``rank_list`` also takes RAF's flat spelling, the ranks of one group
+    (``[0, 1]``); a rank in no group runs alone and gets its own x back."""
     fn = "broadcast"
     lib = _lib.ensure()
-    c = resolve_comm(rank_list, fn)
-    root = _root(root, c, rank_list, fn)
+    c = resolve_comm(rank_list, fn, flat=True)
+    root = _root(root, c, fn)
     x, code = prepare(x, fn, dtype)
     if out is not None and _check_out(out, x.shape, x.dtype, fn):
         res = out
@@ -354,6 +483,12 @@ def broadcast(x, root, rank_list=None, out=None, dtype=None):
     return res
 
 
+def _no_list(x, fn):
+    if isinstance(x, (list, tuple)):
+        raise TypeError("dtrain.%s: x must be one array, not a list (RAF's %s takes one tensor; "
+                        "PyTorch's list forms are not offered)" % (fn, fn))
+
+
 def all_to_all(x, split_axis=0, concat_axis=0, rank_list=None, dtype=None):
     """x is cut into ``size`` equal chunks along ``split_axis`` (its length
     must be divisible by the group size); chunk j goes to group rank j. Each
@@ -362,6 +497,7 @@ def all_to_all(x, split_axis=0, concat_axis=0, rank_list=None, dtype=None):
     shape[split_axis] divided by size, then shape[concat_axis] multiplied by
     size."""
     fn = "all_to_all"
+    _no_list(x, fn)
     lib = _lib.ensure()
     c = resolve_comm(rank_list, fn)
     S = c.size
@@ -393,9 +529,10 @@ def gather(x, root, rank_list=None, axis=0, dtype=None):
     order) on ``root`` (a world rank in the group; None: the first member);
     None on the other ranks. All ranks pass the same shape."""
     fn = "gather"
+    _no_list(x, fn)
     lib = _lib.ensure()
     c = resolve_comm(rank_list, fn)
-    root = _root(root, c, rank_list, fn)
+    root = _root(root, c, fn)
     x, code = prepare(x, fn, dtype)
     ax = _norm_axis(axis, max(x.ndim, 1), fn)
     me = c.world_rank == root
@@ -417,9 +554,10 @@ def scatter(x, root, rank_list=None, shape=None, dtype=None):
     ``shape=`` (the root's full shape) and ``dtype=``. ``root``: a world rank
     in the caller's group (None: the group's first member)."""
     fn = "scatter"
+    _no_list(x, fn)
     lib = _lib.ensure()
     c = resolve_comm(rank_list, fn)
-    root = _root(root, c, rank_list, fn)
+    root = _root(root, c, fn)
     S = c.size
     me = c.world_rank == root
     if x is None:
@@ -435,7 +573,6 @@ def scatter(x, root, rank_list=None, shape=None, dtype=None):
             raise ValueError("dtrain.scatter: shape[0] must be divisible by the group size %d; "
                              "got shape %s" % (S, full))
         block = (full[0] // S,) + full[1:]
-        count = int(np.prod(block, dtype=np.int64))
     else:
         x, code = prepare(x, fn, dtype)
         npdt = x.dtype
@@ -443,37 +580,42 @@ def scatter(x, root, rank_list=None, shape=None, dtype=None):
             raise ValueError("dtrain.scatter: shape=%s does not match x.shape %s"
                              % (tuple(shape), x.shape))
         block = _rs_shape(x, S, fn)
-        count = x.size // S
         src = _ptr(x) if me else None
     res = np.empty(block, npdt)
-    rc = lib.dt_scatter(src, _ptr(res), count, code, root, c.handle)
+    rc = lib.dt_scatter(src, _ptr(res), res.size, code, root, c.handle)
     if rc:
         _raise(rc, fn)
     return res
 
 
-def send(x, peer, rank_list=None, dtype=None):
+def send(x, peer, token=None, rank_list=None, dtype=None):
     """Send x to ``peer`` (a world rank in the caller's group, not itself).
-    Blocking; the receiver calls recv(peer=<this rank>, shape, dtype)."""
+    Blocking; the receiver calls recv(peer=<this rank>, shape, dtype).
+    ``token``: RAF's ordering token, accepted and ignored (calls run in program
+    order). Returns None (RAF returns an empty 0-d tensor, "no return value")."""
     fn = "send"
+    _token(token, fn)
     lib = _lib.ensure()
-    comm = resolve(rank_list, fn)
-    peer = _peer(peer, fn)
+    c = resolve_comm(rank_list, fn)
+    peer = _world_rank_arg(peer, c, fn, "peer")
     x, code = prepare(x, fn, dtype)
-    rc = lib.dt_send(_ptr(x), x.size, code, peer, comm)
+    rc = lib.dt_send(_ptr(x), x.size, code, peer, c.handle)
     if rc:
         _raise(rc, fn)
 
 
-def recv(peer, shape=None, dtype=None, rank_list=None, out=None):
+def recv(peer, shape=None, dtype=None, token=None, rank_list=None, out=None):
     """Receive an array of ``shape`` and ``dtype`` (``dtype="bf16"``: uint16
-    bit patterns) from ``peer`` (a world rank). With ``out=`` (shape/dtype
-    then optional) the data lands in out, which is returned. A sender whose
-    element count differs raises DtrainError (DT_ERR_MISMATCH)."""
+    bit patterns) from ``peer`` (a world rank; unlike PyTorch's recv there is no
+    receive-from-anyone). With ``out=`` (shape/dtype then optional) the data
+    lands in out, which is returned. ``token``: RAF's ordering token, accepted
+    and ignored. A sender whose element count differs raises DtrainError
+    (DT_ERR_MISMATCH)."""
     fn = "recv"
+    _token(token, fn)
     lib = _lib.ensure()
-    comm = resolve(rank_list, fn)
-    peer = _peer(peer, fn)
+    c = resolve_comm(rank_list, fn)
+    peer = _world_rank_arg(peer, c, fn, "peer")
     if out is not None:
         if not isinstance(out, np.ndarray):
             raise TypeError("dtrain.recv: out must be a numpy.ndarray, got %s"
@@ -495,7 +637,7 @@ def recv(peer, shape=None, dtype=None, rank_list=None, out=None):
             raise ValueError("dtrain.recv: pass shape and dtype (or out=)")
         npdt, code = code_of_dtype(dtype, fn)
         res = np.empty(_shape_tuple(shape, fn), npdt)
-    rc = lib.dt_recv(_ptr(res), res.size, code, peer, comm)
+    rc = lib.dt_recv(_ptr(res), res.size, code, peer, c.handle)
     if rc:
         _raise(rc, fn)
     if out is not None and res is not out:

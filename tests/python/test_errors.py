@@ -81,6 +81,7 @@ def t_bad_computation():
             "reduce": lambda: dtrain.reduce(x32, 0, bad),
             "reduce_scatter": lambda: dtrain.reduce_scatter(x32, bad),
             "reduce_scatter list": lambda: dtrain.reduce_scatter([x32], bad),
+            "group_reduce_scatter": lambda: dtrain.group_reduce_scatter([x32], bad),
         }.items():
             expect_raises("%s computation=%r" % (fn, bad), ValueError, call, "computation",
                           "'sum', 'prod', 'min', 'max', 'avg'", repr(bad))
@@ -209,6 +210,12 @@ def t_int_ranges():
     if R != 0:
         expect_raises("scatter x=None negative shape", ValueError,
                       lambda: dtrain.scatter(None, 0, shape=(-S,), dtype=np.float32), "shape")
+    # train.fit passes its integers as flag text: the C flag parser checks the range
+    for kw, flag in (({"max_steps": 2 ** 64 + 1}, "--max-steps"), ({"seed": 2 ** 32 + 1}, "--seed"),
+                     ({"batch_size": 2 ** 32 + 64}, "--batch-size")):
+        v = str(list(kw.values())[0])
+        expect_raises("train.fit %s" % kw, DtrainError, lambda: dtrain.train.fit(**kw), flag, v,
+                      "is not an integer in", status="DT_ERR_INVALID")
     still_works("integer range errors")
 
 

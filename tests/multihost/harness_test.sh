@@ -16,8 +16,9 @@
 set -uo pipefail
 H=$1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-if ! "$H" check; then
-    rc=$?
+rc=0
+"$H" check || rc=$?
+if [[ $rc != 0 ]]; then
     [[ $rc == 77 && ${DTRAIN_HOSTS_REQUIRE:-0} == 1 ]] && exit 1
     exit "$rc"
 fi

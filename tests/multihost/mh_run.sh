@@ -40,7 +40,12 @@ if [[ -z ${DTRAIN_HOSTS:-} ]]; then
     exit "$rc"
 fi
 
-# In a set.
+# In a set. Like ssh, the harness passes the remote ranks no environment but
+# DTRAIN_* and the names in DTRAIN_HOSTS_EXPORT: add the sanitizers' settings
+# (make sanitize runs this suite in an ASan + UBSan build).
+for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do
+    [[ -n ${!v+x} ]] && export DTRAIN_HOSTS_EXPORT="${DTRAIN_HOSTS_EXPORT:-} $v"
+done
 mapfile -t NAMES < <("$H" hosts | awk '{ print $2 }')
 mapfile -t NSS < <("$H" hosts | awk '{ print $4 }')
 echo "mh_run: $mode on set $DTRAIN_HOSTS: hosts ${NAMES[*]}"

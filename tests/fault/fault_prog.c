@@ -9,7 +9,10 @@
  *   kill      rank 1 raises SIGKILL
  *   exit      rank 1 calls exit(0) without dt_finalize
  *   segv      rank 1 dereferences NULL (crash)
+ *   stop      rank 1 raises SIGSTOP (alive but silent: a stall)
  *   none      no fault: the job must succeed
+ * FAULT_RANK=R makes world rank R the misbehaving rank instead, in every mode
+ * (tests/multihost picks a rank on another host than rank 0's).
  * Used by expect_fail.sh, which checks the exit status, the time taken and
  * the text printed (tests/fault/CMakeLists.txt). */
 #define _POSIX_C_SOURCE 200809L
@@ -33,7 +36,8 @@ int main(int argc, char **argv) {
     if (rc) die("dt_init", rc);
     dt_comm *w = dt_comm_world();
     int me = dt_comm_rank(w), n = dt_comm_size(w);
-    int last = me == n - 1, one = me == 1;
+    const char *fr = getenv("FAULT_RANK");
+    int last = fr ? me == atoi(fr) : me == n - 1, one = fr ? me == atoi(fr) : me == 1;
     size_t count = 1 << 14;
     float *g = calloc(count, sizeof *g), *h = calloc(count, sizeof *h), p[16] = {0};
     if (!g || !h) return 2;
@@ -41,6 +45,7 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < count; i++) g[i] = (float)(me + step);
         if (step == fault) {
             if (strcmp(mode, "kill") == 0 && one) raise(SIGKILL);
+            if (strcmp(mode, "stop") == 0 && one) raise(SIGSTOP);
             if (strcmp(mode, "exit") == 0 && one) exit(0);
             if (strcmp(mode, "segv") == 0 && one) { volatile int *z = NULL; *z = 1; }
             if (strcmp(mode, "skip") == 0 && last) { sleep(120); continue; }

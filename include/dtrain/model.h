@@ -439,8 +439,10 @@ void dt_model_zero_grad(dt_model *m);
  * block_size is cut to its last block_size tokens. Reads every layer's
  * CURRENT parameters (a sharded model must make them resident first, e.g.
  * gather them into a full copy and redirect with dt_model_set_layer_params)
- * and calls no hooks; allocates its cache per call; discards the last
- * forward's state. DT_ERR_INVALID: NULL arguments, prompt_len < 1, n_new <
+ * and calls no hooks; allocates its cache per call (2 * n_layer *
+ * block_size * n_embd floats) and leaves the last forward's state alone.
+ * DT_ERR_STATE if a layer's parameters were released and not redirected;
+ * DT_ERR_INVALID: NULL arguments, prompt_len < 1, n_new <
  * 0, a token out of range, temperature < 0 or not finite; DT_ERR_UNSUPPORTED
  * for a family that does not generate (sequential). */
 int dt_model_generate(dt_model *m, const int32_t *prompt, int prompt_len, int n_new,

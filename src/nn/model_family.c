@@ -7,6 +7,7 @@
 
 static const dtm_family *const k_families[] = {
     &dt_family_sequential,
+    &dt_family_gpt,
 };
 #define NFAM ((int)(sizeof k_families / sizeof k_families[0]))
 

@@ -83,6 +83,7 @@ const dtm_family *dtm_family_of(const char *model_name);
 /* "mlp, lenet, cnn, ..." into buf[0..n) for messages (cut if too small). */
 void dtm_known_models(char *buf, size_t n);
 extern const dtm_family dt_family_sequential;
+extern const dtm_family dt_family_gpt;
 
 /* ---- builders (model_build.c), for a family's build() -------------------------
  * A unit starts at the current end of the flat vectors; params and buffers

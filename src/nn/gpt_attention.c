@@ -20,7 +20,7 @@
 #define RB GPT_ATT_ROWS
 
 /* softmax over row[0..t], row(t..end) = 0 */
-static void softmax_causal_row(float *row, int t, int end) {
+static inline void softmax_causal_row(float *row, int t, int end) {
     float mx = gpt_row_max(row, t + 1);
     float s = gpt_row_exp_sum(row, row, t + 1, mx);
     float inv = 1.0f / s;
@@ -28,7 +28,7 @@ static void softmax_causal_row(float *row, int t, int end) {
     for (int j = t + 1; j < end; j++) row[j] = 0.0f;
 }
 
-void gpt_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
+GPT_SIMD void gpt_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
                            int NH) {
     const int hs = C / NH, ld3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -53,7 +53,7 @@ void gpt_attention_forward(float *out, float *att, const float *qkv, int B, int 
         }
 }
 
-void gpt_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+GPT_SIMD void gpt_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                             const float *att, int B, int T, int C, int NH) {
     const int hs = C / NH, ld3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -102,7 +102,7 @@ void gpt_attention_backward(float *dqkv, float *scratch, const float *dout, cons
         }
 }
 
-void gpt_attention_step(float *out, float *scratch, const float *q, const float *kc,
+GPT_SIMD void gpt_attention_step(float *out, float *scratch, const float *q, const float *kc,
                         const float *vc, int n, int C, int NH) {
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);

@@ -20,6 +20,18 @@
 
 #define GPT_LANES 16
 
+/* The element-wise kernels are built for AVX-512 and AVX2 too and chosen at
+ * load time by the CPU (GCC's target_clones, through an ifunc), as OpenBLAS
+ * chooses its kernels. The clones compute the same bits: the build is ISO
+ * C (-ffp-contract=off, so no fused multiply-adds) and the reductions'
+ * order does not depend on the vector width. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(DT_NO_TARGET_CLONES)
+#define GPT_SIMD __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define GPT_SIMD
+#endif
+
 /* ---- row helpers (shared by the kernels) -----------------------------------------
  * Reductions keep GPT_LANES independent partial results so that the compiler
  * vectorises them without reassociating (no -ffast-math). */
@@ -129,7 +141,9 @@ void gpt_log_softmax(float *logp, const float *logits, const float *lse, int N, 
 /* ---- attention (gpt_attention.c) ---------------------------------------------- */
 
 /* Query rows per causal block of the attention kernels. */
+#ifndef GPT_ATT_ROWS
 #define GPT_ATT_ROWS 64
+#endif
 
 /* Causal multi-head self-attention. qkv [B,T,3C] holds q, k, v in its three
  * C-wide parts, head h in columns [h*hs, (h+1)*hs) of each. out [B,T,C] =

@@ -14,7 +14,7 @@
 
 /* ---- embeddings ----------------------------------------------------------------- */
 
-void gpt_encoder_forward(float *out, const int32_t *tok, const float *wte, const float *wpe,
+GPT_SIMD void gpt_encoder_forward(float *out, const int32_t *tok, const float *wte, const float *wpe,
                          int B, int T, int C) {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
@@ -25,7 +25,7 @@ void gpt_encoder_forward(float *out, const int32_t *tok, const float *wte, const
         }
 }
 
-void gpt_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tok,
+GPT_SIMD void gpt_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tok,
                           int B, int T, int C) {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
@@ -41,8 +41,10 @@ void gpt_encoder_backward(float *dwte, float *dwpe, const float *dout, const int
 
 /* ---- LayerNorm -------------------------------------------------------------------- */
 
-void gpt_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                           const float *weight, const float *bias, int N, int C) {
+GPT_SIMD void gpt_layernorm_forward(float *restrict out, float *restrict mean,
+                                    float *restrict rstd, const float *restrict inp,
+                                    const float *restrict weight, const float *restrict bias,
+                                    int N, int C) {
     const float eps = 1e-5f, invC = 1.0f / (float)C;
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * (size_t)C;
@@ -56,9 +58,11 @@ void gpt_layernorm_forward(float *out, float *mean, float *rstd, const float *in
     }
 }
 
-void gpt_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                            const float *inp, const float *weight, const float *mean,
-                            const float *rstd, int N, int C) {
+GPT_SIMD void gpt_layernorm_backward(float *restrict dinp, float *restrict dweight,
+                                     float *restrict dbias, const float *restrict dout,
+                                     const float *restrict inp, const float *restrict weight,
+                                     const float *restrict mean, const float *restrict rstd,
+                                     int N, int C) {
     const float invC = 1.0f / (float)C;
     for (int n = 0; n < N; n++) {
         const float *dy = dout + (size_t)n * (size_t)C;
@@ -100,7 +104,7 @@ void gpt_layernorm_backward(float *dinp, float *dweight, float *dbias, const flo
 
 /* ---- linear layers ------------------------------------------------------------------ */
 
-void gpt_matmul_forward(float *out, const float *resid, const float *inp, const float *weight,
+GPT_SIMD void gpt_matmul_forward(float *out, const float *resid, const float *inp, const float *weight,
                         const float *bias, int N, int C, int OC) {
     /* prefill out with resid + bias, then out += inp @ weight^T in one sgemm */
     float beta = 1.0f;
@@ -121,7 +125,7 @@ void gpt_matmul_forward(float *out, const float *resid, const float *inp, const 
                 beta, out, OC);
 }
 
-void gpt_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+GPT_SIMD void gpt_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                          const float *inp, const float *weight, int N, int C, int OC) {
     if (dinp) /* dinp[N,C] = dout[N,OC] @ weight[OC,C] */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight,
@@ -143,7 +147,7 @@ void gpt_matmul_backward(float *dinp, float *dweight, float *dbias, const float 
 #define GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_K1 0.044715f
 
-void gpt_gelu_forward(float *out, const float *inp, size_t n) {
+GPT_SIMD void gpt_gelu_forward(float *out, const float *inp, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_K0 * (x + GELU_K1 * x * x * x);
@@ -151,7 +155,7 @@ void gpt_gelu_forward(float *out, const float *inp, size_t n) {
     }
 }
 
-void gpt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+GPT_SIMD void gpt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_K0 * (x + GELU_K1 * x * x * x);
@@ -164,7 +168,7 @@ void gpt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t 
 
 /* ---- softmax cross-entropy ---------------------------------------------------------------- */
 
-double gpt_crossentropy_forward(float *lse, const float *logits, const int32_t *targets, int N,
+GPT_SIMD double gpt_crossentropy_forward(float *lse, const float *logits, const int32_t *targets, int N,
                                 int V) {
     double total = 0.0;
     for (int n = 0; n < N; n++) {
@@ -184,7 +188,7 @@ double gpt_crossentropy_forward(float *lse, const float *logits, const int32_t *
     return total;
 }
 
-void gpt_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
+GPT_SIMD void gpt_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
                                const int32_t *targets, int N, int V, float dscale) {
     for (int n = 0; n < N; n++) {
         const float *x = logits + (size_t)n * (size_t)V;
@@ -195,7 +199,7 @@ void gpt_crossentropy_backward(float *dlogits, const float *logits, const float 
     }
 }
 
-void gpt_log_softmax(float *logp, const float *logits, const float *lse, int N, int V) {
+GPT_SIMD void gpt_log_softmax(float *logp, const float *logits, const float *lse, int N, int V) {
     for (int n = 0; n < N; n++) {
         const float *x = logits + (size_t)n * (size_t)V;
         float *o = logp + (size_t)n * (size_t)V;

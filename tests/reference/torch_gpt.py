@@ -328,22 +328,25 @@ def bench(preset, batch, steps, sdpa):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randint(0, V, (batch, T))
     y = torch.randint(0, V, (batch, T))
-    times = []
+    times, cpus = [], []
     for it in range(steps + 2):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)
         _, loss = model(x, y)
         loss.backward()
         opt.step()
         if it >= 2:
             times.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
     times.sort()
+    cpus.sort()
     med = times[len(times) // 2]
     flops = (6 * nparams + 12 * L * T * C) * batch * T
-    print("torch %s %s B=%d T=%d: %d params, threads %d, step median %.3f s (min %.3f), "
-          "%.0f tokens/s, %.1f GFLOP/s (6P + 12LTD per token)%s"
+    print("torch %s %s B=%d T=%d: %d params, threads %d, step median %.3f s (min %.3f; "
+          "process CPU time %.3f), %.0f tokens/s, %.1f GFLOP/s (6P + 12LTD per token)%s"
           % (torch.__version__, preset, batch, T, nparams, torch.get_num_threads(), med,
-             times[0], batch * T / med, flops / med / 1e9, " sdpa" if sdpa else ""))
+             times[0], cpus[len(cpus) // 2], batch * T / med, flops / med / 1e9,
+             " sdpa" if sdpa else ""))
 
 
 def main():

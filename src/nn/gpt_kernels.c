@@ -159,10 +159,13 @@ GPT_SIMD void gpt_gelu_backward(float *dinp, const float *inp, const float *dout
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_K0 * (x + GELU_K1 * x * x * x);
-        float s = 1.0f / (1.0f + dt_nn_expf(-2.0f * u)); /* sigmoid(2u) = (1 + tanh u) / 2 */
+        float e = dt_nn_expf(-2.0f * u);
+        float s = 1.0f / (1.0f + e); /* sigmoid(2u) = (1 + tanh u) / 2 */
+        /* 1 - s without cancellation: e s while e < 1 (s near 1) */
+        float s1 = e < 1.0f ? e * s : 1.0f - s;
         float du = GELU_K0 * (1.0f + 3.0f * GELU_K1 * x * x);
         /* d/dx [x s] = s + x * s (1 - s) * 2 du */
-        dinp[i] = dout[i] * (s + 2.0f * x * s * (1.0f - s) * du);
+        dinp[i] = dout[i] * (s + 2.0f * x * s * s1 * du);
     }
 }
 

@@ -79,8 +79,10 @@ PRESETS = {
     "gpt2-124m": (12, 12, 768, 1024, 256),
 }
 
-# The parity case: small enough for a ~0.5 MB fixture.
-CASE = dict(n_layer=2, n_head=4, n_embd=32, block_size=32, vocab_size=256, B=4, T=24)
+# The parity case: small enough for a ~0.5 MB fixture; T = 100 is more than one
+# of dtrain's 64-row attention blocks and less than block_size; vocab_size is
+# not 256 on purpose.
+CASE = dict(n_layer=2, n_head=4, n_embd=32, block_size=128, vocab_size=96, B=2, T=100)
 # AdamW of the fixture. eps 1e-6: an element whose gradient is ~0 (where float32
 # and float64 may disagree in sign) moves by at most lr * |g| / eps, not by lr.
 ADAMW = dict(lr=1e-3, beta1=0.9, beta2=0.95, eps=1e-6, weight_decay=0.1, steps=10)

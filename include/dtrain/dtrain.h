@@ -19,6 +19,7 @@
 #include "dtrain/nn.h"
 #include "dtrain/model.h"
 #include "dtrain/data.h"
+#include "dtrain/text.h"
 #include "dtrain/safetensors.h"
 #include "dtrain/ckpt.h"
 #include "dtrain/train.h"

@@ -1,252 +1,71 @@
-/* src/nn/model.c - model runtime: activation arena, forward, backward, hooks
- * and per-layer parameter/gradient redirection. */
+/* src/nn/model.c - family-independent model runtime: argument checks and
+ * the forward/backward state machine around the family's passes, hooks,
+ * per-layer parameter/gradient redirection, gradient zeroing,
+ * recomputation and generation entry points. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "core/error.h"
+#include "dtrain/dtype.h"
 #include "nn/model_internal.h"
-#include "nn/nn_internal.h"
 
-/* Current parameter / gradient base of a layer: read at every use, so that
- * dt_model_set_layer_params/grads (possibly called from hooks) take effect. */
-static float *lparams(dt_model *m, const dt_layer *L) {
-    return L->param_ptr ? L->param_ptr : m->params + L->param_off;
-}
-static float *lgrads(dt_model *m, const dt_layer *L) {
-    return L->grad_ptr ? L->grad_ptr : m->grads + L->param_off;
-}
-
-static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
-
-/* Size (or, with base != NULL, carve) the activation arena for bmax rows. */
-static size_t arena_layout(dt_model *m, int bmax, float *base) {
-    size_t off = 0;
-    const size_t B = (size_t)bmax;
-#define TAKE(ptr, n)                                 \
-    do {                                             \
-        if (base) (ptr) = base + off;                \
-        off += round16(n);                           \
-    } while (0)
-    TAKE(m->x, B * (size_t)m->in_c * (size_t)m->in_h * (size_t)m->in_w);
-    TAKE(m->logp, B * (size_t)m->ncls);
-    for (int l = 0; l < m->nlayers; l++) {
-        dt_layer *L = &m->layers[l];
-        if (L->kind == DTL_FLATTEN) {
-            if (base) {
-                L->out = l ? m->layers[l - 1].out : m->x;
-                L->dout = l ? m->layers[l - 1].dout : NULL;
-            }
-            continue;
-        }
-        TAKE(L->out, B * L->out_size);
-        /* layer 0's input gradient is never computed, so a flatten at 0
-         * has no dout; every other layer's output needs one */
-        TAKE(L->dout, B * L->out_size);
-        if (L->kind == DTL_BN1D || L->kind == DTL_BN2D) {
-            TAKE(L->save_mean, (size_t)L->in_c);
-            TAKE(L->save_rstd, (size_t)L->in_c);
-        }
-        if (L->kind == DTL_DROPOUT) TAKE(L->mask, B * L->out_size);
-    }
-#undef TAKE
-    return off;
-}
-
-static size_t work_need(const dt_model *m, int bmax) {
-    size_t need = 1;
-    for (int l = 0; l < m->nlayers; l++) {
-        const dt_layer *L = &m->layers[l];
-        size_t w = 0;
-        if (L->kind == DTL_LINEAR) w = (size_t)bmax * (size_t)L->out_c;
-        else if (L->kind == DTL_CONV2D) w = dt_conv2d_workspace_size(&L->conv);
-        else if (L->kind == DTL_BN1D || L->kind == DTL_BN2D) w = 2 * (size_t)L->in_c + 1;
-        if (w > need) need = w;
-    }
-    return need;
-}
-
-static int ensure_batch(dt_model *m, int B) {
-    if (B <= m->bmax) return DT_OK;
-    size_t n = arena_layout(m, B, NULL);
-    size_t wn = work_need(m, B);
-    float *arena = aligned_alloc(64, round16(n) * sizeof(float));
-    float *work = aligned_alloc(64, round16(wn) * sizeof(float));
-    int32_t *labels = malloc((size_t)B * sizeof(int32_t));
-    int32_t *am[DT_MODEL_MAX_LAYERS] = {0};
-    int ok = arena && work && labels;
-    for (int l = 0; ok && l < m->nlayers; l++)
-        if (m->layers[l].kind == DTL_MAXPOOL) {
-            am[l] = malloc((size_t)B * m->layers[l].out_size * sizeof(int32_t));
-            ok = am[l] != NULL;
-        }
-    if (!ok) {
-        free(arena);
-        free(work);
-        free(labels);
-        for (int l = 0; l < m->nlayers; l++) free(am[l]);
-        return DT_ERR(DT_ERR_NOMEM, "out of memory for activations of batch %d", B);
-    }
-    /* zero once so that nothing uninitialised is ever read (e.g. logits
-     * of a failed forward) */
-    memset(arena, 0, round16(n) * sizeof(float));
-    free(m->arena);
-    free(m->work);
-    free(m->labels);
-    m->arena = arena;
-    m->work = work;
-    m->work_size = wn;
-    m->labels = labels;
-    for (int l = 0; l < m->nlayers; l++) {
-        free(m->layers[l].argmax);
-        m->layers[l].argmax = am[l];
-    }
-    arena_layout(m, B, arena);
-    m->bmax = B;
-    return DT_OK;
-}
-
-/* Hook return value -> status (negative values pass through untouched). */
-static int hook_status(int rc, const char *which, int layer) {
+int dtm_hook_status(int rc, const char *which, int layer) {
     if (rc < 0) return rc;
     return dt_error(DT_ERR_STATE, "dt_model", "%s hook for layer %d returned %d", which, layer,
                     rc);
 }
 
-#define CALL_HOOK(m, fn, layer)                                                             \
-    do {                                                                                    \
-        if ((m)->hooks.fn) {                                                                \
-            int hrc_ = (m)->hooks.fn((m)->hooks.ctx, (layer));                              \
-            if (hrc_) return hook_status(hrc_, #fn, (layer));                               \
-        }                                                                                   \
-    } while (0)
-
-static int layer_forward(dt_model *m, int l, int B, int train) {
-    dt_layer *L = &m->layers[l];
-    const float *in = l ? m->layers[l - 1].out : m->x;
-    const size_t n = (size_t)B * L->out_size;
-    switch (L->kind) {
-    case DTL_LINEAR: {
-        const float *W = lparams(m, L);
-        return dt_linear_forward(L->out, m->work, in, W, L->has_bias ? W + L->weight_count : NULL,
-                                 B, (int)L->in_size, L->out_c);
-    }
-    case DTL_CONV2D: {
-        const float *W = lparams(m, L);
-        return dt_conv2d_forward(L->out, m->work, in, W,
-                                 L->has_bias ? W + L->weight_count : NULL, B, &L->conv);
-    }
-    case DTL_BN1D:
-    case DTL_BN2D: {
-        const float *P = lparams(m, L);
-        float *rm = m->buffers + L->buf_off;
-        return dt_batchnorm_forward(L->out, L->save_mean, L->save_rstd, in, P,
-                                    P + L->weight_count, rm, rm + L->in_c, m->work, B, L->in_c,
-                                    L->in_h * L->in_w, train, L->momentum, L->eps,
-                                    train ? m->hooks.sync_stats : NULL, m->hooks.ctx);
-    }
-    case DTL_RELU: return dt_relu_forward(L->out, in, n);
-    case DTL_GELU: return dt_gelu_forward(L->out, in, n);
-    case DTL_SIGMOID: return dt_sigmoid_forward(L->out, in, n);
-    case DTL_TANH: return dt_tanh_forward(L->out, in, n);
-    case DTL_AVGPOOL: return dt_avgpool2d_forward(L->out, in, B, &L->pool);
-    case DTL_MAXPOOL: return dt_maxpool2d_forward(L->out, L->argmax, in, B, &L->pool);
-    case DTL_FLATTEN: return DT_OK; /* L->out aliases the input */
-    case DTL_DROPOUT:
-        L->mask_active = train && L->p > 0.0f;
-        if (!L->mask_active) {
-            memcpy(L->out, in, n * sizeof(float));
-            return DT_OK;
-        } else {
-            int rc = dt_dropout_mask(L->mask, n, L->p, &m->drop_rng);
-            if (rc) return rc;
-            return dt_dropout_forward(L->out, in, L->mask, n);
-        }
-    }
-    return DT_ERR(DT_ERR_INTERNAL, "unknown layer kind %d", (int)L->kind);
-}
-
-/* Back-propagate layer l. The input gradient (the previous layer's dout) is
- * OVERWRITTEN (acc = 0 kernels), so activation gradients are never zeroed;
- * parameter gradients accumulate. */
-static int layer_backward(dt_model *m, int l, int B) {
-    dt_layer *L = &m->layers[l];
-    const float *in = l ? m->layers[l - 1].out : m->x;
-    float *dinp = l ? m->layers[l - 1].dout : NULL;
-    const size_t n = (size_t)B * L->out_size;
-    if (L->kind == DTL_FLATTEN) return DT_OK; /* gradients alias */
-    switch (L->kind) {
-    case DTL_LINEAR: {
-        const float *W = lparams(m, L);
-        float *G = lgrads(m, L);
-        return dt_nn_linear_backward_ex(dinp, G, L->has_bias ? G + L->weight_count : NULL,
-                                        L->dout, in, W, B, (int)L->in_size, L->out_c, 0);
-    }
-    case DTL_CONV2D: {
-        const float *W = lparams(m, L);
-        float *G = lgrads(m, L);
-        return dt_nn_conv2d_backward_ex(dinp, G, L->has_bias ? G + L->weight_count : NULL,
-                                        m->work, L->dout, in, W, B, &L->conv, 0);
-    }
-    case DTL_BN1D:
-    case DTL_BN2D: {
-        const float *P = lparams(m, L);
-        float *G = lgrads(m, L);
-        return dt_nn_batchnorm_backward_ex(dinp, G, G + L->weight_count, m->work, L->dout, in,
-                                           P, L->save_mean, L->save_rstd, B, L->in_c,
-                                           L->in_h * L->in_w, 1, m->hooks.sync_stats,
-                                           m->hooks.ctx, 0);
-    }
-    default: break;
-    }
-    if (!dinp) return DT_OK;
-    switch (L->kind) {
-    case DTL_RELU: return dt_nn_relu_backward_ex(dinp, L->dout, L->out, n, 0);
-    case DTL_GELU: return dt_nn_gelu_backward_ex(dinp, L->dout, in, n, 0);
-    case DTL_SIGMOID: return dt_nn_sigmoid_backward_ex(dinp, L->dout, L->out, n, 0);
-    case DTL_TANH: return dt_nn_tanh_backward_ex(dinp, L->dout, L->out, n, 0);
-    case DTL_AVGPOOL: return dt_nn_avgpool2d_backward_ex(dinp, L->dout, B, &L->pool, 0);
-    case DTL_MAXPOOL:
-        return dt_nn_maxpool2d_backward_ex(dinp, L->dout, L->argmax, B, &L->pool, 0);
-    case DTL_DROPOUT:
-        if (L->mask_active) return dt_nn_dropout_backward_ex(dinp, L->dout, L->mask, n, 0);
-        return dt_nn_identity_backward_ex(dinp, L->dout, n, 0);
-    default: break;
-    }
-    return DT_ERR(DT_ERR_INTERNAL, "unknown layer kind %d", (int)L->kind);
-}
-
-int dt_model_forward(dt_model *m, const float *x, const int32_t *labels, int B, int train,
-                     float *loss) {
+int dt_model_forward_seq(dt_model *m, const void *x, const int32_t *labels, int B, int T,
+                         int train, float *loss) {
     if (!m || !x) return DT_ERR(DT_ERR_INVALID, "NULL model or input");
     if (B <= 0) return DT_ERR(DT_ERR_INVALID, "batch size %d must be > 0", B);
+    const dt_model_io *io = &m->io;
+    if (io->max_seq == 0 && T != 1)
+        return DT_ERR(DT_ERR_INVALID, "sequence length T=%d: model %s (family %s) takes T = 1",
+                      T, m->name, io->family);
+    if (io->max_seq > 0 && (T < 1 || T > io->max_seq))
+        return DT_ERR(DT_ERR_INVALID, "sequence length T=%d not in [1, block_size=%d]", T,
+                      io->max_seq);
+    if ((size_t)B * (size_t)T > (size_t)1 << 31)
+        return DT_ERR(DT_ERR_INVALID, "batch B=%d x T=%d too large", B, T);
+    const int ncls = io->num_classes;
+    const size_t rows = (size_t)B * (size_t)T;
     if (labels)
-        for (int b = 0; b < B; b++)
-            if (labels[b] < 0 || labels[b] >= m->ncls)
-                return DT_ERR(DT_ERR_INVALID, "label %d of sample %d not in [0,%d)", labels[b],
-                              b, m->ncls);
-    m->B = 0;
-    m->can_backward = 0;
-    int rc = ensure_batch(m, B);
-    if (rc) return rc;
-    const size_t in_size = (size_t)m->in_c * (size_t)m->in_h * (size_t)m->in_w;
-    memcpy(m->x, x, (size_t)B * in_size * sizeof(float));
-    m->has_labels = labels != NULL;
-    if (labels) memcpy(m->labels, labels, (size_t)B * sizeof(int32_t));
-    for (int l = 0; l < m->nlayers; l++) {
-        CALL_HOOK(m, pre_forward, l);
-        rc = layer_forward(m, l, B, train);
-        if (rc) return rc;
-        CALL_HOOK(m, post_forward, l);
+        for (size_t i = 0; i < rows; i++)
+            if (labels[i] < 0 || labels[i] >= ncls) {
+                if (io->max_seq == 0)
+                    return DT_ERR(DT_ERR_INVALID, "label %d of sample %zu not in [0,%d)",
+                                  labels[i], i, ncls);
+                return DT_ERR(DT_ERR_INVALID,
+                              "target %d of sample %zu position %zu not in [0,%d) (vocab_size)",
+                              labels[i], i / (size_t)T, i % (size_t)T, ncls);
+            }
+    if (io->x_dtype == DT_I32) {
+        const int32_t *tok = x;
+        for (size_t i = 0; i < rows; i++)
+            if (tok[i] < 0 || tok[i] >= ncls)
+                return DT_ERR(DT_ERR_INVALID,
+                              "token %d of sample %zu position %zu not in [0,%d) (vocab_size)",
+                              tok[i], i / (size_t)T, i % (size_t)T, ncls);
     }
-    const float *scores = m->layers[m->nlayers - 1].out;
-    if ((rc = dt_log_softmax_forward(m->logp, scores, B, m->ncls))) return rc;
-    m->loss = NAN;
-    if (labels && (rc = dt_nll_loss_forward(&m->loss, m->logp, m->labels, B, m->ncls)))
-        return rc;
+    m->B = 0;
+    m->T = 0;
+    m->can_backward = 0;
+    m->has_labels = labels != NULL;
+    int rc = m->fam->forward(m, x, labels, B, T, train);
+    if (rc) return rc;
     m->B = B;
+    m->T = T;
     m->can_backward = train && labels;
-    if (loss) *loss = m->loss;
+    if (loss) *loss = labels ? m->loss : NAN;
     return DT_OK;
+}
+
+int dt_model_forward(dt_model *m, const void *x, const int32_t *labels, int B, int train,
+                     float *loss) {
+    if (!m) return DT_ERR(DT_ERR_INVALID, "NULL model or input");
+    return dt_model_forward_seq(m, x, labels, B, m->io.max_seq ? m->io.max_seq : 1, train,
+                                loss);
 }
 
 int dt_model_backward_scaled(dt_model *m, float scale) {
@@ -257,29 +76,16 @@ int dt_model_backward_scaled(dt_model *m, float scale) {
                       "labels first (once per backward)");
     if (!isfinite(scale)) return DT_ERR(DT_ERR_INVALID, "scale %g is not finite", (double)scale);
     m->can_backward = 0;
-    const int B = m->B;
-    dt_layer *last = &m->layers[m->nlayers - 1];
-    memset(last->dout, 0, (size_t)B * last->out_size * sizeof(float)); /* [B,10]: tiny */
-    int rc = dt_cross_entropy_backward(last->dout, m->logp, m->labels, B, m->ncls, scale);
-    if (rc) return rc;
-    for (int l = m->nlayers - 1; l >= 0; l--) {
-        CALL_HOOK(m, pre_backward, l);
-        rc = layer_backward(m, l, B);
-        if (rc) return rc;
-        if (m->layers[l].param_count) CALL_HOOK(m, grad_ready, l);
-        CALL_HOOK(m, post_backward, l);
-    }
-    return DT_OK;
+    return m->fam->backward(m, scale);
 }
 
 int dt_model_backward(dt_model *m) { return dt_model_backward_scaled(m, 1.0f); }
 
 void dt_model_zero_grad(dt_model *m) {
     if (!m) return;
-    for (int l = 0; l < m->nlayers; l++) {
-        dt_layer *L = &m->layers[l];
-        if (L->param_count) memset(lgrads(m, L), 0, L->param_count * sizeof(float));
-    }
+    for (int l = 0; l < m->nlayers; l++)
+        if (m->units[l].param_count)
+            memset(dtm_grads(m, l), 0, m->units[l].param_count * sizeof(float));
 }
 
 int dt_model_set_hooks(dt_model *m, const dt_model_hooks *hooks) {
@@ -291,19 +97,78 @@ int dt_model_set_hooks(dt_model *m, const dt_model_hooks *hooks) {
 
 int dt_model_seed_dropout(dt_model *m, uint64_t seed) {
     if (!m) return DT_ERR(DT_ERR_INVALID, "NULL model");
-    dt_rng_seed2(&m->drop_rng, seed, 0x64726f70u);
-    return DT_OK;
+    return m->fam->seed_dropout ? m->fam->seed_dropout(m, seed) : DT_OK;
 }
+
+/* ---- recomputation and generation ------------------------------------------- */
+
+int dt_model_set_recompute(dt_model *m, int on) {
+    if (!m) return DT_ERR(DT_ERR_INVALID, "NULL model");
+    if (on != 0 && on != 1) return DT_ERR(DT_ERR_INVALID, "recompute=%d must be 0 or 1", on);
+    if (on && !m->fam->set_recompute)
+        return DT_ERR(DT_ERR_INVALID,
+                      "model %s (family %s) has no activation recomputation", m->name,
+                      m->io.family);
+    if (!m->fam->set_recompute) return DT_OK; /* off, and it cannot be on */
+    m->B = 0;
+    m->T = 0;
+    m->can_backward = 0;
+    int rc = m->fam->set_recompute(m, on);
+    if (!rc) m->cfg.recompute = on;
+    return rc;
+}
+
+int dt_model_recompute(const dt_model *m) {
+    if (!m) return DT_ERR(DT_ERR_INVALID, "NULL model");
+    return m->cfg.recompute;
+}
+
+int dt_model_activation_bytes(const dt_model *m, int B, int T, int recompute, size_t *bytes) {
+    if (!m || !bytes) return DT_ERR(DT_ERR_INVALID, "NULL model or bytes");
+    if (B < 1) return DT_ERR(DT_ERR_INVALID, "batch size %d must be > 0", B);
+    if (recompute != 0 && recompute != 1)
+        return DT_ERR(DT_ERR_INVALID, "recompute=%d must be 0 or 1", recompute);
+    if (recompute && !m->fam->set_recompute)
+        return DT_ERR(DT_ERR_INVALID,
+                      "model %s (family %s) has no activation recomputation", m->name,
+                      m->io.family);
+    int maxT = m->io.max_seq ? m->io.max_seq : 1;
+    if (T == 0) T = maxT;
+    if (T < 1 || T > maxT)
+        return DT_ERR(DT_ERR_INVALID, "sequence length T=%d not in [1, %d]", T, maxT);
+    return m->fam->activation_bytes(m, B, T, recompute, bytes);
+}
+
+int dt_model_generate(dt_model *m, const int32_t *prompt, int prompt_len, int n_new,
+                      float temperature, uint64_t seed, int32_t *out) {
+    if (!m || !prompt || (!out && n_new > 0))
+        return DT_ERR(DT_ERR_INVALID, "NULL model, prompt or out");
+    if (!m->fam->generate)
+        return DT_ERR(DT_ERR_UNSUPPORTED, "model %s (family %s) does not generate", m->name,
+                      m->io.family);
+    if (prompt_len < 1) return DT_ERR(DT_ERR_INVALID, "prompt length %d must be >= 1", prompt_len);
+    if (n_new < 0) return DT_ERR(DT_ERR_INVALID, "token count %d must be >= 0", n_new);
+    if (!(temperature >= 0.0f) || !isfinite(temperature))
+        return DT_ERR(DT_ERR_INVALID, "temperature %g must be finite and >= 0",
+                      (double)temperature);
+    for (int i = 0; i < prompt_len; i++)
+        if (prompt[i] < 0 || prompt[i] >= m->io.num_classes)
+            return DT_ERR(DT_ERR_INVALID, "prompt token %d at position %d not in [0,%d)",
+                          prompt[i], i, m->io.num_classes);
+    return m->fam->generate(m, prompt, prompt_len, n_new, temperature, seed, out);
+}
+
+/* ---- redirection ---------------------------------------------------------------- */
 
 static int redirect(dt_model *m, int layer, float *ptr, int grads, const char *fn) {
     if (!m) return dt_error(DT_ERR_INVALID, fn, "NULL model");
     if (layer < 0 || layer >= m->nlayers)
         return dt_error(DT_ERR_INVALID, fn, "layer %d out of range [0,%d)", layer, m->nlayers);
-    dt_layer *L = &m->layers[layer];
-    if (ptr && !L->param_count)
-        return dt_error(DT_ERR_INVALID, fn, "layer %d (%s) has no parameters", layer, L->name);
-    if (grads) L->grad_ptr = ptr;
-    else L->param_ptr = ptr;
+    dt_unit *U = &m->units[layer];
+    if (ptr && !U->param_count)
+        return dt_error(DT_ERR_INVALID, fn, "layer %d (%s) has no parameters", layer, U->name);
+    if (grads) U->grad_ptr = ptr;
+    else U->param_ptr = ptr;
     return DT_OK;
 }
 
@@ -320,7 +185,7 @@ float *dt_model_layer_param_ptr(dt_model *m, int layer) {
         DT_ERR(DT_ERR_INVALID, "bad model or layer %d", layer);
         return NULL;
     }
-    return m->layers[layer].param_count ? lparams(m, &m->layers[layer]) : NULL;
+    return m->units[layer].param_count ? dtm_params(m, layer) : NULL;
 }
 
 float *dt_model_layer_grad_ptr(dt_model *m, int layer) {
@@ -328,5 +193,5 @@ float *dt_model_layer_grad_ptr(dt_model *m, int layer) {
         DT_ERR(DT_ERR_INVALID, "bad model or layer %d", layer);
         return NULL;
     }
-    return m->layers[layer].param_count ? lgrads(m, &m->layers[layer]) : NULL;
+    return m->units[layer].param_count ? dtm_grads(m, layer) : NULL;
 }

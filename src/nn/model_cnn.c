@@ -7,7 +7,7 @@
  *            x = max_pool2d(relu(bn2(conv2(x))), 2)
  *            fc2(drop(relu(fc1(flatten(x))))) */
 #include "core/error.h"
-#include "nn/model_internal.h"
+#include "nn/seq_internal.h"
 
 int dt_model_build_cnn(dt_model *m, const dt_model_config *cfg) {
     if (cfg->hidden1 <= 0 || cfg->hidden2 <= 0 || cfg->hidden3 <= 0)
@@ -27,5 +27,5 @@ int dt_model_build_cnn(dt_model *m, const dt_model_config *cfg) {
     if ((rc = dtm_add_linear(m, "fc1", cfg->hidden3, 1))) return rc;
     if ((rc = dtm_add_simple(m, DTL_RELU, "relu3"))) return rc;
     if ((rc = dtm_add_dropout(m, "drop", cfg->dropout))) return rc;
-    return dtm_add_linear(m, "fc2", m->ncls, 1);
+    return dtm_add_linear(m, "fc2", DT_SEQ_CLASSES, 1);
 }

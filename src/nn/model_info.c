@@ -6,14 +6,30 @@
 
 const char *dt_model_name(const dt_model *m) { return m ? m->name : "?"; }
 
+const char *dt_model_family(const dt_model *m) { return m ? m->io.family : "?"; }
+
+const dt_model_config *dt_model_get_config(const dt_model *m) {
+    if (!m) {
+        DT_ERR(DT_ERR_INVALID, "NULL model");
+        return NULL;
+    }
+    return &m->cfg;
+}
+
+int dt_model_get_io(const dt_model *m, dt_model_io *io) {
+    if (!m || !io) return DT_ERR(DT_ERR_INVALID, "NULL model or io");
+    *io = m->io;
+    return DT_OK;
+}
+
 int dt_model_input_size(const dt_model *m) {
     if (!m) return DT_ERR(DT_ERR_INVALID, "NULL model");
-    return m->in_c * m->in_h * m->in_w;
+    return m->io.x_size * (m->io.max_seq ? m->io.max_seq : 1);
 }
 
 int dt_model_num_classes(const dt_model *m) {
     if (!m) return DT_ERR(DT_ERR_INVALID, "NULL model");
-    return m->ncls;
+    return m->io.num_classes;
 }
 
 size_t dt_model_num_params(const dt_model *m) { return m ? m->nparams : 0; }
@@ -74,7 +90,7 @@ int dt_model_num_layers(const dt_model *m) {
     return m->nlayers;
 }
 
-static const dt_layer *get_layer(const dt_model *m, int layer, const char *fn) {
+static const dt_unit *get_unit(const dt_model *m, int layer, const char *fn) {
     if (!m) {
         dt_error(DT_ERR_INVALID, fn, "NULL model");
         return NULL;
@@ -83,71 +99,68 @@ static const dt_layer *get_layer(const dt_model *m, int layer, const char *fn) {
         dt_error(DT_ERR_INVALID, fn, "layer %d out of range [0,%d)", layer, m->nlayers);
         return NULL;
     }
-    return &m->layers[layer];
+    return &m->units[layer];
 }
 
 const char *dt_model_layer_name(const dt_model *m, int layer) {
-    const dt_layer *L = get_layer(m, layer, __func__);
-    return L ? L->name : NULL;
+    const dt_unit *U = get_unit(m, layer, __func__);
+    return U ? U->name : NULL;
 }
 
 const char *dt_model_layer_kind(const dt_model *m, int layer) {
-    const dt_layer *L = get_layer(m, layer, __func__);
-    if (!L) return NULL;
-    switch (L->kind) {
-    case DTL_LINEAR: return "linear";
-    case DTL_CONV2D: return "conv2d";
-    case DTL_BN2D: return "batchnorm2d";
-    case DTL_BN1D: return "batchnorm1d";
-    case DTL_RELU: return "relu";
-    case DTL_GELU: return "gelu";
-    case DTL_SIGMOID: return "sigmoid";
-    case DTL_TANH: return "tanh";
-    case DTL_AVGPOOL: return "avgpool2d";
-    case DTL_MAXPOOL: return "maxpool2d";
-    case DTL_FLATTEN: return "flatten";
-    case DTL_DROPOUT: return "dropout";
-    }
-    return "?";
+    const dt_unit *U = get_unit(m, layer, __func__);
+    return U ? U->kind : NULL;
 }
 
 int dt_model_layer_params(const dt_model *m, int layer, size_t *offset, size_t *count) {
-    const dt_layer *L = get_layer(m, layer, __func__);
-    if (!L) return DT_ERR_INVALID;
-    if (offset) *offset = L->param_off;
-    if (count) *count = L->param_count;
+    const dt_unit *U = get_unit(m, layer, __func__);
+    if (!U) return DT_ERR_INVALID;
+    if (offset) *offset = U->param_off;
+    if (count) *count = U->param_count;
     return DT_OK;
 }
 
 int dt_model_layer_buffers(const dt_model *m, int layer, size_t *offset, size_t *count) {
-    const dt_layer *L = get_layer(m, layer, __func__);
-    if (!L) return DT_ERR_INVALID;
-    if (offset) *offset = L->buf_off;
-    if (count) *count = L->buf_count;
+    const dt_unit *U = get_unit(m, layer, __func__);
+    if (!U) return DT_ERR_INVALID;
+    if (offset) *offset = U->buf_off;
+    if (count) *count = U->buf_count;
     return DT_OK;
 }
 
-size_t dt_model_layer_output_size(const dt_model *m, int layer) {
-    const dt_layer *L = get_layer(m, layer, __func__);
-    return L ? L->out_size : 0;
+int dt_model_layer_param_owner(const dt_model *m, int layer) {
+    const dt_unit *U = get_unit(m, layer, __func__);
+    return U ? U->owner : DT_ERR_INVALID;
 }
 
-const float *dt_model_logits(const dt_model *m) { return m && m->B ? m->logp : NULL; }
+size_t dt_model_layer_output_size(const dt_model *m, int layer) {
+    const dt_unit *U = get_unit(m, layer, __func__);
+    return U ? m->fam->layer_output_size(m, layer) : 0;
+}
+
+const float *dt_model_logits(const dt_model *m) {
+    if (!m || !m->B) return NULL;
+    /* the model object is never const itself (always from dt_model_create):
+     * a family may fill a cache here (gpt's log-probabilities) */
+    return m->fam->logits((dt_model *)m);
+}
 
 const float *dt_model_scores(const dt_model *m) {
-    return m && m->B ? m->layers[m->nlayers - 1].out : NULL;
+    return m && m->B ? m->fam->scores(m) : NULL;
 }
 
 int dt_model_batch_size(const dt_model *m) { return m ? m->B : 0; }
 
+int dt_model_seq_len(const dt_model *m) { return m ? m->T : 0; }
+
 const float *dt_model_layer_output(const dt_model *m, int layer) {
-    const dt_layer *L = get_layer(m, layer, __func__);
-    if (!L) return NULL;
+    const dt_unit *U = get_unit(m, layer, __func__);
+    if (!U) return NULL;
     if (!m->B) {
         DT_ERR(DT_ERR_STATE, "no forward has run");
         return NULL;
     }
-    return L->out;
+    return m->fam->layer_output(m, layer);
 }
 
 int dt_model_correct(const dt_model *m, const int32_t *labels, int B) {
@@ -156,13 +169,20 @@ int dt_model_correct(const dt_model *m, const int32_t *labels, int B) {
     if (B != m->B)
         return DT_ERR(DT_ERR_INVALID, "batch size %d differs from the last forward's %d", B,
                       m->B);
+    /* sequential: the log-probabilities, as always; gpt: the logits (the same
+     * argmax up to rounding ties, without building the log-probabilities) */
+    const float *scores = m->io.max_seq ? m->fam->scores(m) : m->fam->logits((dt_model *)m);
+    if (!scores)
+        return DT_ERR(DT_ERR_STATE, "the last forward's outputs are gone (after a backward)");
+    const int V = m->io.num_classes;
+    const size_t rows = (size_t)m->B * (size_t)m->T;
     int correct = 0;
-    for (int b = 0; b < B; b++) {
-        const float *row = m->logp + (size_t)b * (size_t)m->ncls;
+    for (size_t r = 0; r < rows; r++) {
+        const float *row = scores + r * (size_t)V;
         int best = 0;
-        for (int v = 1; v < m->ncls; v++)
+        for (int v = 1; v < V; v++)
             if (row[v] > row[best]) best = v;
-        correct += best == labels[b];
+        correct += best == labels[r];
     }
     return correct;
 }

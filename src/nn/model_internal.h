@@ -1,94 +1,122 @@
-/* src/nn/model_internal.h - internal: the model structure and the builder
- * functions the per-model files (model_mlp.c, ...) use. */
+/* src/nn/model_internal.h - internal: the family-independent model (the
+ * layout contract: units, flat buffers, slices, redirection, hooks) and the
+ * family vtable a model family implements (model_family.c holds the table). */
 #ifndef DT_NN_MODEL_INTERNAL_H
 #define DT_NN_MODEL_INTERNAL_H
 
 #include "dtrain/model.h"
-#include "dtrain/nn.h"
 #include "dtrain/rng.h"
 
-#define DT_MODEL_MAX_LAYERS 32
-#define DT_LAYER_NAME_MAX 32
+#define DT_UNIT_NAME_MAX 48
 
-typedef enum dt_layer_kind {
-    DTL_LINEAR,
-    DTL_CONV2D,
-    DTL_BN2D,
-    DTL_BN1D,
-    DTL_RELU,
-    DTL_GELU,
-    DTL_SIGMOID,
-    DTL_TANH,
-    DTL_AVGPOOL,
-    DTL_MAXPOOL,
-    DTL_FLATTEN,
-    DTL_DROPOUT
-} dt_layer_kind;
-
-typedef struct dt_layer {
-    dt_layer_kind kind;
-    char name[DT_LAYER_NAME_MAX];
-    int in_c, in_h, in_w;    /* per-sample input shape (flat: c = features, h = w = 1) */
-    int out_c, out_h, out_w; /* per-sample output shape */
-    size_t in_size, out_size;
-    /* kind-specific */
-    int has_bias;            /* linear, conv2d */
-    dt_conv2d_desc conv;     /* conv2d */
-    dt_pool2d_desc pool;     /* pools */
-    float p;                 /* dropout */
-    float momentum, eps;     /* batch norm */
-    /* layout */
-    size_t param_off, param_count, weight_count;
+/* One layer ("unit") of the layout contract. */
+typedef struct dt_unit {
+    char name[DT_UNIT_NAME_MAX]; /* module name: "fc1", "transformer.h.0" */
+    const char *kind;            /* static string: "linear", "block", ... */
+    size_t param_off, param_count;
     size_t buf_off, buf_count;
-    float *param_ptr, *grad_ptr; /* redirection; NULL = default */
-    /* activations (inside the model's arena, sized for bmax) */
-    float *out, *dout;       /* [bmax, out_size]; flatten aliases its input's */
-    float *save_mean, *save_rstd; /* batch norm [C] */
-    int32_t *argmax;         /* maxpool [bmax, out_size] */
-    float *mask;             /* dropout [bmax, out_size] */
-    int mask_active;         /* dropout applied in the last forward */
-} dt_layer;
+    float *param_ptr, *grad_ptr; /* redirection; NULL = the flat buffers */
+    int owner;                   /* unit whose parameters this one uses (itself
+                                    unless shared, e.g. gpt's tied head) */
+} dt_unit;
+
+typedef struct dtm_family dtm_family;
 
 struct dt_model {
-    char name[16];
-    dt_model_config cfg;
-    int in_c, in_h, in_w, ncls;
-    int cur_c, cur_h, cur_w, flat; /* builder: current shape */
-    int nlayers;
-    dt_layer layers[DT_MODEL_MAX_LAYERS];
+    const dtm_family *fam;
+    char name[32];
+    dt_model_config cfg;         /* cfg.name points to name */
+    dt_model_io io;
+    int nlayers, cap_layers;
+    dt_unit *units;              /* [nlayers] */
     size_t nparams, nbuffers;
     float *params, *grads, *buffers;
-    int grads_external;    /* grads is the caller's (dt_model_use_grad_buffer): never freed here */
+    int grads_external;          /* grads is the caller's (dt_model_use_grad_buffer) */
     dt_param_slice *slices, *bslices;
     int nslices, nbslices, cap_slices, cap_bslices;
-    /* runtime */
-    int bmax;              /* batch the arena is sized for */
-    int B;                 /* batch of the last forward (0: no valid forward) */
-    int can_backward;      /* last forward was train with labels, not yet back-propagated */
-    int has_labels;
-    float *arena;          /* activations */
-    float *x, *logp;       /* [bmax, in], [bmax, ncls] */
-    int32_t *labels;       /* [bmax] */
-    float *work;           /* shared scratch */
-    size_t work_size;
     dt_model_hooks hooks;
-    dt_rng drop_rng;
+    /* runtime state of the last forward */
+    int B, T;                    /* 0: no valid forward */
+    int can_backward;            /* last forward was train with labels, not yet
+                                    back-propagated */
+    int has_labels;
     float loss;
+    void *impl;                  /* the family's state */
 };
 
-/* Builders: append a layer to m, checking shapes; each returns DT_OK or a
- * negative status with the message set. */
-int dtm_add_linear(dt_model *m, const char *name, int out_features, int bias);
-int dtm_add_conv2d(dt_model *m, const char *name, int out_channels, int kernel, int stride,
-                   int pad, int bias);
-int dtm_add_batchnorm(dt_model *m, const char *name); /* 2d on images, 1d on flat */
-int dtm_add_simple(dt_model *m, dt_layer_kind kind, const char *name); /* activations, flatten */
-int dtm_add_pool(dt_model *m, dt_layer_kind kind, const char *name, int kernel, int stride);
-int dtm_add_dropout(dt_model *m, const char *name, float p);
+/* A model family (one table entry in model_family.c). Generic code
+ * (model.c, model_build.c, model_info.c) validates arguments, keeps the
+ * state flags (B, T, can_backward) and calls these. */
+struct dtm_family {
+    const char *name;            /* "sequential", "gpt" */
+    const char *const *models;   /* NULL-terminated model names it builds */
+    /* cfg is zeroed and cfg->name set to the static name from `models`;
+     * fill the family's defaults. */
+    int (*config_init)(dt_model_config *cfg);
+    /* Validate cfg, declare units/params/buffers (dtm_add_unit, ...), set
+     * m->io and m->impl. On failure the generic code frees the model
+     * (free_impl is called if impl was set). */
+    int (*build)(dt_model *m, const dt_model_config *cfg);
+    /* Initialise the parameters and buffers (flat buffers exist, zeroed). */
+    void (*init)(dt_model *m);
+    void (*free_impl)(void *impl);
+    /* Forward: inputs validated (B >= 1, T in range, labels/tokens in
+     * range), m->has_labels set. Set m->loss (NAN without labels). */
+    int (*forward)(dt_model *m, const void *x, const int32_t *labels, int B, int T, int train);
+    /* Backward of the last forward (validated: it can be back-propagated). */
+    int (*backward)(dt_model *m, float scale);
+    /* Outputs of the last forward (m->B > 0 checked by the caller). */
+    const float *(*logits)(dt_model *m);
+    const float *(*scores)(const dt_model *m);
+    const float *(*layer_output)(const dt_model *m, int layer);
+    size_t (*layer_output_size)(const dt_model *m, int layer);
+    /* Optional (NULL: not supported). */
+    int (*seed_dropout)(dt_model *m, uint64_t seed);
+    int (*set_recompute)(dt_model *m, int on);
+    int (*activation_bytes)(const dt_model *m, int B, int T, int recompute, size_t *bytes);
+    int (*generate)(dt_model *m, const int32_t *prompt, int prompt_len, int n_new,
+                    float temperature, uint64_t seed, int32_t *out);
+};
 
-/* Per-model builders (model_mlp.c, model_lenet.c, model_cnn.c). */
-int dt_model_build_mlp(dt_model *m, const dt_model_config *cfg);
-int dt_model_build_lenet(dt_model *m, const dt_model_config *cfg);
-int dt_model_build_cnn(dt_model *m, const dt_model_config *cfg);
+/* The families (model_family.c). */
+const dtm_family *dtm_family_of(const char *model_name);
+/* "mlp, lenet, cnn, ..." into buf[0..n) for messages (cut if too small). */
+void dtm_known_models(char *buf, size_t n);
+extern const dtm_family dt_family_sequential;
+extern const dtm_family dt_family_gpt;
+
+/* ---- builders (model_build.c), for a family's build() -------------------------
+ * A unit starts at the current end of the flat vectors; params and buffers
+ * added afterwards belong to the last unit. Each returns DT_OK or a
+ * negative status with the message set. */
+int dtm_add_unit(dt_model *m, const char *name, const char *kind);
+/* Append a parameter tensor named `name` (full state_dict key) of shape
+ * shape[0..ndim) to the last unit. */
+int dtm_add_param(dt_model *m, const char *name, int ndim, const int64_t *shape);
+int dtm_add_buffer(dt_model *m, const char *name, int ndim, const int64_t *shape);
+
+/* Current parameter / gradient base of unit u: read at every use, so that
+ * dt_model_set_layer_params/grads (possibly called from hooks) take effect. */
+static inline float *dtm_params(dt_model *m, int u) {
+    const dt_unit *U = &m->units[u];
+    if (U->param_ptr) return U->param_ptr;
+    return m->params ? m->params + U->param_off : NULL; /* NULL: released, not redirected */
+}
+static inline float *dtm_grads(dt_model *m, int u) {
+    const dt_unit *U = &m->units[u];
+    if (U->grad_ptr) return U->grad_ptr;
+    return m->grads ? m->grads + U->param_off : NULL;
+}
+
+/* Hook return value -> status (negative values pass through untouched). */
+int dtm_hook_status(int rc, const char *which, int layer);
+
+#define DTM_HOOK(m, fn, layer)                                                              \
+    do {                                                                                    \
+        if ((m)->hooks.fn) {                                                                \
+            int hrc_ = (m)->hooks.fn((m)->hooks.ctx, (layer));                              \
+            if (hrc_) return dtm_hook_status(hrc_, #fn, (layer));                           \
+        }                                                                                   \
+    } while (0)
 
 #endif

@@ -4,7 +4,7 @@
  *   linear1 = Linear(14*14*6, 10)
  *   forward: linear1(flatten(avg_pool2d(sigmoid(bn1(conv1(x))), 2, 2))) */
 #include "core/error.h"
-#include "nn/model_internal.h"
+#include "nn/seq_internal.h"
 
 int dt_model_build_lenet(dt_model *m, const dt_model_config *cfg) {
     (void)cfg;
@@ -14,5 +14,5 @@ int dt_model_build_lenet(dt_model *m, const dt_model_config *cfg) {
     if ((rc = dtm_add_simple(m, DTL_SIGMOID, "sigmoid"))) return rc;
     if ((rc = dtm_add_pool(m, DTL_AVGPOOL, "pool", 2, 2))) return rc;
     if ((rc = dtm_add_simple(m, DTL_FLATTEN, "flatten"))) return rc;
-    return dtm_add_linear(m, "linear1", m->ncls, 1);
+    return dtm_add_linear(m, "linear1", DT_SEQ_CLASSES, 1);
 }

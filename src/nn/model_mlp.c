@@ -3,7 +3,7 @@
  *   fc1 = Linear(784, h1); fc2 = Linear(h1, h2); fc3 = Linear(h2, 10)
  *   forward: fc3(relu(fc2(relu(fc1(flatten(x)))))) */
 #include "core/error.h"
-#include "nn/model_internal.h"
+#include "nn/seq_internal.h"
 
 int dt_model_build_mlp(dt_model *m, const dt_model_config *cfg) {
     if (cfg->hidden1 <= 0 || cfg->hidden2 <= 0)
@@ -16,5 +16,5 @@ int dt_model_build_mlp(dt_model *m, const dt_model_config *cfg) {
     if ((rc = dtm_add_simple(m, DTL_RELU, "relu1"))) return rc;
     if ((rc = dtm_add_linear(m, "fc2", cfg->hidden2, 1))) return rc;
     if ((rc = dtm_add_simple(m, DTL_RELU, "relu2"))) return rc;
-    return dtm_add_linear(m, "fc3", m->ncls, 1);
+    return dtm_add_linear(m, "fc3", DT_SEQ_CLASSES, 1);
 }

@@ -286,6 +286,62 @@ static int api_batch_index(void) {
 }
 static int api_config_null(void) { return R(dt_config_set(NULL, "overlap", "1")); }
 
+/* ---- K_CALL rows: models and text data (API) ------------------------------------- */
+
+static int gpt_create(int L, int NH, int C) {
+    dt_model_config c;
+    dt_model *m = NULL;
+    if (dt_model_config_init(&c, "gpt-test")) return R(DT_ERR_INTERNAL);
+    c.n_layer = L;
+    c.n_head = NH;
+    c.n_embd = C;
+    int rc = R(dt_model_create(&c, &m));
+    dt_model_free(m);
+    return rc;
+}
+static int model_gpt_heads(void) { return gpt_create(2, 5, 64); }
+static int model_gpt_layers(void) { return gpt_create(0, 4, 64); }
+/* a forward of gpt-test (block_size 64) with T or a token out of range */
+static int gpt_forward(int T, int bad_pos) {
+    dt_model_config c;
+    dt_model *m = NULL;
+    if (dt_model_config_init(&c, "gpt-test") || dt_model_create(&c, &m)) return R(DT_ERR_INTERNAL);
+    int32_t x[80] = {0}, y[80] = {0};
+    if (bad_pos >= 0) x[bad_pos] = 256;
+    int rc = R(dt_model_forward_seq(m, x, y, 1, T, 1, NULL));
+    dt_model_free(m);
+    return rc;
+}
+static int model_gpt_seq_len(void) { return gpt_forward(65, -1); }
+static int model_gpt_token(void) { return gpt_forward(10, 5); }
+static int model_recompute_mlp(void) {
+    dt_model_config c;
+    dt_model *m = NULL;
+    if (dt_model_config_init(&c, "mlp")) return R(DT_ERR_INTERNAL);
+    c.recompute = 1;
+    int rc = R(dt_model_create(&c, &m));
+    dt_model_free(m);
+    return rc;
+}
+static int text_load(const char *name, double frac) {
+    dt_text_dataset ds;
+    int rc = R(dt_text_load(path(name), frac, &ds));
+    dt_text_free(&ds);
+    return rc;
+}
+static int text_missing(void) { return text_load("no-such-corpus", 0.1); }
+static int text_empty(void) { return text_load("text_empty.txt", 0.1); }
+static int text_short(void) { return text_load("text_short.txt", 0.1); }
+static int text_fraction(void) { return text_load("text_short.txt", 1.5); }
+static int text_block(void) {
+    dt_text_dataset ds;
+    if (dt_text_load(path("text_100.txt"), 0.1, &ds)) return R(DT_ERR_INTERNAL);
+    int32_t x[128], y[128];
+    int rc = R(dt_text_batch(&ds, DT_TEXT_VAL, 64, 1, 0, 1, x, y));
+    dt_text_free(&ds);
+    return rc;
+}
+
 /* ---- K_CALL rows: config values (API) --------------------------------------------- */
 
 static int cfg_load(const char *name) {
@@ -635,6 +691,27 @@ static const row g_rows[] = {
      "export the same DTRAIN_* variables to every rank (mpirun -x NAME)"},
     {"launch-bad-backend", "launch", "DTRAIN_BACKEND=bogus", K_PROC, NULL, {"$T", QUICK, NULL}, "DTRAIN_BACKEND=bogus", 1,
      "DTRAIN_BACKEND='bogus' is not a backend of this build", 0, "use auto, mpi or void"},
+    /* models (dtrain/model.h) and text data (dtrain/text.h) */
+    CALL("model-gpt-heads", "model", "gpt with n_embd 64, n_head 5", model_gpt_heads, DT_ERR_INVALID,
+         "n_embd=64 is not divisible by n_head=5", "choose n_head dividing n_embd (head size = n_embd / n_head)"),
+    CALL("model-gpt-layers", "model", "gpt with n_layer 0", model_gpt_layers, DT_ERR_INVALID, "n_layer=0 must be in [1, 4096]",
+         "every gpt size (n_layer, n_head, n_embd, block_size, vocab_size) must be >= 1"),
+    CALL("model-gpt-seq-len", "model", "gpt-test forward with T 65", model_gpt_seq_len, DT_ERR_INVALID,
+         "T=65 not in [1, block_size=64]", "use windows of at most block_size tokens, or a larger block_size"),
+    CALL("model-gpt-token", "model", "token 256 for vocab_size 256", model_gpt_token, DT_ERR_INVALID,
+         "token 256 of sample 0 position 5 not in [0,256) (vocab_size)", "tokens and targets must be < vocab_size (256 for bytes)"),
+    CALL("model-recompute-mlp", "model", "mlp with recompute 1", model_recompute_mlp, DT_ERR_INVALID,
+         "has no activation recomputation", "recompute is for the gpt family; leave it 0 for mlp, lenet and cnn"),
+    CALL("text-missing", "text data", "dt_text_load of a missing path", text_missing, DT_ERR_IO, "cannot read text corpus",
+         "point at a text file or directory (default /usr/share/games/fortunes: apt-get install fortunes)"),
+    CALL("text-empty", "text data", "an empty corpus file", text_empty, DT_ERR_INVALID, "is empty: no bytes in 1 file(s)",
+         "use a corpus with text in it (a directory's .dat/.u8 files are skipped)"),
+    CALL("text-short", "text data", "a 3-byte corpus, 10% validation", text_short, DT_ERR_INVALID, "is too short",
+         "each split needs at least 2 bytes: more text, or validation fraction 0"),
+    CALL("text-fraction", "text data", "validation fraction 1.5", text_fraction, DT_ERR_INVALID,
+         "validation fraction 1.5 must be in [0, 1)", "use a fraction in [0, 1), e.g. 0.1"),
+    CALL("text-block", "text data", "block size 64 over a 10-byte validation split", text_block, DT_ERR_INVALID,
+         "block size T=64 needs T+1 = 65 bytes, the validation split has only 10", "use a smaller block size or more text"),
 };
 #define NROWS ((int)(sizeof g_rows / sizeof g_rows[0]))
 
@@ -647,6 +724,14 @@ static void write_fixtures(void) {
     write_text(path("cfg_bool.json"), "{\"overlap\": \"maybe\"}");
     write_text(path("cfg_unknown.json"), "{\"bucket_size\": 4}");
     write_text(path("cfg_int.json"), "{\"zero_opt_level\": 1.5}");
+    write_text(path("text_empty.txt"), "");
+    write_text(path("text_short.txt"), "abc");
+    {
+        char t100[101];
+        for (int i = 0; i < 100; i++) t100[i] = (char)('a' + i % 26);
+        t100[100] = '\0';
+        write_text(path("text_100.txt"), t100);
+    }
     {
         static char big[9000];
         memset(big, ' ', sizeof big - 1);

@@ -125,6 +125,37 @@ int dt_fixture_load_model(const dt_fixture *fx, dt_model *m, const char *prefix)
     return DT_OK;
 }
 
+static void le32w(unsigned char *b, uint32_t v) {
+    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
+}
+
+int dt_fixture_write(const char *path, const dt_fx_tensor *t, int n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return DT_ERR(DT_ERR_IO, "cannot create %s", path);
+    unsigned char h[12];
+    memcpy(h, "DTFX", 4);
+    le32w(h + 4, 1);
+    le32w(h + 8, (uint32_t)n);
+    int ok = fwrite(h, 1, 12, f) == 12;
+    for (int i = 0; ok && i < n; i++) {
+        unsigned char b[8];
+        size_t nl = strlen(t[i].name), esize = t[i].dtype == 5 ? 1 : 4;
+        le32w(b, (uint32_t)nl);
+        ok = fwrite(b, 1, 4, f) == 4 && fwrite(t[i].name, 1, nl, f) == nl;
+        le32w(b, (uint32_t)t[i].dtype);
+        le32w(b + 4, (uint32_t)t[i].ndim);
+        ok = ok && fwrite(b, 1, 8, f) == 8;
+        for (int d = 0; ok && d < t[i].ndim; d++) {
+            le32w(b, (uint32_t)((uint64_t)t[i].shape[d] & 0xffffffffu));
+            le32w(b + 4, (uint32_t)((uint64_t)t[i].shape[d] >> 32));
+            ok = fwrite(b, 1, 8, f) == 8;
+        }
+        ok = ok && fwrite(t[i].data, esize, t[i].count, f) == t[i].count;
+    }
+    if (fclose(f) != 0) ok = 0;
+    return ok ? DT_OK : DT_ERR(DT_ERR_IO, "cannot write %s", path);
+}
+
 double dt_fx_rel_err(const float *a, const float *b, size_t n) {
     double num = 0.0, den = 0.0;
     for (size_t i = 0; i < n; i++) {

@@ -37,6 +37,10 @@ const float *dt_fixture_f32(const dt_fixture *fx, const char *name, size_t count
  * the shapes must match. Returns DT_OK or DT_ERR_MISMATCH (message set). */
 int dt_fixture_load_model(const dt_fixture *fx, dt_model *m, const char *prefix);
 
+/* Write n tensors (name, dtype code 0/5/6, ndim, shape, data) as a DTFX
+ * file (for tests that hand data to a Python script). DT_ERR_IO on failure. */
+int dt_fixture_write(const char *path, const dt_fx_tensor *t, int n);
+
 /* max|a-b| / max(max|b|, 1e-12) */
 double dt_fx_rel_err(const float *a, const float *b, size_t n);
 

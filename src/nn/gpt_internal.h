@@ -1,0 +1,249 @@
+/* src/nn/gpt_internal.h - internal: the "gpt" model family (GPT-2
+ * architecture, see dtrain/model.h): its kernels (gpt_kernels.c,
+ * gpt_attention.c), its state and activation layout (gpt_model.c), its
+ * passes (gpt_pass.c) and generation (gpt_generate.c).
+ *
+ * Kernel conventions (llm.c style): outputs first, then inputs, then sizes;
+ * every pointer's shape is given in its comment; N = B*T rows, C = n_embd,
+ * NH = heads, hs = C/NH, V = vocab. Backward kernels ACCUMULATE (+=) into
+ * parameter gradients always, and into input gradients where the comment
+ * says "+="; "=" marks an input gradient that is written (no zeroing
+ * needed). Kernels do no argument checking (the family validates once) and
+ * no allocation. */
+#ifndef DT_NN_GPT_INTERNAL_H
+#define DT_NN_GPT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "nn/model_internal.h"
+#include "nn/nn_internal.h"
+
+#define GPT_LANES 16
+
+/* The element-wise kernels are built for AVX-512 and AVX2 too and chosen at
+ * load time by the CPU (GCC's target_clones, through an ifunc), as OpenBLAS
+ * chooses its kernels. The clones compute the same bits: the build is ISO
+ * C (-ffp-contract=off, so no fused multiply-adds) and the reductions'
+ * order does not depend on the vector width. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(DT_NO_TARGET_CLONES)
+#define GPT_SIMD __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define GPT_SIMD
+#endif
+
+/* ---- row helpers (shared by the kernels) -----------------------------------------
+ * Reductions keep GPT_LANES independent partial results so that the compiler
+ * vectorises them without reassociating (no -ffast-math). */
+
+static inline float gpt_row_sum(const float *x, int n) {
+    float acc[GPT_LANES] = {0};
+    int i = 0;
+    for (; i + GPT_LANES <= n; i += GPT_LANES)
+        for (int k = 0; k < GPT_LANES; k++) acc[k] += x[i + k];
+    float s = 0.0f;
+    for (; i < n; i++) s += x[i];
+    for (int k = 0; k < GPT_LANES; k++) s += acc[k];
+    return s;
+}
+
+static inline float gpt_row_sumsq_centered(const float *x, int n, float c) {
+    float acc[GPT_LANES] = {0};
+    int i = 0;
+    for (; i + GPT_LANES <= n; i += GPT_LANES)
+        for (int k = 0; k < GPT_LANES; k++) {
+            float d = x[i + k] - c;
+            acc[k] += d * d;
+        }
+    float s = 0.0f;
+    for (; i < n; i++) {
+        float d = x[i] - c;
+        s += d * d;
+    }
+    for (int k = 0; k < GPT_LANES; k++) s += acc[k];
+    return s;
+}
+
+static inline float gpt_row_max(const float *x, int n) {
+    float acc[GPT_LANES];
+    for (int k = 0; k < GPT_LANES; k++) acc[k] = -INFINITY;
+    int i = 0;
+    for (; i + GPT_LANES <= n; i += GPT_LANES)
+        for (int k = 0; k < GPT_LANES; k++) acc[k] = x[i + k] > acc[k] ? x[i + k] : acc[k];
+    float m = -INFINITY;
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    for (int k = 0; k < GPT_LANES; k++) m = acc[k] > m ? acc[k] : m;
+    return m;
+}
+
+/* out[i] = exp(x[i] - c); returns the sum of out. */
+static inline float gpt_row_exp_sum(float *out, const float *x, int n, float c) {
+    float acc[GPT_LANES] = {0};
+    int i = 0;
+    for (; i + GPT_LANES <= n; i += GPT_LANES)
+        for (int k = 0; k < GPT_LANES; k++) {
+            float e = dt_nn_expf(x[i + k] - c);
+            out[i + k] = e;
+            acc[k] += e;
+        }
+    float s = 0.0f;
+    for (; i < n; i++) {
+        float e = dt_nn_expf(x[i] - c);
+        out[i] = e;
+        s += e;
+    }
+    for (int k = 0; k < GPT_LANES; k++) s += acc[k];
+    return s;
+}
+
+/* ---- kernels (gpt_kernels.c) ------------------------------------------------ */
+
+/* out[N,C] = wte[tok[b,t],:] + wpe[t,:]; tok [B,T], wte [V,C], wpe [maxT,C]. */
+void gpt_encoder_forward(float *out, const int32_t *tok, const float *wte, const float *wpe,
+                         int B, int T, int C);
+/* dwte[V,C] += scatter of dout by token; dwpe[maxT,C] += sum over b; dout [N,C]. */
+void gpt_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tok,
+                          int B, int T, int C);
+/* out[N,C] = (inp - mean) * rstd * weight + bias; mean, rstd [N] saved for
+ * backward (eps 1e-5, biased variance as torch.nn.LayerNorm). */
+void gpt_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                           const float *weight, const float *bias, int N, int C);
+/* dinp[N,C] +=, dweight[C] +=, dbias[C] += from dout [N,C]; inp [N,C],
+ * weight [C], mean/rstd [N] from the forward. */
+void gpt_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                            const float *inp, const float *weight, const float *mean,
+                            const float *rstd, int N, int C);
+/* out[N,OC] = resid[N,OC] + inp[N,C] @ weight[OC,C]^T + bias[OC]; resid
+ * may be NULL (nothing added) or equal to out; bias may be NULL. */
+void gpt_matmul_forward(float *out, const float *resid, const float *inp, const float *weight,
+                        const float *bias, int N, int C, int OC);
+/* dinp[N,C] = dout[N,OC] @ weight[OC,C] (dinp may be NULL: skipped);
+ * dweight[OC,C] += dout^T @ inp[N,C]; dbias[OC] += column sums of dout
+ * (dbias may be NULL). */
+void gpt_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                         const float *inp, const float *weight, int N, int C, int OC);
+/* out[n] = gelu_tanh(inp[n]) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+void gpt_gelu_forward(float *out, const float *inp, size_t n);
+/* dinp[n] = gelu_tanh'(inp[n]) * dout[n]; dinp may equal dout (in place). */
+void gpt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+/* Cross-entropy of logits [N,V] against targets [N]: lse[N] = log-sum-exp
+ * of each row (saved for backward); returns the SUM over rows of
+ * lse - logit[target], in double. */
+double gpt_crossentropy_forward(float *lse, const float *logits, const int32_t *targets, int N,
+                                int V);
+/* dlogits[N,V] = (softmax(logits) - onehot(target)) * dscale, computed
+ * from logits and lse; dlogits may equal logits (in place). */
+void gpt_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
+                               const int32_t *targets, int N, int V, float dscale);
+/* logp[N,V] = logits - lse (log-softmax from the saved lse). */
+void gpt_log_softmax(float *logp, const float *logits, const float *lse, int N, int V);
+
+/* ---- attention (gpt_attention.c) ---------------------------------------------- */
+
+/* Query rows per causal block of the attention kernels. */
+#ifndef GPT_ATT_ROWS
+#define GPT_ATT_ROWS 64
+#endif
+
+/* Causal multi-head self-attention. qkv [B,T,3C] holds q, k, v in its three
+ * C-wide parts, head h in columns [h*hs, (h+1)*hs) of each. out [B,T,C] =
+ * per head softmax(q k^T / sqrt(hs), causal) v; att [B,NH,T,T] receives the
+ * probabilities (row t valid in columns 0..t; the columns after t up to the
+ * end of t's block of GPT_ATT_ROWS rows are 0; later ones are not written). */
+void gpt_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
+                           int NH);
+/* dqkv[B,T,3C] = the gradient of all three parts (written); scratch
+ * [min(T,GPT_ATT_ROWS), T];
+ * dout [B,T,C]; qkv and att from the forward. */
+void gpt_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                            const float *att, int B, int T, int C, int NH);
+/* One query position against a key/value cache (generation): out[C] for
+ * query q[C] (the q part of one qkv row), keys kc[n,C] and values vc[n,C]
+ * (positions 0..n-1, the query's own included); scratch [n]. */
+void gpt_attention_step(float *out, float *scratch, const float *q, const float *kc,
+                        const float *vc, int n, int C, int NH);
+
+/* ---- the family's state (gpt_model.c) ------------------------------------------ */
+
+/* Activations one block keeps from forward to backward (recompute: one shared
+ * set, refilled in backward). */
+typedef struct gpt_block_acts {
+    float *ln1;              /* [N,C] ln_1 output */
+    float *ln1_mean, *ln1_rstd; /* [N] */
+    float *qkv;              /* [N,3C] c_attn output */
+    float *att;              /* [B,NH,T,T] attention probabilities */
+    float *atty;             /* [N,C] attention output (c_proj input) */
+    float *res2;             /* [N,C] x + attention branch (the mid residual) */
+    float *ln2;              /* [N,C] ln_2 output */
+    float *ln2_mean, *ln2_rstd; /* [N] */
+    float *fch;              /* [N,4C] c_fc output (pre-GELU) */
+    float *fchg;             /* [N,4C] GELU output (mlp.c_proj input) */
+} gpt_block_acts;
+
+typedef struct dt_gpt {
+    int L, NH, C, V, maxT;   /* n_layer, n_head, n_embd, vocab_size, block_size */
+    int recompute;           /* current setting */
+    /* the arena, laid out for (bmax, tmax, arena_recompute) */
+    int bmax, tmax, arena_recompute;
+    float *arena;
+    int32_t *tok;            /* [bmax*tmax] tokens of the last forward */
+    int32_t *tgt;            /* [bmax*tmax] targets */
+    float **res;             /* [L+1] residual stream [N,C]: res[0] the embedding
+                                output, res[l+1] block l's output = block l+1's input */
+    gpt_block_acts *acts;    /* [L]; with recompute all equal to acts[0] */
+    float *lnf;              /* [N,C] ln_f output */
+    float *lnf_mean, *lnf_rstd; /* [N] */
+    float *logits;           /* [N,V]; overwritten by their gradient in backward */
+    float *lse;              /* [N] log-sum-exp of each logits row */
+    /* backward scratch */
+    float *dres;             /* [N,C] gradient of the residual stream */
+    float *dln;              /* [N,C] gradient of a LayerNorm output */
+    float *datty;            /* [N,C] */
+    float *dqkv;             /* [N,3C] */
+    float *dfch;             /* [N,4C] */
+    float *dscratch;         /* [min(T,GPT_ATT_ROWS), T] attention backward */
+    int scores_valid;        /* logits hold the last forward's logits */
+    /* dt_model_logits: built lazily */
+    float *logp;             /* [logp_cap] */
+    size_t logp_cap;
+    int logp_valid;
+} dt_gpt;
+
+static inline dt_gpt *gpt_of(dt_model *m) { return (dt_gpt *)m->impl; }
+static inline const dt_gpt *gpt_ofc(const dt_model *m) { return (const dt_gpt *)m->impl; }
+
+/* Units: 0 embeddings, 1..L blocks, L+1 ln_f, L+2 lm_head. */
+#define GPT_UNIT_EMBED 0
+#define GPT_UNIT_BLOCK(l) (1 + (l))
+#define GPT_UNIT_LNF(L) ((L) + 1)
+#define GPT_UNIT_HEAD(L) ((L) + 2)
+
+/* Parameters of one block inside its unit's range (offsets in elements). */
+typedef struct gpt_block_params {
+    float *ln1w, *ln1b;      /* [C] */
+    float *qkvw, *qkvb;      /* [3C,C], [3C] */
+    float *attprojw, *attprojb; /* [C,C], [C] */
+    float *ln2w, *ln2b;      /* [C] */
+    float *fcw, *fcb;        /* [4C,C], [4C] */
+    float *fcprojw, *fcprojb; /* [C,4C], [C] */
+} gpt_block_params;
+
+/* Point p's tensors into a block's range `base` (parameters or gradients). */
+void gpt_block_params_at(gpt_block_params *p, float *base, int C);
+
+/* Make the arena fit (B, T) with the current recompute setting. */
+int gpt_ensure_arena(dt_model *m, int B, int T);
+
+/* The passes (gpt_pass.c). */
+int gpt_forward(dt_model *m, const void *x, const int32_t *labels, int B, int T, int train);
+int gpt_backward(dt_model *m, float scale);
+/* One block's forward (gpt_pass.c): res_out may be NULL (recompute: the
+ * last projection is skipped). */
+void gpt_block_forward(float *res_out, gpt_block_acts *a, const float *x,
+                       const gpt_block_params *p, int B, int T, int C, int NH);
+
+/* Generation (gpt_generate.c). */
+int gpt_generate(dt_model *m, const int32_t *prompt, int prompt_len, int n_new,
+                 float temperature, uint64_t seed, int32_t *out);
+
+#endif

@@ -10,14 +10,18 @@
 #include "dtrain/safetensors.h"
 #include "train/trainer_internal.h"
 
-/* rank 0's status, shared with every rank (so all take the same path) */
-static int agree(dt_trainer *t, int rc) {
-    int v[2] = {rc, rc < 0 ? 1 : 0};
-    int brc = dt_broadcast(v, v, 2, DT_I32, dt_comm_world_rank_of(t->comm, 0), t->comm);
+/* rank 0's status and *val (may be NULL), shared with every rank (so all take
+ * the same path) */
+static int agree_val(dt_trainer *t, int rc, uint64_t *val) {
+    int64_t v[3] = {rc, rc < 0 ? 1 : 0, val ? (int64_t)*val : 0};
+    int brc = dt_broadcast(v, v, 3, DT_I64, dt_comm_world_rank_of(t->comm, 0), t->comm);
     if (brc) return brc;
-    if (t->ci.rank != 0 && v[1]) return DT_ERR(v[0], "rank 0 failed (see its message)");
-    return v[0];
+    if (val) *val = (uint64_t)v[2];
+    if (t->ci.rank != 0 && v[1]) return DT_ERR((int)v[0], "rank 0 failed (see its message)");
+    return (int)v[0];
 }
+
+static int agree(dt_trainer *t, int rc) { return agree_val(t, rc, NULL); }
 
 /* any rank's failure, on every rank */
 static int agree_all(dt_trainer *t, int rc) {
@@ -26,6 +30,38 @@ static int agree_all(dt_trainer *t, int rc) {
     if (brc) return brc;
     if (v && !rc) return DT_ERR(DT_ERR_IO, "another rank failed (see its message)");
     return rc;
+}
+
+/* The first failing rank's status and message, on every rank (so that every
+ * rank stops with the same clear message instead of some waiting for the
+ * others). Collective. */
+int dt_trainer_agree_error(dt_trainer *t, int rc) {
+    if (t->ci.size == 1) return rc;
+    int v = rc < 0 ? t->ci.rank : t->ci.size;
+    int brc = dt_allreduce(&v, &v, 1, DT_I32, DT_MIN, t->comm);
+    if (brc) return brc;
+    if (v == t->ci.size) return DT_OK;
+    char msg[1024] = "";
+    int st = rc;
+    if (t->ci.rank == v) snprintf(msg, sizeof msg, "%s", dt_last_error());
+    int root = dt_comm_world_rank_of(t->comm, v);
+    if ((brc = dt_broadcast(msg, msg, sizeof msg, DT_U8, root, t->comm)) ||
+        (brc = dt_broadcast(&st, &st, 1, DT_I32, root, t->comm)))
+        return brc;
+    if (t->ci.rank == v) return rc;
+    msg[sizeof msg - 1] = '\0';
+    char who[32];
+    snprintf(who, sizeof who, "rank %d", v);
+    return dt_error(st, who, "%s", msg);
+}
+
+/* Checked before training: the checkpoint directory (rank 0; created if
+ * missing), so that a run never trains for hours to fail at its first save.
+ * Collective. */
+int dt_trainer_check_outputs(dt_trainer *t) {
+    int rc = DT_OK;
+    if (t->ci.rank == 0 && *t->o.checkpoint_dir) rc = dt_ckpt_prepare(t->o.checkpoint_dir, NULL);
+    return dt_trainer_agree_error(t, rc);
 }
 
 /* ---- consolidated model ---------------------------------------------------- */
@@ -94,8 +130,10 @@ int dt_trainer_save_checkpoint(dt_trainer *t, const char *dir) {
     int zero = t->o.dist.zero_opt_level, rc = DT_OK;
     /* this rank's slice is current even while ZeRO 1/2 re-share it to others */
     const float *pdata = zero == 3 ? dt_zero_param_shard(t->zero) : dt_model_params(t->model) + lo;
-    if (r == 0) rc = dt_ckpt_prepare(dir);
-    rc = agree(t, rc);
+    /* rank 0 checks the directory and picks the generation every rank writes */
+    uint64_t gen = 0;
+    if (r == 0) rc = dt_ckpt_prepare(dir, &gen);
+    rc = agree_val(t, rc, &gen);
     if (rc) return rc;
 
     dt_ckpt_range ranges[8];
@@ -109,7 +147,7 @@ int dt_trainer_save_checkpoint(dt_trainer *t, const char *dir) {
     }
     if (r == 0 && NB) ranges[nr++] = (dt_ckpt_range){"buffers", 0, NB, dt_model_buffers(t->model)};
     dt_ckpt_shard shard = {nr, ranges};
-    rc = agree_all(t, dt_ckpt_write_shard(dir, r, &shard, NULL));
+    rc = agree_all(t, dt_ckpt_write_shard(dir, gen, r, &shard, NULL));
     if (rc) return rc;
 
     if (r == 0) {
@@ -125,7 +163,7 @@ int dt_trainer_save_checkpoint(dt_trainer *t, const char *dir) {
         snprintf(h2, sizeof h2, "%d", t->o.hidden2);
         dt_ckpt_kv meta[] = {{"model", t->o.model}, {"optimizer", t->o.optimizer}, {"hidden1", h1},
                              {"hidden2", h2}, {"dist_config", dist}, {"written_by", "dtrain-train"}};
-        dt_ckpt_manifest m = {.step = (uint64_t)t->step, .epoch = (uint64_t)t->epoch,
+        dt_ckpt_manifest m = {.generation = gen, .step = (uint64_t)t->step, .epoch = (uint64_t)t->epoch,
                               .epoch_position = (uint64_t)t->epoch_batches,
                               .rng_state = {t->o.seed, 0, 0, 0}, .world_size = N, .zero_level = zero,
                               .num_params = P, .num_buffers = NB, .nvectors = nv, .vectors = vec,

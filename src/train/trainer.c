@@ -224,6 +224,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     if (t->ci.size > 1 && !o->dist.enable_data_parallel)
         FAIL(DT_ERR(DT_ERR_INVALID, "enable_data_parallel is off but %d ranks were launched: nothing would be shared", t->ci.size));
     if (t->ci.size > 1) FAIL(check_same_flags(t));
+    FAIL(dt_trainer_check_outputs(t)); /* before anything is trained */
     FAIL(dt_set_num_threads(o->threads));
     FAIL(dt_set_timeout(o->dist.timeout_s)); /* the watchdog's limit on every blocking call */
 

@@ -48,4 +48,9 @@ struct dt_trainer {
     long nstep_s, cap_step_s;
 };
 
+/* train_ckpt.c: the first failing rank's status and message on every rank
+ * (collective); the output paths checked before training (collective). */
+int dt_trainer_agree_error(dt_trainer *t, int rc);
+int dt_trainer_check_outputs(dt_trainer *t);
+
 #endif

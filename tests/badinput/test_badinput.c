@@ -128,7 +128,8 @@ static const char *make_ckpt(const char *name) {
     m.num_params = 8;
     m.nvectors = 1;
     m.vectors = &v;
-    if (dt_ckpt_prepare(d) || dt_ckpt_write_shard(d, 0, &sh, NULL) || dt_ckpt_commit(d, &m))
+    if (dt_ckpt_prepare(d, &m.generation) || dt_ckpt_write_shard(d, m.generation, 0, &sh, NULL) ||
+        dt_ckpt_commit(d, &m))
         die("checkpoint %s: %s", d, dt_last_error());
     return d;
 }
@@ -361,14 +362,14 @@ static int ck_manifest_truncated(void) {
 static int ck_rank_truncated(void) {
     const char *d = make_ckpt("ck_trunc_rank");
     char p[600];
-    snprintf(p, sizeof p, "%s/rank-00000.bin", d);
+    snprintf(p, sizeof p, "%s/rank-00000.g1.bin", d);
     truncate_file(p, 4);
     return ck_load(d, 1);
 }
 static int ck_checksum(void) {
     const char *d = make_ckpt("ck_crc");
     char p[600];
-    snprintf(p, sizeof p, "%s/rank-00000.bin", d);
+    snprintf(p, sizeof p, "%s/rank-00000.g1.bin", d);
     flip_last_byte(p);
     return ck_load(d, 1);
 }
@@ -376,13 +377,13 @@ static int ck_version(void) {
     const char *d = make_ckpt("ck_version");
     char p[600];
     snprintf(p, sizeof p, "%s/manifest.json", d);
-    edit_file(p, "\"format_version\": 1", "\"format_version\": 2");
+    edit_file(p, "\"format_version\": 2", "\"format_version\": 3");
     return ck_load(d, 0);
 }
 static int ck_rank_missing(void) {
     const char *d = make_ckpt("ck_norank");
     char p[600];
-    snprintf(p, sizeof p, "%s/rank-00000.bin", d);
+    snprintf(p, sizeof p, "%s/rank-00000.g1.bin", d);
     unlink(p);
     return ck_load(d, 1);
 }
@@ -403,6 +404,25 @@ static int ck_vector(void) {
     if (rc == DT_OK) rc = R(dt_ckpt_read_range(NULL, m, "exp_avg", 0, 8, x));
     dt_ckpt_manifest_free(m);
     return rc;
+}
+
+static int ck_dir_foreign(void) { return R(dt_ckpt_prepare(path("user_dir"), NULL)); }
+static int ck_dir_file(void) { return R(dt_ckpt_prepare(path("a_file"), NULL)); }
+static int ck_dir_manifest(void) { return R(dt_ckpt_prepare(path("foreign_manifest"), NULL)); }
+static int ck_stale_generation(void) {
+    const char *d = make_ckpt("ck_stale");
+    float x[8] = {0};
+    dt_ckpt_range rg = {"params", 0, 8, x};
+    dt_ckpt_vector v = {"params", 8};
+    dt_ckpt_manifest m;
+    memset(&m, 0, sizeof m);
+    m.world_size = 1;
+    m.num_params = 8;
+    m.nvectors = 1;
+    m.vectors = &v;
+    m.generation = 1; /* make_ckpt committed generation 1 already */
+    if (dt_ckpt_write_shard(d, 1, 0, &(dt_ckpt_shard){1, &rg}, NULL)) return R(-100);
+    return R(dt_ckpt_commit(d, &m));
 }
 
 /* ---- the table ------------------------------------------------------------------------ */
@@ -553,18 +573,29 @@ static const row g_rows[] = {
          "check the path; a crashed save leaves DIR.old, which is used automatically"),
     CALL("ckpt-manifest-truncated", "checkpoint", "manifest.json cut by 40 bytes", ck_manifest_truncated, DT_ERR_IO,
          "manifest JSON syntax error", "the checkpoint is damaged: use an older one"),
-    CALL("ckpt-rank-truncated", "checkpoint", "rank-00000.bin cut by 4 bytes", ck_rank_truncated, DT_ERR_IO,
-         "rank-00000.bin: truncated", "the checkpoint is damaged (disk full?): use an older one"),
-    CALL("ckpt-checksum", "checkpoint", "rank-00000.bin with one byte changed", ck_checksum, DT_ERR_IO, "checksum mismatch",
+    CALL("ckpt-rank-truncated", "checkpoint", "rank-00000.g1.bin cut by 4 bytes", ck_rank_truncated, DT_ERR_IO,
+         "rank-00000.g1.bin: truncated", "the checkpoint is damaged (disk full?): use an older one"),
+    CALL("ckpt-checksum", "checkpoint", "rank-00000.g1.bin with one byte changed", ck_checksum, DT_ERR_IO, "checksum mismatch",
          "the file is corrupt: use an older checkpoint"),
-    CALL("ckpt-rank-missing", "checkpoint", "rank-00000.bin deleted", ck_rank_missing, DT_ERR_IO, "missing rank file",
-         "copy every rank-*.bin with manifest.json"),
-    CALL("ckpt-version", "checkpoint", "manifest format_version 2", ck_version, DT_ERR_UNSUPPORTED,
-         "format version 2 not supported (this build reads 1)", "load it with the dtrain version that wrote it"),
+    CALL("ckpt-rank-missing", "checkpoint", "rank-00000.g1.bin deleted", ck_rank_missing, DT_ERR_IO, "missing rank file",
+         "copy every rank-*.bin named in manifest.json with it"),
+    CALL("ckpt-version", "checkpoint", "manifest format_version 3", ck_version, DT_ERR_UNSUPPORTED,
+         "format version 3 not supported (this build reads 1 and 2)", "load it with the dtrain version that wrote it"),
     CALL("ckpt-range", "checkpoint", "read elements [4, 12) of an 8-element vector", ck_range, DT_ERR_INVALID,
          "outside state vector 'params' (length 8)", "the model does not match the checkpoint (sizes differ)"),
     CALL("ckpt-vector", "checkpoint", "read vector 'exp_avg' from a checkpoint without it", ck_vector, DT_ERR_INVALID,
          "no state vector 'exp_avg' in the checkpoint", "the optimizer differs from the one that wrote the checkpoint"),
+    CALL("ckpt-dir-foreign", "checkpoint", "dt_ckpt_prepare on a directory holding a user's file (thesis.txt)",
+         ck_dir_foreign, DT_ERR_INVALID, "directory is not empty and holds no dtrain checkpoint (it contains 'thesis.txt')",
+         "give a new or empty directory, or one of dtrain's checkpoints; nothing was written or removed"),
+    CALL("ckpt-dir-file", "checkpoint", "dt_ckpt_prepare on a regular file", ck_dir_file, DT_ERR_INVALID,
+         "exists and is not a directory", "give a directory path; the file was left where it was"),
+    CALL("ckpt-dir-manifest", "checkpoint", "dt_ckpt_prepare on a directory whose manifest.json is not dtrain's",
+         ck_dir_manifest, DT_ERR_INVALID, "is not a readable dtrain checkpoint manifest",
+         "dtrain does not overwrite what it cannot identify as its own: choose another directory"),
+    CALL("ckpt-stale-generation", "checkpoint", "dt_ckpt_commit of a generation the directory already holds",
+         ck_stale_generation, DT_ERR_STATE, "already holds generation 1",
+         "two jobs are saving into one directory: give each its own; call dt_ckpt_prepare for every save"),
 
     /* trainer flags: exit code 2, message and usage on stderr */
     TRAIN("flag-epochs", "--epochs zero", 2, "flag --epochs: 'zero' is not an integer in [1, 100000]", "give a number", "--epochs", "zero"),
@@ -614,10 +645,20 @@ static const row g_rows[] = {
     TRAIN("train-resume-foreign", "--resume DIR written for another model (8 parameters)", 1, "was written for model '(none)', this run uses 'lenet'",
           "resume with the model, optimizer and flags the checkpoint was written with", "--data", "@fm", "--resume",
           "@ckpt_foreign", QUICK),
-    TRAIN("train-resume-checksum", "--resume DIR whose rank-00000.bin has a changed byte", 1, "checksum mismatch",
+    TRAIN("train-resume-checksum", "--resume DIR whose rank-00000.g1.bin has a changed byte", 1, "checksum mismatch",
           "the checkpoint is corrupt: resume from an older one", "--data", "@fm", "--resume", "@ck_train_crc", QUICK),
     TRAIN("train-resume-truncated", "--resume DIR whose manifest.json is cut", 1, "manifest JSON syntax error",
           "the checkpoint is damaged: resume from an older one", "--data", "@fm", "--resume", "@ck_train_trunc", QUICK),
+
+    /* output paths through the trainer */
+    {"train-ckpt-dir-foreign", "output files", "--checkpoint-dir DIR holding a user's file (thesis.txt), 2 ranks", K_PROC,
+     NULL, {"$MPI", "-n", "2", "$T", "--data", "@fm", "--checkpoint-dir", "@user_dir", "--checkpoint-every", "1", QUICK,
+            NULL}, NULL, 1,
+     "directory is not empty and holds no dtrain checkpoint (it contains 'thesis.txt')", 2,
+     "give a new or empty directory, or one of dtrain's checkpoints; nothing in DIR was touched"},
+    {"train-ckpt-dir-file", "output files", "--checkpoint-dir FILE (an existing regular file)", K_PROC, NULL,
+     {"$T", "--data", "@fm", "--checkpoint-dir", "@a_file", QUICK, NULL}, NULL, 1, "exists and is not a directory", 0,
+     "give a directory path; the file was left where it was"},
 
     /* launches */
     {"launch-too-few-samples", "launch", "--train-limit 1 at 2 ranks", K_PROC, NULL,
@@ -704,6 +745,11 @@ static void write_fixtures(void) {
     write_idx_images(path("fm_small/train-images-idx3-ubyte"), 0x803, 4, 14, 14, 0, 0);
     write_idx_labels(path("fm_small/train-labels-idx1-ubyte"), 0x801, 4, -1);
     if (mkdir(path("empty_dir"), 0700) != 0) die("mkdir");
+    if (mkdir(path("user_dir"), 0700) != 0) die("mkdir");
+    write_text(path("user_dir/thesis.txt"), "chapter 1\n");
+    write_text(path("a_file"), "a user's file\n");
+    if (mkdir(path("foreign_manifest"), 0700) != 0) die("mkdir");
+    write_text(path("foreign_manifest/manifest.json"), "{\"name\": \"my-web-app\", \"version\": \"1.0.0\"}\n");
 }
 
 static int run_proc(const struct row *r, char **out);
@@ -727,7 +773,7 @@ static void make_train_ckpts(void) {
         free(out);
     }
     char p[600];
-    snprintf(p, sizeof p, "%s/rank-00000.bin", path("ck_train_crc"));
+    snprintf(p, sizeof p, "%s/rank-00000.g1.bin", path("ck_train_crc"));
     flip_last_byte(p);
     snprintf(p, sizeof p, "%s/manifest.json", path("ck_train_trunc"));
     truncate_file(p, 40);

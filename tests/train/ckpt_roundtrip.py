@@ -97,20 +97,22 @@ try:
         msg = p.stdout + p.stderr
         check(p.returncode != 0 and needle in msg, f"{name}: not refused with '{needle}': {msg[-400:]}")
         check(before == after, f"{name}: checkpoint modified")
+    def rank_file(d, r):  # rank r's file of the checkpoint's generation
+        return os.path.join(d, "rank-%05d.g%d.bin" % (r, json.load(open(os.path.join(d, "manifest.json")))["generation"]))
     def truncate(d):
-        f = os.path.join(d, "rank-00001.bin"); open(f, "r+b").truncate(os.path.getsize(f) - 100)
+        f = rank_file(d, 1); open(f, "r+b").truncate(os.path.getsize(f) - 100)
     def flip(d):
-        f = os.path.join(d, "rank-00002.bin"); b = bytearray(open(f, "rb").read()); b[-7] ^= 0x40
+        f = rank_file(d, 2); b = bytearray(open(f, "rb").read()); b[-7] ^= 0x40
         open(f, "wb").write(b)
     def other_model(d):
         f = os.path.join(d, "manifest.json"); s = open(f).read().replace('"lenet"', '"mlp"'); open(f, "w").write(s)
     def version(d):
-        f = os.path.join(d, "manifest.json"); m = json.load(open(f)); m["format_version"] = 2
+        f = os.path.join(d, "manifest.json"); m = json.load(open(f)); m["format_version"] = 3
         json.dump(m, open(f, "w"))
-    refused(truncate, "rank-00001.bin", "truncated")
-    refused(flip, "rank-00002.bin", "checksum")
+    refused(truncate, "rank-00001.g", "truncated")
+    refused(flip, "rank-00002.g", "checksum")
     refused(other_model, "mlp", "other_model")
-    refused(version, "format version 2", "version")
+    refused(version, "format version 3", "version")
 
     # 4. safetensors
     a = final_params(2, 0, ["--max-steps", "10"])

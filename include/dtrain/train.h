@@ -96,7 +96,11 @@ const char *dt_train_usage(void);
 size_t dt_train_options_size(void);
 
 /* Build everything (loads data, creates model, optimizer, data parallelism)
- * over o->comm. Collective over the communicator. */
+ * over o->comm. Collective over the communicator. Every output path is
+ * checked first, before anything is trained (rank 0: checkpoint_dir with
+ * dt_ckpt_prepare, save_model with dt_st_writer_check, json_path opened;
+ * every rank: its timeline opened); a failure on any rank is returned on
+ * every rank with that rank's message ("rank R: ..."). */
 int dt_trainer_create(const dt_train_options *o, dt_trainer **out);
 /* Train for o->epochs (or until max_steps); fills *res (may be NULL). */
 int dt_trainer_fit(dt_trainer *t, dt_train_result *res);
@@ -114,7 +118,9 @@ void dt_trainer_free(dt_trainer *t);
 /* Consolidated model: parameters and batch-norm buffers by state_dict name in
  * the safetensors format, written by the rank with world rank 0 (ZeRO-3:
  * gathered to it one tensor at a time). Collective. The file appears
- * atomically (temporary name, fsync, rename). */
+ * atomically (temporary name, fsync, rename); path must be a regular file, a
+ * new one or a symbolic link to a regular file (dtrain/safetensors.h:
+ * special files are refused with DT_ERR_INVALID). */
 int dt_trainer_save_model(dt_trainer *t, const char *path);
 /* Training-state checkpoint (dtrain/ckpt.h): a directory with a manifest and
  * one file per rank holding its partition [r*S, (r+1)*S) of the parameters and

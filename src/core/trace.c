@@ -1,4 +1,5 @@
 /* src/core/trace.c - Chrome trace event recorder (see dtrain/trace.h). */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,7 @@ double dt_trace_now_us(void) {
 int dt_trace_open(const char *path, int pid) {
     if (!path || !*path) return DT_ERR(DT_ERR_INVALID, "trace path is NULL or empty");
     FILE *f = fopen(path, "w"); /* fail now, not at the end of training */
-    if (!f) return DT_ERR(DT_ERR_IO, "cannot open trace file '%s' for writing", path);
+    if (!f) return DT_ERR(DT_ERR_IO, "cannot open trace file '%s' for writing: %s", path, strerror(errno));
     fclose(f);
     pthread_mutex_lock(&g_mu);
     free(g_path);

@@ -55,15 +55,6 @@ int dt_trainer_agree_error(dt_trainer *t, int rc) {
     return dt_error(st, who, "%s", msg);
 }
 
-/* Checked before training: the checkpoint directory (rank 0; created if
- * missing), so that a run never trains for hours to fail at its first save.
- * Collective. */
-int dt_trainer_check_outputs(dt_trainer *t) {
-    int rc = DT_OK;
-    if (t->ci.rank == 0 && *t->o.checkpoint_dir) rc = dt_ckpt_prepare(t->o.checkpoint_dir, NULL);
-    return dt_trainer_agree_error(t, rc);
-}
-
 /* ---- consolidated model ---------------------------------------------------- */
 
 int dt_trainer_save_model(dt_trainer *t, const char *path) {

@@ -1,5 +1,6 @@
 /* src/train/trainer.c - the training loop: data, model, optimizer, data
  * parallelism, metrics, JSON lines, timeline (see dtrain/train.h). */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "core/error.h"
+#include "dtrain/ckpt.h"
 #include "dtrain/coll.h"
 #include "dtrain/data.h"
 #include "dtrain/ddp.h"
@@ -14,6 +16,7 @@
 #include "dtrain/nn.h"
 #include "dtrain/optim.h"
 #include "dtrain/reliability.h"
+#include "dtrain/safetensors.h"
 #include "dtrain/trace.h"
 #include "dtrain/train.h"
 #include "dtrain/zero.h"
@@ -106,6 +109,56 @@ static int check_same_flags(dt_trainer *t) {
         return DT_ERR(DT_ERR_MISMATCH, "ranks were started with different training flags or config (world rank %d: %s dist %016llx)",
                       t->ci.world_rank, buf, dt_config_hash(&o->dist));
     return DT_OK;
+}
+
+/* This rank's timeline file: every "%d" in the flag becomes the world rank;
+ * without one, rank r > 0 writes FILE.r. */
+static void timeline_path(const dt_trainer *t, char *out, size_t cap) {
+    const char *f = t->o.timeline_path;
+    size_t n = 0;
+    int subst = 0;
+    for (const char *p = f; *p && n + 1 < cap; p++) {
+        if (p[0] == '%' && p[1] == 'd') {
+            n += (size_t)snprintf(out + n, cap - n, "%d", t->ci.world_rank);
+            if (n >= cap) n = cap - 1;
+            subst = 1;
+            p++;
+        } else {
+            out[n++] = *p;
+        }
+    }
+    out[n] = '\0';
+    if (!subst && t->ci.world_rank != 0) {
+        size_t k = strlen(out);
+        snprintf(out + k, cap - k, ".%d", t->ci.world_rank);
+    }
+}
+
+/* Every output path, checked (and the JSON and timeline files opened) before
+ * anything is trained, so that a run never trains for hours to lose its
+ * result at the end: the checkpoint directory (rank 0; created if missing,
+ * refused if not dtrain's: dt_ckpt_prepare), the --save-model target (rank 0:
+ * a regular file or a new one, whose directory accepts a file:
+ * dt_st_writer_check), the JSON lines file (rank 0) and this rank's timeline.
+ * Every rank gets the first failing rank's message. Collective. */
+static int check_outputs(dt_trainer *t) {
+    const dt_train_options *o = &t->o;
+    int rc = DT_OK;
+    if (t->ci.rank == 0) {
+        if (!rc && *o->checkpoint_dir) rc = dt_ckpt_prepare(o->checkpoint_dir, NULL);
+        if (!rc && *o->save_model) rc = dt_st_writer_check(o->save_model);
+        if (!rc && *o->json_path) {
+            t->json = fopen(o->json_path, "w");
+            if (!t->json) rc = DT_ERR(DT_ERR_IO, "cannot open JSON output '%s': %s", o->json_path, strerror(errno));
+        }
+    }
+    if (!rc && *o->timeline_path) {
+        char path[320];
+        timeline_path(t, path, sizeof path);
+        rc = dt_trace_open(path, t->ci.world_rank);
+        t->tracing = rc == DT_OK;
+    }
+    return dt_trainer_agree_error(t, rc);
 }
 
 static int setup_zero(dt_trainer *t, const dt_optim_config *oc) {
@@ -224,7 +277,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     if (t->ci.size > 1 && !o->dist.enable_data_parallel)
         FAIL(DT_ERR(DT_ERR_INVALID, "enable_data_parallel is off but %d ranks were launched: nothing would be shared", t->ci.size));
     if (t->ci.size > 1) FAIL(check_same_flags(t));
-    FAIL(dt_trainer_check_outputs(t)); /* before anything is trained */
+    FAIL(check_outputs(t)); /* before anything is trained */
     FAIL(dt_set_num_threads(o->threads));
     FAIL(dt_set_timeout(o->dist.timeout_s)); /* the watchdog's limit on every blocking call */
 
@@ -276,18 +329,6 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     if (!t->x || !t->y) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for batch buffers"));
     t->cap = cap;
 
-    if (*o->timeline_path) {
-        char path[300];
-        if (strstr(o->timeline_path, "%d")) snprintf(path, sizeof path, o->timeline_path, t->ci.world_rank);
-        else if (t->ci.world_rank == 0) snprintf(path, sizeof path, "%s", o->timeline_path);
-        else snprintf(path, sizeof path, "%s.%d", o->timeline_path, t->ci.world_rank);
-        FAIL(dt_trace_open(path, t->ci.world_rank));
-        t->tracing = 1;
-    }
-    if (*o->json_path && t->ci.rank == 0) {
-        t->json = fopen(o->json_path, "w");
-        if (!t->json) FAIL(DT_ERR(DT_ERR_IO, "cannot open JSON output '%s'", o->json_path));
-    }
     dt_model_hooks hk = {.ctx = t, .pre_forward = h_pre_fwd, .post_forward = h_post_fwd, .pre_backward = h_pre_bwd,
                          .grad_ready = h_grad_ready, .post_backward = h_post_bwd,
                          .sync_stats = (t->dp && o->dist.sync_bn) ? h_sync_stats : NULL};

@@ -49,8 +49,7 @@ struct dt_trainer {
 };
 
 /* train_ckpt.c: the first failing rank's status and message on every rank
- * (collective); the output paths checked before training (collective). */
+ * (collective). */
 int dt_trainer_agree_error(dt_trainer *t, int rc);
-int dt_trainer_check_outputs(dt_trainer *t);
 
 #endif

@@ -31,6 +31,7 @@
 #include "dtrain/config.h"
 #include "dtrain/data.h"
 #include "dtrain/dtrain.h"
+#include "dtrain/safetensors.h"
 
 /* ---- helpers ----------------------------------------------------------------- */
 
@@ -425,6 +426,9 @@ static int ck_stale_generation(void) {
     return R(dt_ckpt_commit(d, &m));
 }
 
+static int st_target_fifo(void) { return R(dt_st_writer_check(path("fifo"))); }
+static int st_target_dir(void) { return R(dt_st_writer_check(path("empty_dir"))); }
+
 /* ---- the table ------------------------------------------------------------------------ */
 
 enum { K_CALL, K_PROC };
@@ -585,6 +589,10 @@ static const row g_rows[] = {
          "outside state vector 'params' (length 8)", "the model does not match the checkpoint (sizes differ)"),
     CALL("ckpt-vector", "checkpoint", "read vector 'exp_avg' from a checkpoint without it", ck_vector, DT_ERR_INVALID,
          "no state vector 'exp_avg' in the checkpoint", "the optimizer differs from the one that wrote the checkpoint"),
+    CALL("st-target-fifo", "checkpoint", "dt_st_writer_check / dt_st_writer_open on a FIFO", st_target_fifo,
+         DT_ERR_INVALID, "is a FIFO", "write models to regular files; a special file is never replaced"),
+    CALL("st-target-dir", "checkpoint", "dt_st_writer_check on a directory", st_target_dir, DT_ERR_INVALID,
+         "is a directory", "give a file path inside the directory"),
     CALL("ckpt-dir-foreign", "checkpoint", "dt_ckpt_prepare on a directory holding a user's file (thesis.txt)",
          ck_dir_foreign, DT_ERR_INVALID, "directory is not empty and holds no dtrain checkpoint (it contains 'thesis.txt')",
          "give a new or empty directory, or one of dtrain's checkpoints; nothing was written or removed"),
@@ -656,6 +664,21 @@ static const row g_rows[] = {
             NULL}, NULL, 1,
      "directory is not empty and holds no dtrain checkpoint (it contains 'thesis.txt')", 2,
      "give a new or empty directory, or one of dtrain's checkpoints; nothing in DIR was touched"},
+    {"train-save-model-fifo", "output files", "--save-model FIFO (any non-regular file: /dev/null, a terminal)", K_PROC,
+     NULL, {"$T", "--data", "@fm", "--save-model", "@fifo", QUICK, NULL}, NULL, 1, "is a FIFO: the model is written to a "
+     "temporary file and renamed into place", 0, "give a regular file path; the special file was left as it was"},
+    {"train-save-model-dir", "output files", "--save-model DIR (a directory)", K_PROC, NULL,
+     {"$T", "--data", "@fm", "--save-model", "@empty_dir", QUICK, NULL}, NULL, 1, "is a directory", 0,
+     "give a file path (DIR/model.safetensors)"},
+    {"train-save-model-nodir", "output files", "--save-model in a directory that does not exist, 2 ranks", K_PROC, NULL,
+     {"$MPI", "-n", "2", "$T", "--data", "@fm", "--save-model", "@nodir/model.safetensors", QUICK, NULL}, NULL, 1,
+     "cannot create a file beside it", 2, "create the directory first: the check runs before training"},
+    {"train-json-nodir", "output files", "--json in a directory that does not exist", K_PROC, NULL,
+     {"$T", "--data", "@fm", "--json", "@nodir/steps.json", QUICK, NULL}, NULL, 1,
+     "cannot open JSON output", 0, "create the directory first: the check runs before training"},
+    {"train-timeline-nodir", "output files", "--timeline in a directory that does not exist, 2 ranks", K_PROC, NULL,
+     {"$MPI", "-n", "2", "$T", "--data", "@fm", "--timeline", "@nodir/trace.json", QUICK, NULL}, NULL, 1,
+     "cannot open trace file", 2, "create the directory first: the check runs before training"},
     {"train-ckpt-dir-file", "output files", "--checkpoint-dir FILE (an existing regular file)", K_PROC, NULL,
      {"$T", "--data", "@fm", "--checkpoint-dir", "@a_file", QUICK, NULL}, NULL, 1, "exists and is not a directory", 0,
      "give a directory path; the file was left where it was"},
@@ -746,6 +769,7 @@ static void write_fixtures(void) {
     write_idx_labels(path("fm_small/train-labels-idx1-ubyte"), 0x801, 4, -1);
     if (mkdir(path("empty_dir"), 0700) != 0) die("mkdir");
     if (mkdir(path("user_dir"), 0700) != 0) die("mkdir");
+    if (mkfifo(path("fifo"), 0600) != 0) die("mkfifo");
     write_text(path("user_dir/thesis.txt"), "chapter 1\n");
     write_text(path("a_file"), "a user's file\n");
     if (mkdir(path("foreign_manifest"), 0700) != 0) die("mkdir");

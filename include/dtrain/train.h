@@ -102,7 +102,12 @@ size_t dt_train_options_size(void);
  * every rank: its timeline opened); a failure on any rank is returned on
  * every rank with that rank's message ("rank R: ..."). */
 int dt_trainer_create(const dt_train_options *o, dt_trainer **out);
-/* Train for o->epochs (or until max_steps); fills *res (may be NULL). */
+/* Train for o->epochs (or until max_steps); fills *res (may be NULL). At the
+ * end (after the checkpoint and the model were saved) the JSON lines file and
+ * the timeline are closed: a write of either that failed at any time (full
+ * disk) makes it return DT_ERR_IO naming the file and the reason; training
+ * itself is never stopped by a failed metrics write (reported once on stderr
+ * when it happens). */
 int dt_trainer_fit(dt_trainer *t, dt_train_result *res);
 /* Evaluate on the test set split across ranks: accuracy in [0,1]. */
 int dt_trainer_evaluate(dt_trainer *t, double *acc, double *loss);
@@ -110,8 +115,9 @@ dt_model *dt_trainer_model(dt_trainer *t);
 /* Copy the full parameter vector into dst (num_params floats) on the rank with
  * world rank `root`; collective (ZeRO-3 gathers it). */
 int dt_trainer_gather_params(dt_trainer *t, float *dst, int root);
-/* Print the memory accounting table (dtrain/mem.h) to f (rank 0 only) and
- * append it as a JSON object to the JSON lines file if one is open. */
+/* Print the memory accounting table (dtrain/mem.h) to f (rank 0 only). The
+ * JSON lines file gets the same as {"type":"memory"} records by itself, at the
+ * end of dt_trainer_create ("start") and of dt_trainer_fit ("end"). */
 void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when);
 void dt_trainer_free(dt_trainer *t);
 

@@ -1,6 +1,5 @@
 /* src/train/trainer.c - the training loop: data, model, optimizer, data
  * parallelism, metrics, JSON lines, timeline (see dtrain/train.h). */
-#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -147,10 +146,7 @@ static int check_outputs(dt_trainer *t) {
     if (t->ci.rank == 0) {
         if (!rc && *o->checkpoint_dir) rc = dt_ckpt_prepare(o->checkpoint_dir, NULL);
         if (!rc && *o->save_model) rc = dt_st_writer_check(o->save_model);
-        if (!rc && *o->json_path) {
-            t->json = fopen(o->json_path, "w");
-            if (!t->json) rc = DT_ERR(DT_ERR_IO, "cannot open JSON output '%s': %s", o->json_path, strerror(errno));
-        }
+        if (!rc && *o->json_path) rc = dtm_open(&t->metrics, o->json_path);
     }
     if (!rc && *o->timeline_path) {
         char path[320];
@@ -334,6 +330,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
                          .sync_stats = (t->dp && o->dist.sync_bn) ? h_sync_stats : NULL};
     FAIL(dt_model_set_hooks(t->model, &hk));
     if (*o->resume_dir) FAIL(dt_trainer_resume(t, o->resume_dir));
+    dtm_memory(&t->metrics, "start", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level);
 #undef FAIL
     *out = t;
     return DT_OK;
@@ -342,7 +339,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
 void dt_trainer_free(dt_trainer *t) {
     if (!t) return;
     if (t->tracing) dt_trace_close();
-    if (t->json) fclose(t->json);
+    dtm_close(&t->metrics); /* a failed write was already reported by dt_trainer_fit or is moot */
     dt_ddp_free(t->ddp);
     dt_zero_free(t->zero);
     if (t->opt) dt_mem_add(DT_MEM_OPTIM, -(long long)dt_optim_state_bytes(t->opt));
@@ -436,18 +433,22 @@ void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when) {
         fprintf(f, "  %-10s %14lld %14s %8.3f\n", "model state", model_state, "", (double)model_state / (double)P);
         fflush(f);
     }
-    if (t->json) {
-        fprintf(t->json, "{\"type\":\"memory\",\"when\":\"%s\",\"num_params\":%zu,\"ranks\":%d,\"zero_opt_level\":%d", when, P,
-                t->ci.size, t->o.dist.zero_opt_level);
-        for (int c = 0; c < DT_MEM_NUM; c++)
-            fprintf(t->json, ",\"%s\":%lld,\"%s_peak\":%lld", dt_mem_category_name((dt_mem_category)c),
-                    dt_mem_current((dt_mem_category)c), dt_mem_category_name((dt_mem_category)c), dt_mem_peak((dt_mem_category)c));
-        fprintf(t->json, "}\n");
-        fflush(t->json);
-    }
 }
 
 /* ---- training --------------------------------------------------------------- */
+
+/* The end of a run: the JSON lines file and this rank's timeline are closed
+ * and every failed write of their lives reported (after the model and the
+ * checkpoint were saved: nothing of the training is lost to a full disk). */
+static int close_outputs(dt_trainer *t) {
+    int rc = dtm_close(&t->metrics);
+    if (t->tracing) {
+        t->tracing = 0;
+        int trc = dt_trace_close();
+        if (!rc) rc = trc;
+    }
+    return rc;
+}
 
 static uint64_t o_seed(const dt_trainer *t) { return t->o.seed; }
 
@@ -586,9 +587,7 @@ static int train_step(dt_trainer *t, double *loss_sum, double *correct, double *
         t->cap_step_s = nc;
     }
     t->step_s[t->nstep_s++] = (t1 - t0) * 1e-6;
-    if (t->json)
-        fprintf(t->json, "{\"type\":\"step\",\"step\":%ld,\"epoch\":%d,\"loss\":%.9g,\"lr\":%.9g,\"time_s\":%.6f}\n",
-                t->step + 1, (int)t->sampler.epoch, *step_loss, lr, (t1 - t0) * 1e-6);
+    dtm_step(&t->metrics, t->step + 1, (int)t->sampler.epoch, *step_loss, lr, (t1 - t0) * 1e-6);
     t->step++;
     return 1;
 }
@@ -652,14 +651,8 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
             t->epoch = e + 1;
             t->epoch_batches = 0;
         }
-        if (t->json) {
-            fprintf(t->json, "{\"type\":\"epoch\",\"epoch\":%d,\"steps\":%ld,\"loss\":%.9g,\"train_acc\":%.6f,"
-                             "\"samples_per_s\":%.1f,\"time_s\":%.3f",
-                    e + 1, t->step, r.last_loss, r.train_acc, r.samples_per_s, secs);
-            if (o->eval) fprintf(t->json, ",\"test_loss\":%.9g,\"test_acc\":%.6f", tl, r.test_acc);
-            fprintf(t->json, "}\n");
-            fflush(t->json);
-        }
+        dtm_epoch(&t->metrics, e + 1, t->step, r.last_loss, r.train_acc, r.samples_per_s, secs, o->eval, tl,
+                  r.test_acc);
     }
     r.steps = t->step;
     if (*o->checkpoint_dir && (o->checkpoint_every <= 0 || t->step % o->checkpoint_every != 0)) {
@@ -681,11 +674,9 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
         r.comm_hidden_compute = (t->hidden_sum + t->hidden_opt_sum) / t->comm_sum;
     }
     r.grad_norm = t->grad_norm;
-    if (t->json)
-        fprintf(t->json, "{\"type\":\"summary\",\"steps\":%ld,\"ranks\":%d,\"zero_opt_level\":%d,\"median_step_s\":%.6f,"
-                         "\"comm_hidden\":%.4f,\"comm_hidden_compute\":%.4f,\"grad_norm\":%.6g,\"test_acc\":%.6f}\n",
-                r.steps, t->ci.size, o->dist.zero_opt_level, r.median_step_s, r.comm_hidden, r.comm_hidden_compute,
-                r.grad_norm, r.test_acc);
     if (res) *res = r;
-    return DT_OK;
+    dtm_memory(&t->metrics, "end", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level);
+    dtm_summary(&t->metrics, r.steps, t->ci.size, o->dist.zero_opt_level, r.median_step_s, r.comm_hidden,
+                r.comm_hidden_compute, r.grad_norm, r.test_acc);
+    return close_outputs(t);
 }

@@ -9,6 +9,7 @@
 #include "dtrain/optim.h"
 #include "dtrain/train.h"
 #include "dtrain/zero.h"
+#include "train/metrics.h"
 
 struct dt_trainer {
     dt_train_options o;
@@ -35,7 +36,7 @@ struct dt_trainer {
     int epoch;               /* current epoch (0-based) */
     long epoch_batches;      /* micro-batches consumed in the current epoch */
     long resume_skip;        /* batches to skip at the start of the resumed epoch */
-    FILE *json;
+    dt_metrics metrics;      /* --json (rank 0) */
     int tracing;
     double t_layer;          /* start of the current layer (trace) */
     double bwd_t0, bwd_t1;   /* backward interval of the current step */

@@ -64,5 +64,25 @@ ln -s "$base/target.safetensors" "$base/link.safetensors"
 "$BIN" $ARGS --max-steps 1 --timeline "$base/t%s%n%d.json" > "$base/out" 2>&1; rc=$?
 [ $rc -eq 0 ] && [ -s "$base/t%s%n0.json" ] && ok || { cat "$base/out"; bad "--timeline with %s%n: exit $rc"; }
 
+# --json on a full disk (/dev/full): reported with the file and errno, exit != 0,
+# and the training still completes (the model is saved)
+"$BIN" $ARGS --max-steps 3 --json /dev/full --save-model "$base/m1.safetensors" > "$base/out" 2>&1; rc=$?
+cat "$base/out"
+[ $rc -ne 0 ] && ok || bad "--json /dev/full: exit 0"
+grep -q "/dev/full.*No space left on device" "$base/out" && ok || bad "--json /dev/full: no message naming the file and errno"
+[ -s "$base/m1.safetensors" ] && ok || bad "--json /dev/full: the model was not saved"
+# --timeline on a full disk
+"$BIN" $ARGS --max-steps 3 --timeline /dev/full > "$base/out" 2>&1; rc=$?
+cat "$base/out"
+[ $rc -ne 0 ] && ok || bad "--timeline /dev/full: exit 0"
+grep -q "/dev/full.*No space left on device" "$base/out" && ok || bad "--timeline /dev/full: no message naming the file and errno"
+# ... on rank 1 only (its file FILE.1 is a link to /dev/full)
+ln -s /dev/full "$base/tl.json.1"
+$MPIEXEC --oversubscribe -np 2 "$BIN" $ARGS --max-steps 3 --timeline "$base/tl.json" > "$base/out" 2>&1; rc=$?
+cat "$base/out"
+[ $rc -ne 0 ] && ok || bad "rank 1's --timeline on a full disk: exit 0"
+grep -q "rank 1\].*tl.json.1.*No space left on device" "$base/out" && ok || bad "rank 1 did not report its timeline failure"
+grep -q '"traceEvents"' "$base/tl.json" && ok || bad "rank 0's timeline is missing"
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -136,7 +136,10 @@ int dt_trainer_save_model(dt_trainer *t, const char *path);
 int dt_trainer_save_checkpoint(dt_trainer *t, const char *dir);
 /* Load a checkpoint into a freshly created trainer (before dt_trainer_fit):
  * any world size and ZeRO level (the state is resharded); the same world size
- * and level continue bit-identically. Refuses a checkpoint of another model or
+ * and level continue bit-identically. The epoch continues at the checkpoint's
+ * sample of its global order (metadata "epoch_position_unit": "samples") with
+ * any world size, batch size or accumulation; a checkpoint without that
+ * metadata (older dtrain) counted micro-batches of this run's batch size. Refuses a checkpoint of another model or
  * optimizer (DT_ERR_MISMATCH), a corrupted or truncated one (DT_ERR_IO, naming
  * the file), an unknown format version (DT_ERR_UNSUPPORTED). Collective. */
 int dt_trainer_resume(dt_trainer *t, const char *dir);

@@ -112,12 +112,13 @@ int dtm_close(dt_metrics *m) {
 /* ---- the records ------------------------------------------------------------ */
 #define WRITABLE(m) ((m)->f && !(m)->err)
 
-void dtm_step(dt_metrics *m, long step, int epoch, double loss, double lr, double time_s) {
+void dtm_step(dt_metrics *m, long step, int epoch, long long epoch_pos, double loss, double lr, double time_s) {
     if (!WRITABLE(m)) return;
     rec r;
     begin(&r, "step");
     field_int(&r, "step", step);
     field_int(&r, "epoch", epoch);
+    field_int(&r, "epoch_pos", epoch_pos);
     field_num(&r, "loss", "%.9g", loss);
     field_num(&r, "lr", "%.9g", lr);
     field_num(&r, "time_s", "%.6f", time_s);

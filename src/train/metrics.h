@@ -23,7 +23,8 @@ typedef struct dt_metrics {
 int dtm_open(dt_metrics *m, const char *path);
 int dtm_is_open(const dt_metrics *m);
 
-void dtm_step(dt_metrics *m, long step, int epoch, double loss, double lr, double time_s);
+/* epoch_pos: samples of the epoch's global order consumed after this step */
+void dtm_step(dt_metrics *m, long step, int epoch, long long epoch_pos, double loss, double lr, double time_s);
 /* eval: whether test_loss / test_acc are present. */
 void dtm_epoch(dt_metrics *m, int epoch, long steps, double loss, double train_acc, double samples_per_s,
                double time_s, int eval, double test_loss, double test_acc);

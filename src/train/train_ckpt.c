@@ -147,15 +147,21 @@ int dt_trainer_save_checkpoint(dt_trainer *t, const char *dir) {
         vec[nv++] = (dt_ckpt_vector){"params", P};
         for (int i = 0; i < ns && i < 5; i++) vec[nv++] = (dt_ckpt_vector){names[i], P};
         if (NB) vec[nv++] = (dt_ckpt_vector){"buffers", NB};
-        char dist[1024], nparams[32], h1[16], h2[16];
+        char dist[1024], nparams[32], h1[16], h2[16], bs[16];
         dt_config_dumps(&t->o.dist, dist, sizeof dist);
         snprintf(nparams, sizeof nparams, "%zu", P);
         snprintf(h1, sizeof h1, "%d", t->o.hidden1);
         snprintf(h2, sizeof h2, "%d", t->o.hidden2);
+        snprintf(bs, sizeof bs, "%d", t->o.batch_size);
+        uint64_t epoch, pos;
+        dt_trainer_position(t, &epoch, &pos);
+        /* the position is in samples of the epoch's global order: any layout
+         * (world size, batch size, accumulation) resumes exactly there */
         dt_ckpt_kv meta[] = {{"model", t->o.model}, {"optimizer", t->o.optimizer}, {"hidden1", h1},
-                             {"hidden2", h2}, {"dist_config", dist}, {"written_by", "dtrain-train"}};
-        dt_ckpt_manifest m = {.generation = gen, .step = (uint64_t)t->step, .epoch = (uint64_t)t->epoch,
-                              .epoch_position = (uint64_t)t->epoch_batches,
+                             {"hidden2", h2}, {"dist_config", dist}, {"written_by", "dtrain-train"},
+                             {"epoch_position_unit", "samples"}, {"batch_size", bs}};
+        dt_ckpt_manifest m = {.generation = gen, .step = (uint64_t)t->step, .epoch = epoch,
+                              .epoch_position = pos,
                               .rng_state = {t->o.seed, 0, 0, 0}, .world_size = N, .zero_level = zero,
                               .num_params = P, .num_buffers = NB, .nvectors = nv, .vectors = vec,
                               .nranks = 0, .nmeta = (int)(sizeof meta / sizeof meta[0]), .meta = meta};
@@ -202,12 +208,28 @@ int dt_trainer_resume(dt_trainer *t, const char *dir) {
         else rc = dt_ckpt_read_range(NULL, m, name, lo, hi - lo, st);
     }
     if (!rc && NB) rc = dt_ckpt_read_range(NULL, m, "buffers", 0, NB, dt_model_buffers(t->model));
+    /* the position: samples of the epoch's global order; checkpoints of dtrain
+     * before that (no "epoch_position_unit") counted micro-batches of B samples
+     * on each of their world_size ranks, B being the batch size of this run
+     * (exact when it is the one they were written with) */
+    const char *unit = rc ? NULL : dt_ckpt_meta_get(m, "epoch_position_unit");
+    if (!rc && unit && strcmp(unit, "samples") != 0)
+        rc = DT_ERR(DT_ERR_UNSUPPORTED, "checkpoint '%s': epoch_position_unit '%.40s' (this build knows 'samples')", dir,
+                    unit);
+    if (!rc && m->epoch > (uint64_t)INT32_MAX)
+        rc = DT_ERR(DT_ERR_IO, "checkpoint '%s': epoch %llu out of range", dir, (unsigned long long)m->epoch);
     if (!rc) {
+        uint64_t pos = m->epoch_position;
+        if (!unit) {
+            uint64_t per = (uint64_t)t->o.batch_size * (uint64_t)m->world_size;
+            pos = pos > UINT64_MAX / 4 / per ? UINT64_MAX / 4 : pos * per;
+        }
+        if (pos > (uint64_t)INT64_MAX / 4) pos = (uint64_t)INT64_MAX / 4; /* past any epoch's end */
         dt_optim *opt = t->zero ? dt_zero_optim(t->zero) : t->opt;
         rc = dt_optim_set_step(opt, (long)m->step);
         t->step = (long)m->step;
         t->epoch = (int)m->epoch;
-        t->resume_skip = (long)m->epoch_position;
+        t->resume_pos = (int64_t)pos;
     }
     dt_ckpt_manifest_free(m);
     return agree_all(t, rc);

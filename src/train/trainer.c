@@ -437,6 +437,13 @@ void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when) {
 
 /* ---- training --------------------------------------------------------------- */
 
+void dt_trainer_position(const dt_trainer *t, uint64_t *epoch, uint64_t *samples) {
+    *epoch = (uint64_t)t->epoch;
+    if (t->resume_pos > 0) *samples = (uint64_t)t->resume_pos; /* resumed, not trained since */
+    else if (t->epoch_over) *samples = 0;
+    else *samples = (uint64_t)dt_sampler_position(&t->sampler, t->it.pos);
+}
+
 /* The end of a run: the JSON lines file and this rank's timeline are closed
  * and every failed write of their lives reported (after the model and the
  * checkpoint were saved: nothing of the training is lost to a full disk). */
@@ -524,7 +531,6 @@ static int train_step(dt_trainer *t, double *loss_sum, double *correct, double *
         if (rc <= 0) return rc < 0 ? rc : DT_ERR(DT_ERR_INTERNAL, "batch iterator ended inside a step");
         rc = dt_dataset_batch(&t->train, idx, B, t->x, t->y, NULL);
         if (rc) return rc;
-        t->epoch_batches++;
         /* the dropout stream depends only on (seed, rank, step, micro-step): a
          * resumed run draws the same masks as an uninterrupted one */
         rc = dt_model_seed_dropout(t->model, (o_seed(t) * 0x9e3779b97f4a7c15ull) ^
@@ -587,7 +593,8 @@ static int train_step(dt_trainer *t, double *loss_sum, double *correct, double *
         t->cap_step_s = nc;
     }
     t->step_s[t->nstep_s++] = (t1 - t0) * 1e-6;
-    dtm_step(&t->metrics, t->step + 1, (int)t->sampler.epoch, *step_loss, lr, (t1 - t0) * 1e-6);
+    dtm_step(&t->metrics, t->step + 1, (int)t->sampler.epoch, dt_sampler_position(&t->sampler, t->it.pos), *step_loss,
+             lr, (t1 - t0) * 1e-6);
     t->step++;
     return 1;
 }
@@ -601,15 +608,15 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
     int rc = DT_OK;
     for (int e = t->epoch; e < o->epochs && (o->max_steps <= 0 || t->step < o->max_steps); e++) {
         t->epoch = e;
+        t->epoch_over = 0;
         dt_sampler_set_epoch(&t->sampler, (uint64_t)e);
-        if ((rc = dt_batch_iter_reset(&t->it, &t->sampler))) return rc;
-        t->epoch_batches = 0;
-        for (; t->resume_skip > 0; t->resume_skip--) { /* resumed mid-epoch */
-            const int64_t *idx;
-            int B;
-            if ((rc = dt_batch_iter_next(&t->it, &idx, &B)) <= 0) return rc < 0 ? rc : DT_ERR(DT_ERR_INVALID, "resume position beyond the epoch");
-            t->epoch_batches++;
+        if (t->resume_pos > 0) { /* resumed mid-epoch: at that sample, in this run's layout */
+            rc = dt_sampler_set_start(&t->sampler, t->resume_pos);
+            t->resume_pos = 0;
+            if (rc) return rc;
         }
+        if ((rc = dt_batch_iter_reset(&t->it, &t->sampler))) return rc;
+        steps_per_epoch = dt_batch_iter_num_batches(&t->it) / o->accum_steps;
         double v[3] = {0, 0, 0}, t0 = dt_trace_now_us(), sl = 0;
         int epoch_complete = 0;
         long done = 0;
@@ -649,7 +656,7 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
         }
         if (epoch_complete) { /* a checkpoint from here on starts at the next epoch */
             t->epoch = e + 1;
-            t->epoch_batches = 0;
+            t->epoch_over = 1;
         }
         dtm_epoch(&t->metrics, e + 1, t->step, r.last_loss, r.train_acc, r.samples_per_s, secs, o->eval, tl,
                   r.test_acc);

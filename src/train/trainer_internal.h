@@ -34,8 +34,8 @@ struct dt_trainer {
     int cap;
     long step;
     int epoch;               /* current epoch (0-based) */
-    long epoch_batches;      /* micro-batches consumed in the current epoch */
-    long resume_skip;        /* batches to skip at the start of the resumed epoch */
+    int epoch_over;          /* the current epoch is complete: a checkpoint is at the next one's start */
+    int64_t resume_pos;      /* the resumed epoch starts at this sample of its global order */
     dt_metrics metrics;      /* --json (rank 0) */
     int tracing;
     double t_layer;          /* start of the current layer (trace) */
@@ -52,5 +52,8 @@ struct dt_trainer {
 /* train_ckpt.c: the first failing rank's status and message on every rank
  * (collective). */
 int dt_trainer_agree_error(dt_trainer *t, int rc);
+/* trainer.c: where the run is: the epoch and the samples of its global order
+ * consumed (the start of the next epoch once one is complete). */
+void dt_trainer_position(const dt_trainer *t, uint64_t *epoch, uint64_t *samples);
 
 #endif

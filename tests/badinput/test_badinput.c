@@ -657,6 +657,9 @@ static const row g_rows[] = {
           "the checkpoint is corrupt: resume from an older one", "--data", "@fm", "--resume", "@ck_train_crc", QUICK),
     TRAIN("train-resume-truncated", "--resume DIR whose manifest.json is cut", 1, "manifest JSON syntax error",
           "the checkpoint is damaged: resume from an older one", "--data", "@fm", "--resume", "@ck_train_trunc", QUICK),
+    TRAIN("train-resume-unit", "--resume DIR whose epoch position is in an unknown unit ('tokens')", 1,
+          "epoch_position_unit 'tokens' (this build knows 'samples')",
+          "resume it with the dtrain version that wrote it", "--data", "@fm", "--resume", "@ck_train_unit", QUICK),
 
     /* output paths through the trainer */
     {"train-ckpt-dir-foreign", "output files", "--checkpoint-dir DIR holding a user's file (thesis.txt), 2 ranks", K_PROC,
@@ -789,8 +792,8 @@ static int run_proc(const struct row *r, char **out);
 /* Checkpoints written by the trainer itself, then damaged. */
 static void make_train_ckpts(void) {
     make_ckpt("ckpt_foreign");
-    const char *names[2] = {"ck_train_crc", "ck_train_trunc"};
-    for (int i = 0; i < 2; i++) {
+    const char *names[3] = {"ck_train_crc", "ck_train_trunc", "ck_train_unit"};
+    for (int i = 0; i < 3; i++) {
         struct row r;
         memset(&r, 0, sizeof r);
         const char *argv[] = {"$T", "--data", "@fm", "--epochs", "1", "--max-steps", "1", "--quiet",
@@ -809,6 +812,8 @@ static void make_train_ckpts(void) {
     flip_last_byte(p);
     snprintf(p, sizeof p, "%s/manifest.json", path("ck_train_trunc"));
     truncate_file(p, 40);
+    snprintf(p, sizeof p, "%s/manifest.json", path("ck_train_unit"));
+    edit_file(p, "\"epoch_position_unit\": \"samples\"", "\"epoch_position_unit\": \"tokens\"");
 }
 
 static void rm_rf(const char *p) {

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 #include "core/error.h"
-#include "dtrain/ckpt.h"
 #include "dtrain/coll.h"
 #include "dtrain/data.h"
 #include "dtrain/ddp.h"
@@ -15,7 +14,6 @@
 #include "dtrain/nn.h"
 #include "dtrain/optim.h"
 #include "dtrain/reliability.h"
-#include "dtrain/safetensors.h"
 #include "dtrain/trace.h"
 #include "dtrain/train.h"
 #include "dtrain/zero.h"
@@ -88,74 +86,6 @@ static int h_sync_stats(void *ctx, float *buf, size_t n) {
 }
 
 /* ---- set-up ---------------------------------------------------------------- */
-
-static int check_same_flags(dt_trainer *t) {
-    /* every rank must train the same thing: compare a hash of the options */
-    const dt_train_options *o = &t->o;
-    char buf[2048];
-    int n = snprintf(buf, sizeof buf, "%s|%d|%d|%g|%d|%d|%.17g|%s|%.17g|%d|%.17g|%s|%ld|%.17g|%llu|%ld|%ld|%ld|%d|%d|%d|%d|",
-                     o->model, o->hidden1, o->hidden2, o->dropout, o->epochs, o->batch_size, o->lr,
-                     o->optimizer, o->momentum, o->nesterov, o->weight_decay, o->schedule, o->warmup_steps,
-                     o->min_lr, (unsigned long long)o->seed, o->train_limit, o->test_limit, o->max_steps,
-                     o->accum_steps, o->shuffle, o->drop_last, o->eval);
-    if (n < 0) n = 0;
-    unsigned long long h = dt_config_hash(&o->dist);
-    for (int i = 0; i < n && i < (int)sizeof buf; i++) { h ^= (unsigned char)buf[i]; h *= 1099511628211ull; }
-    long long v[2] = {(long long)(h >> 1), -(long long)(h >> 1)}, r[2];
-    int rc = dt_allreduce(v, r, 2, DT_I64, DT_MAX, t->comm);
-    if (rc) return rc;
-    if (r[0] != v[0] || r[1] != v[1])
-        return DT_ERR(DT_ERR_MISMATCH, "ranks were started with different training flags or config (world rank %d: %s dist %016llx)",
-                      t->ci.world_rank, buf, dt_config_hash(&o->dist));
-    return DT_OK;
-}
-
-/* This rank's timeline file: every "%d" in the flag becomes the world rank;
- * without one, rank r > 0 writes FILE.r. */
-static void timeline_path(const dt_trainer *t, char *out, size_t cap) {
-    const char *f = t->o.timeline_path;
-    size_t n = 0;
-    int subst = 0;
-    for (const char *p = f; *p && n + 1 < cap; p++) {
-        if (p[0] == '%' && p[1] == 'd') {
-            n += (size_t)snprintf(out + n, cap - n, "%d", t->ci.world_rank);
-            if (n >= cap) n = cap - 1;
-            subst = 1;
-            p++;
-        } else {
-            out[n++] = *p;
-        }
-    }
-    out[n] = '\0';
-    if (!subst && t->ci.world_rank != 0) {
-        size_t k = strlen(out);
-        snprintf(out + k, cap - k, ".%d", t->ci.world_rank);
-    }
-}
-
-/* Every output path, checked (and the JSON and timeline files opened) before
- * anything is trained, so that a run never trains for hours to lose its
- * result at the end: the checkpoint directory (rank 0; created if missing,
- * refused if not dtrain's: dt_ckpt_prepare), the --save-model target (rank 0:
- * a regular file or a new one, whose directory accepts a file:
- * dt_st_writer_check), the JSON lines file (rank 0) and this rank's timeline.
- * Every rank gets the first failing rank's message. Collective. */
-static int check_outputs(dt_trainer *t) {
-    const dt_train_options *o = &t->o;
-    int rc = DT_OK;
-    if (t->ci.rank == 0) {
-        if (!rc && *o->checkpoint_dir) rc = dt_ckpt_prepare(o->checkpoint_dir, NULL);
-        if (!rc && *o->save_model) rc = dt_st_writer_check(o->save_model);
-        if (!rc && *o->json_path) rc = dtm_open(&t->metrics, o->json_path);
-    }
-    if (!rc && *o->timeline_path) {
-        char path[320];
-        timeline_path(t, path, sizeof path);
-        rc = dt_trace_open(path, t->ci.world_rank);
-        t->tracing = rc == DT_OK;
-    }
-    return dt_trainer_agree_error(t, rc);
-}
 
 static int setup_zero(dt_trainer *t, const dt_optim_config *oc) {
     int L = t->nlayers;
@@ -272,13 +202,15 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     t->dp = t->ci.size > 1 && o->dist.enable_data_parallel;
     if (t->ci.size > 1 && !o->dist.enable_data_parallel)
         FAIL(DT_ERR(DT_ERR_INVALID, "enable_data_parallel is off but %d ranks were launched: nothing would be shared", t->ci.size));
-    if (t->ci.size > 1) FAIL(check_same_flags(t));
-    FAIL(check_outputs(t)); /* before anything is trained */
+    if (t->ci.size > 1) FAIL(dt_trainer_check_flags(t));
+    FAIL(dt_trainer_check_outputs(t)); /* before anything is trained */
     FAIL(dt_set_num_threads(o->threads));
     FAIL(dt_set_timeout(o->dist.timeout_s)); /* the watchdog's limit on every blocking call */
 
-    FAIL(dt_fashion_mnist_load(o->data_dir, 1, &t->train));
-    FAIL(dt_fashion_mnist_load(o->data_dir, 0, &t->test));
+    /* a data set missing on one host ends every rank, with its message */
+    rc = dt_fashion_mnist_load(o->data_dir, 1, &t->train);
+    if (!rc) rc = dt_fashion_mnist_load(o->data_dir, 0, &t->test);
+    FAIL(dt_trainer_agree_error(t, rc));
     if (o->train_limit > 0 && o->train_limit < t->train.count) {
         dt_dataset s;
         FAIL(dt_dataset_subset(&t->train, o->train_limit, &s));
@@ -291,6 +223,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
         dt_dataset_free(&t->test);
         t->test = s;
     }
+    if (t->ci.size > 1) FAIL(dt_trainer_check_data(t));
     if (t->train.count < t->ci.size)
         FAIL(DT_ERR(DT_ERR_INVALID, "%lld training samples cannot feed %d ranks", (long long)t->train.count, t->ci.size));
     FAIL(dt_sampler_init(&t->sampler, t->train.count, t->ci.size, t->ci.rank, o->shuffle, o->drop_last, o->seed));
@@ -330,6 +263,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
                          .sync_stats = (t->dp && o->dist.sync_bn) ? h_sync_stats : NULL};
     FAIL(dt_model_set_hooks(t->model, &hk));
     if (*o->resume_dir) FAIL(dt_trainer_resume(t, o->resume_dir));
+    if (*o->resume_dir && t->ci.size > 1) FAIL(dt_trainer_check_resumed(t));
     dtm_memory(&t->metrics, "start", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level);
 #undef FAIL
     *out = t;

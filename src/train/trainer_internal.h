@@ -52,6 +52,16 @@ struct dt_trainer {
 /* train_ckpt.c: the first failing rank's status and message on every rank
  * (collective). */
 int dt_trainer_agree_error(dt_trainer *t, int rc);
+/* train_checks.c, before training (each collective; every rank gets the same
+ * status and a message naming what differs):
+ *   the flags and dist config that shape the collectives agree across ranks;
+ *   the data sets loaded have the same sizes; the resumed step and position
+ *   agree; every output path is usable (rank 0: checkpoint directory,
+ *   --save-model target, JSON lines file opened; every rank: its timeline). */
+int dt_trainer_check_flags(dt_trainer *t);
+int dt_trainer_check_data(dt_trainer *t);
+int dt_trainer_check_resumed(dt_trainer *t);
+int dt_trainer_check_outputs(dt_trainer *t);
 /* trainer.c: where the run is: the epoch and the samples of its global order
  * consumed (the start of the next epoch once one is complete). */
 void dt_trainer_position(const dt_trainer *t, uint64_t *epoch, uint64_t *samples);

@@ -37,6 +37,7 @@
 
 static char g_dir[128];             /* temporary directory */
 static const char *g_train, *g_mpiexec;
+static char g_bench[1024];          /* dtrain-bench, beside dtrain-train */
 static char g_msg[4096];            /* message captured by a K_CALL row */
 
 /* Records dt_last_error() as the row's message and returns rc. */
@@ -440,7 +441,7 @@ typedef struct row {
     const char *input;   /* what is wrong, for the docs */
     int kind;
     int (*fn)(void);     /* K_CALL */
-    const char *argv[MAXARG]; /* K_PROC: "$T" = dtrain-train, "$MPI" = mpiexec, "@x" = temp dir/x */
+    const char *argv[MAXARG]; /* K_PROC: "$T" = dtrain-train, "$B" = dtrain-bench, "$MPI" = mpiexec, "@x" = temp dir/x */
     const char *env;     /* K_PROC: "NAME=VALUE" added to the environment, or NULL */
     int want;            /* K_CALL: status; K_PROC: exit code */
     const char *msg;     /* substring of dt_last_error() / of the output */
@@ -708,6 +709,58 @@ static const row g_rows[] = {
       "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; [ $r = 1 ] && export DTRAIN_SYNC_BN=1; exec \"$0\" --data \"$1\" --epochs 1 --max-steps 1 --quiet",
       "$T", "@fm", NULL}, NULL, 1, "different training flags or config", 2,
      "export the same DTRAIN_* variables to every rank (mpirun -x NAME)"},
+    {"launch-save-model-rank0", "launch", "--save-model on rank 0 only (fit(save_model=...) on rank 0)", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; s=; [ $r = 0 ] && s=\"--save-model $1/m.safetensors\"; "
+      "exec \"$0\" --data \"$1\" $s --epochs 1 --max-steps 1 --quiet",
+      "$T", "@fm", NULL}, NULL, 1, "--save-model differs between ranks", 2,
+     "give every rank the flag (only rank 0 writes the file); the others no longer wait for it until the timeout"},
+    {"launch-checkpoint-every", "launch", "--checkpoint-every 1 on rank 1 only", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; exec \"$0\" --data \"$1\" --checkpoint-dir \"$1/../ck_every\" "
+      "--checkpoint-every $r --epochs 1 --max-steps 1 --quiet",
+      "$T", "@fm", NULL}, NULL, 1, "--checkpoint-every differs between ranks", 2,
+     "start every rank with the same checkpoint flags"},
+    {"launch-resume-rank1", "launch", "--resume on rank 1 only", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; s=; [ $r = 1 ] && s=\"--resume $1/../ck_train_2\"; "
+      "exec \"$0\" --data \"$1\" $s --epochs 1 --max-steps 3 --quiet",
+      "$T", "@fm", NULL}, NULL, 1, "--resume differs between ranks", 2, "give every rank the same --resume"},
+    {"launch-resume-different", "launch", "--resume from a checkpoint at step 1 on rank 0, one at step 2 on rank 1", K_PROC,
+     NULL, {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; c=ck_train_0; [ $r = 1 ] && c=ck_train_2; "
+      "exec \"$0\" --data \"$1\" --resume \"$1/../$c\" --epochs 3 --quiet",
+      "$T", "@fm", NULL}, NULL, 1, "ranks resumed from different checkpoints (--resume): step, epoch differ", 2,
+     "give every rank the same checkpoint directory"},
+    {"launch-clip-rank1", "launch", "--clip-grad-norm 1 on rank 1 only, ZeRO 1", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; s=; [ $r = 1 ] && s=\"--clip-grad-norm 1\"; "
+      "exec \"$0\" --data \"$1\" $s --zero 1 --epochs 1 --max-steps 1 --quiet",
+      "$T", "@fm", NULL}, NULL, 1, "--clip-grad-norm differs between ranks (world rank 1 has --clip-grad-norm 1)", 0,
+     "start every rank with the same flags"},
+    {"launch-different-data", "launch", "rank 1 reads a data set of 32 training images, rank 0 one of 64", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; d=$1; [ $r = 1 ] && d=$1/../fm32; "
+      "exec \"$0\" --data \"$d\" --epochs 1 --max-steps 1 --quiet",
+      "$T", "@fm", NULL}, NULL, 1, "ranks loaded different data sets (--data): training samples differs", 2,
+     "give every rank the same data set"},
+    {"launch-data-missing-rank1", "launch", "the data set missing on rank 1 only", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; d=$1; [ $r = 1 ] && d=$1/../empty_dir; "
+      "exec \"$0\" --data \"$d\" --epochs 1 --max-steps 1 --quiet",
+      "$T", "@fm", NULL}, NULL, 1, "empty_dir/train-images-idx3-ubyte.gz': No such file or directory", 2,
+     "install the data set on every host (the others no longer wait for the missing rank)"},
+    {"bench-vs-mpi-rank1", "launch", "dtrain-bench --vs-mpi on rank 1 only", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; s=; [ $r = 1 ] && s=--vs-mpi; exec \"$0\" -b 4K -e 4K -n 2 $s",
+      "$B", NULL}, NULL, 2, "options differ between ranks", 2, "start every rank with the same dtrain-bench options"},
+    {"bench-flag-rank1", "launch", "dtrain-bench --bogus on rank 1 only", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; s=; [ $r = 1 ] && s=--bogus; exec \"$0\" -b 4K -e 4K -n 2 $s",
+      "$B", NULL}, NULL, 2, "dtrain-bench[rank 1]: unknown option '--bogus'", 0, "start every rank with the same dtrain-bench options"},
+    {"bench-oom", "launch", "dtrain-bench -b 16384G (more than the memory)", K_PROC, NULL,
+     {"$B", "-b", "16384G", "-e", "16384G", NULL}, NULL, 1,
+     "the buffers could not be allocated on some rank (out of memory)", 0, "choose sizes that fit (-b / -e)"},
     {"launch-bad-backend", "launch", "DTRAIN_BACKEND=bogus", K_PROC, NULL, {"$T", QUICK, NULL}, "DTRAIN_BACKEND=bogus", 1,
      "DTRAIN_BACKEND='bogus' is not a backend of this build", 0, "use auto, mpi or void"},
 };
@@ -766,6 +819,9 @@ static void write_fixtures(void) {
     write_idx_images(path("fm_trunc/train-images-idx3-ubyte"), 0x803, 64, 28, 28, 100, 0);
     write_fm_dir("fm_label");
     write_idx_labels(path("fm_label/train-labels-idx1-ubyte"), 0x801, 64, 10);
+    write_fm_dir("fm32");
+    write_idx_images(path("fm32/train-images-idx3-ubyte"), 0x803, 32, 28, 28, 0, 0);
+    write_idx_labels(path("fm32/train-labels-idx1-ubyte"), 0x801, 32, -1);
     write_fm_dir("fm_gz");
     write_idx_images(path("fm_gz/t10k-images-idx3-ubyte.gz"), 0x803, 16, 28, 28, 0, 1);
     {
@@ -792,11 +848,11 @@ static int run_proc(const struct row *r, char **out);
 /* Checkpoints written by the trainer itself, then damaged. */
 static void make_train_ckpts(void) {
     make_ckpt("ckpt_foreign");
-    const char *names[3] = {"ck_train_crc", "ck_train_trunc", "ck_train_unit"};
-    for (int i = 0; i < 3; i++) {
+    const char *names[5] = {"ck_train_crc", "ck_train_trunc", "ck_train_unit", "ck_train_0", "ck_train_2"};
+    for (int i = 0; i < 5; i++) {
         struct row r;
         memset(&r, 0, sizeof r);
-        const char *argv[] = {"$T", "--data", "@fm", "--epochs", "1", "--max-steps", "1", "--quiet",
+        const char *argv[] = {"$T", "--data", "@fm", "--epochs", i == 4 ? "2" : "1", "--max-steps", i == 4 ? "2" : "1", "--quiet",
                               "--checkpoint-dir", names[i], NULL};
         char at[64];
         snprintf(at, sizeof at, "@%s", names[i]);
@@ -829,6 +885,7 @@ static void rm_rf(const char *p) {
 
 static const char *expand(const char *a) {
     if (!strcmp(a, "$T")) return g_train;
+    if (!strcmp(a, "$B")) return g_bench;
     if (!strcmp(a, "$MPI")) return g_mpiexec;
     if (a[0] == '@') return path(a + 1);
     return a;
@@ -966,6 +1023,9 @@ int main(int argc, char **argv) {
     }
     g_train = argv[1];
     g_mpiexec = argv[2];
+    snprintf(g_bench, sizeof g_bench, "%s", g_train);
+    char *slash = strrchr(g_bench, '/');
+    snprintf(slash ? slash + 1 : g_bench, sizeof g_bench - (size_t)(slash ? slash + 1 - g_bench : 0), "dtrain-bench");
     /* standalone rows: never pick MPI up from a launcher's environment */
     unsetenv("DTRAIN_BACKEND");
     snprintf(g_dir, sizeof g_dir, "%s/dt_badinput_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");

@@ -65,9 +65,13 @@ typedef struct dt_train_options {
 
 typedef struct dt_train_result {
     long steps;              /* optimizer steps taken */
-    int epochs;              /* epochs completed (a partial last one counts) */
-    double last_loss;        /* mean training loss of the last epoch, over all ranks */
-    double train_acc;        /* last epoch, over all ranks, in [0,1] */
+    int epochs;              /* epochs trained in by this run, counted to the last
+                              * (a partial one counts; one with nothing left to
+                              * train after a resume does not): 0 = nothing trained */
+    double last_loss;        /* mean training loss of the last epoch, over all ranks;
+                              * NaN if this run trained no step (resumed from a
+                              * checkpoint already at --epochs / --max-steps) */
+    double train_acc;        /* last epoch, over all ranks, in [0,1]; NaN as last_loss */
     double test_acc;         /* last evaluation, whole test set, in [0,1]; -1 if none */
     double samples_per_s;    /* global training throughput of the last epoch */
     double median_step_s;    /* median wall time of one optimizer step (this rank) */
@@ -86,7 +90,13 @@ typedef struct dt_trainer dt_trainer;
 void dt_train_options_default(dt_train_options *o);
 /* Parse command-line flags (argv[0] skipped) onto *o. "--flag value" or
  * "--flag=value". Returns DT_OK, 1 when --help was given (usage printed to
- * stdout), or DT_ERR_INVALID naming the flag and value. The precedence of the
+ * stdout), or DT_ERR_INVALID naming the flag and value. Flags that contradict
+ * each other or would have no effect are refused too: --momentum or
+ * --nesterov with adam/adamw, --nesterov 1 with momentum 0, sync_bn with a
+ * model without batch norm (mlp), zero_opt_level > 0 with
+ * enable_data_parallel off, --dropout with mlp/lenet, --hidden1/2 with lenet,
+ * --min-lr without --schedule cosine, --checkpoint-every without
+ * --checkpoint-dir. The precedence of the
  * dist config: defaults < --config FILE < DTRAIN_* environment < flags. */
 int dt_train_parse_args(dt_train_options *o, int argc, char **argv);
 /* Usage text. */

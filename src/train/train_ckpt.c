@@ -230,6 +230,17 @@ int dt_trainer_resume(dt_trainer *t, const char *dir) {
         t->step = (long)m->step;
         t->epoch = (int)m->epoch;
         t->resume_pos = (int64_t)pos;
+        if (!rc && t->ci.rank == 0 && !t->o.quiet) {
+            printf("resumed from %s: step %llu, epoch %llu, sample %llu of the epoch (a checkpoint of %d rank%s, ZeRO "
+                   "stage %d)", dir, (unsigned long long)m->step, (unsigned long long)m->epoch + 1,
+                   (unsigned long long)pos, m->world_size, m->world_size == 1 ? "" : "s", m->zero_level);
+            if (!unit)
+                printf("; its position was %llu micro-batch(es) per rank, taken as --batch-size %d (an older dtrain's "
+                       "checkpoint: exact with the batch size it was written with)",
+                       (unsigned long long)m->epoch_position, t->o.batch_size);
+            printf("\n");
+            fflush(stdout);
+        }
     }
     dt_ckpt_manifest_free(m);
     return agree_all(t, rc);

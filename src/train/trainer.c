@@ -537,7 +537,9 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
     if (!t) return DT_ERR(DT_ERR_INVALID, "trainer is NULL");
     const dt_train_options *o = &t->o;
     int rank0 = t->ci.rank == 0, bar = rank0 && !o->quiet && isatty(STDOUT_FILENO);
-    dt_train_result r = {.test_acc = -1, .comm_hidden = -1, .comm_hidden_compute = -1};
+    /* NaN until an epoch of this run trains a step (a resumed run may have nothing left) */
+    dt_train_result r = {.last_loss = NAN, .train_acc = NAN, .test_acc = -1, .comm_hidden = -1,
+                         .comm_hidden_compute = -1};
     long steps_per_epoch = dt_batch_iter_num_batches(&t->it) / o->accum_steps;
     int rc = DT_OK;
     for (int e = t->epoch; e < o->epochs && (o->max_steps <= 0 || t->step < o->max_steps); e++) {
@@ -572,6 +574,13 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
                 (rc = dt_trainer_save_checkpoint(t, o->checkpoint_dir)))
                 return rc;
         }
+        if (epoch_complete) { /* a checkpoint from here on starts at the next epoch */
+            t->epoch = e + 1;
+            t->epoch_over = 1;
+        }
+        /* nothing of this epoch was left (resumed at its end, or --max-steps
+         * reached): no line of zeros, no evaluation (the same on every rank) */
+        if (done == 0) continue;
         double secs = (dt_trace_now_us() - t0) * 1e-6;
         if ((rc = sum_over_ranks(t, v, 3))) return rc;
         r.epochs = e + 1;
@@ -587,10 +596,6 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
             if (o->eval) printf("  test_loss %.4f  test_acc %.2f%%", tl, 100 * r.test_acc);
             printf("  (%.1f s)\n", secs);
             fflush(stdout);
-        }
-        if (epoch_complete) { /* a checkpoint from here on starts at the next epoch */
-            t->epoch = e + 1;
-            t->epoch_over = 1;
         }
         dtm_epoch(&t->metrics, e + 1, t->step, r.last_loss, r.train_acc, r.samples_per_s, secs, o->eval, tl,
                   r.test_acc);

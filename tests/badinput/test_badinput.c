@@ -304,6 +304,8 @@ static int cfg_bool(void) { return cfg_load("cfg_bool.json"); }
 static int cfg_unknown(void) { return cfg_load("cfg_unknown.json"); }
 static int cfg_big(void) { return cfg_load("cfg_big.json"); }
 static int cfg_int(void) { return cfg_load("cfg_int.json"); }
+static int cfg_dir(void) { return cfg_load("empty_dir"); }
+static int cfg_fifo(void) { return cfg_load("fifo"); }
 static int cfg_env(void) {
     dt_config c;
     dt_config_default(&c);
@@ -541,6 +543,10 @@ static const row g_rows[] = {
          "give an integer"),
     CALL("cfg-big", "config file", "config file over 8 KiB", cfg_big, DT_ERR_IO, "larger than",
          "the config is a small flat object; remove the rest"),
+    CALL("cfg-dir", "config file", "a directory given as the config file", cfg_dir, DT_ERR_IO,
+         "is a directory, not a config file", "give the JSON file's path"),
+    CALL("cfg-fifo", "config file", "a FIFO given as the config file (nothing writes to it)", cfg_fifo, DT_ERR_IO,
+         "is a FIFO, not a regular file", "give a JSON file (a FIFO or pipe would be waited on forever)"),
     CALL("cfg-env", "config file", "DTRAIN_BUCKET_SIZE_MB=lots", cfg_env, DT_ERR_INVALID,
          "environment variable DTRAIN_BUCKET_SIZE_MB", "fix or unset the variable"),
 
@@ -637,6 +643,38 @@ static const row g_rows[] = {
           "fix the config file", "--config", "@cfg_range.json"),
     {"flag-env", "trainer flags", "DTRAIN_ZERO_OPT_LEVEL=9 in the environment", K_PROC, NULL, {"$T", QUICK, NULL},
      "DTRAIN_ZERO_OPT_LEVEL=9", 2, "environment variable DTRAIN_ZERO_OPT_LEVEL", 0, "fix or unset the variable"},
+    TRAIN("flag-config-dir", "--config DIR (a directory)", 2, "is a directory, not a config file",
+          "give the JSON file's path", "--config", "@empty_dir", QUICK),
+    TRAIN("flag-config-fifo", "--config FIFO (nothing writes to it)", 2, "is a FIFO, not a regular file",
+          "give a JSON file; a FIFO would be waited on forever", "--config", "@fifo", QUICK),
+    {"flag-env-shm", "trainer flags", "DTRAIN_SHM_MIN_BYTES=lots in the environment", K_PROC, NULL, {"$T", QUICK, NULL},
+     "DTRAIN_SHM_MIN_BYTES=lots", 2, "DTRAIN_SHM_MIN_BYTES='lots' is not a number", 0, "fix or unset the variable"},
+    {"flag-env-check", "trainer flags", "DTRAIN_CHECK_COLLECTIVES=maybe in the environment", K_PROC, NULL,
+     {"$T", QUICK, NULL}, "DTRAIN_CHECK_COLLECTIVES=maybe", 2, "DTRAIN_CHECK_COLLECTIVES='maybe' is not a boolean", 0,
+     "use 1/0 (true/false, yes/no, on/off)"},
+    {"flag-env-backend", "trainer flags", "DTRAIN_BACKEND=bogus", K_PROC, NULL, {"$T", QUICK, NULL},
+     "DTRAIN_BACKEND=bogus", 2, "DTRAIN_BACKEND='bogus' is not a backend of this build", 0, "use auto, mpi or void"},
+    {"bench-env-shm", "trainer flags", "dtrain-bench with DTRAIN_SHM_CHUNK_BYTES=12", K_PROC, NULL,
+     {"$B", "-b", "4K", "-e", "4K", NULL}, "DTRAIN_SHM_CHUNK_BYTES=12", 2, "DTRAIN_SHM_CHUNK_BYTES='12' is not a number",
+     0, "fix or unset the variable"},
+    TRAIN("flag-adam-momentum", "--optimizer adam --momentum 0.5", 2, "--momentum applies to --optimizer sgd only",
+          "drop --momentum (adam and adamw have their own betas)", "--optimizer", "adam", "--momentum", "0.5", QUICK),
+    TRAIN("flag-adam-nesterov", "--optimizer adamw --nesterov 1", 2, "--nesterov applies to --optimizer sgd only",
+          "drop --nesterov", "--optimizer", "adamw", "--nesterov", "1", QUICK),
+    TRAIN("flag-nesterov-no-momentum", "--momentum 0 --nesterov 1", 2, "--nesterov 1 needs a momentum > 0",
+          "give --momentum M > 0 or drop --nesterov", "--momentum", "0", "--nesterov", "1", QUICK),
+    TRAIN("flag-mlp-sync-bn", "--model mlp --sync-bn 1", 2, "sync_bn: model mlp has no batch norm",
+          "drop --sync-bn (DTRAIN_SYNC_BN, the config file's sync_bn)", "--model", "mlp", "--sync-bn", "1", QUICK),
+    TRAIN("flag-zero-no-dp", "--zero 3 --enable-data-parallel 0", 2, "zero_opt_level 3 shards over the data-parallel ranks",
+          "drop one of them", "--zero", "3", "--enable-data-parallel", "0", QUICK),
+    TRAIN("flag-dropout-lenet", "--model lenet --dropout 0.5", 2, "--dropout: model lenet has no dropout",
+          "drop --dropout (the cnn has one)", "--model", "lenet", "--dropout", "0.5", QUICK),
+    TRAIN("flag-hidden-lenet", "--model lenet --hidden1 64", 2, "--hidden1: model lenet has no hidden sizes",
+          "drop --hidden1/--hidden2 (mlp and cnn have them)", "--model", "lenet", "--hidden1", "64", QUICK),
+    TRAIN("flag-min-lr-const", "--min-lr 0.001 with --schedule const", 2, "--min-lr is the floor of --schedule cosine",
+          "add --schedule cosine or drop --min-lr", "--min-lr", "0.001", QUICK),
+    TRAIN("flag-every-no-dir", "--checkpoint-every 5 without --checkpoint-dir", 2,
+          "--checkpoint-every needs --checkpoint-dir", "give --checkpoint-dir DIR", "--checkpoint-every", "5", QUICK),
 
     /* data files through the trainer: exit code 1, the file named */
     TRAIN("train-data-missing", "--data DIR without the files", 1, "cannot open", "install dataset-fashion-mnist or fix --data",
@@ -761,8 +799,6 @@ static const row g_rows[] = {
     {"bench-oom", "launch", "dtrain-bench -b 16384G (more than the memory)", K_PROC, NULL,
      {"$B", "-b", "16384G", "-e", "16384G", NULL}, NULL, 1,
      "the buffers could not be allocated on some rank (out of memory)", 0, "choose sizes that fit (-b / -e)"},
-    {"launch-bad-backend", "launch", "DTRAIN_BACKEND=bogus", K_PROC, NULL, {"$T", QUICK, NULL}, "DTRAIN_BACKEND=bogus", 1,
-     "DTRAIN_BACKEND='bogus' is not a backend of this build", 0, "use auto, mpi or void"},
 };
 #define NROWS ((int)(sizeof g_rows / sizeof g_rows[0]))
 

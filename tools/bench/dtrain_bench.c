@@ -680,7 +680,8 @@ int main(int argc, char **argv) {
     if (rc != DT_OK) {
         fprintf(stderr, "dtrain-bench: dt_init failed: %s (%s)\n", dt_status_str(rc),
                 dt_last_error());
-        return 1;
+        /* a malformed DTRAIN_* setting is a usage error, like a bad option */
+        return rc == DT_ERR_INVALID || rc == DT_ERR_UNSUPPORTED ? 2 : 1;
     }
     g_world = dt_comm_world();
     g_rank = dt_comm_rank(g_world);

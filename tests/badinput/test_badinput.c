@@ -581,7 +581,7 @@ static const row g_rows[] = {
 
     /* checkpoints */
     CALL("ckpt-missing", "checkpoint", "checkpoint directory missing", ck_missing, DT_ERR_IO, "no checkpoint: directory does not exist",
-         "check the path; a crashed save leaves DIR.old, which is used automatically"),
+         "check the path (a crashed save never removes the last committed checkpoint)"),
     CALL("ckpt-manifest-truncated", "checkpoint", "manifest.json cut by 40 bytes", ck_manifest_truncated, DT_ERR_IO,
          "manifest JSON syntax error", "the checkpoint is damaged: use an older one"),
     CALL("ckpt-rank-truncated", "checkpoint", "rank-00000.g1.bin cut by 4 bytes", ck_rank_truncated, DT_ERR_IO,

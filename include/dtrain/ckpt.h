@@ -1,18 +1,19 @@
 /* dtrain/ckpt.h - sharded training-state checkpoints (model-agnostic).
  *
  * A checkpoint is a DIRECTORY:
- *   DIR/manifest.json     format version, step, epoch, position in the epoch,
- *                         RNG state, world size, ZeRO level, parameter/buffer
- *                         counts, the named state vectors (e.g. "params",
- *                         "exp_avg", "exp_avg_sq", "momentum_buffer", "buffers")
- *                         with their total lengths, one entry per rank file
- *                         (the ranges it holds, its byte size and CRC32) and
- *                         free-form string metadata (model name, optimizer,
- *                         dist config JSON...) for the caller's compatibility
- *                         checks.
- *   DIR/rank-00000.bin    one file per writing rank: a header (magic
- *   DIR/rank-00001.bin    "DTCKPT01", version, rank, the ranges) followed by
- *   ...                   the raw little-endian f32 data of its ranges, in order.
+ *   DIR/manifest.json        format version, generation, step, epoch, position in
+ *                            the epoch, RNG state, world size, ZeRO level,
+ *                            parameter/buffer counts, the named state vectors
+ *                            (e.g. "params", "exp_avg", "exp_avg_sq",
+ *                            "momentum_buffer", "buffers") with their total
+ *                            lengths, one entry per rank file (the ranges it
+ *                            holds, its byte size and CRC32) and free-form string
+ *                            metadata (model name, optimizer, dist config JSON...)
+ *                            for the caller's compatibility checks.
+ *   DIR/rank-00000.gG.bin    one file per writing rank of generation G: a header
+ *   DIR/rank-00001.gG.bin    (magic "DTCKPT01", version, rank, the ranges)
+ *   ...                      followed by the raw little-endian f32 data of its
+ *                            ranges, in order.
  *
  * A rank file holds any list of ranges [offset, offset + count) of any state
  * vectors (a ZeRO rank its partition of each vector; with replicated state
@@ -21,25 +22,41 @@
  * pieces from whichever rank files hold it, so a checkpoint written at one
  * world size / ZeRO level can be loaded at another.
  *
- * Saving (the caller drives the collective part):
- *   1. (optional) rank 0: dt_ckpt_prepare(DIR) removes a stale DIR.tmp; barrier.
- *   2. every rank that holds state: dt_ckpt_write_shard(DIR, rank, &shard, NULL)
- *      writes DIR.tmp/rank-RRRRR.bin (DIR.tmp is created with mode 0700) and
- *      fsyncs it. Existing files of the same name (a crashed save) are replaced.
+ * The directory is never renamed, moved or replaced, and dtrain never removes
+ * a file it did not write. Every save is a new GENERATION (1, 2, ...) whose
+ * rank files have new names beside the previous checkpoint's:
+ *   1. rank 0: dt_ckpt_prepare(DIR, &G) checks that DIR may hold checkpoints
+ *      (it is created, mode 0700, if missing; an existing DIR must be a
+ *      directory that is empty, holds a dtrain checkpoint (manifest.json of
+ *      ours), or only dtrain's own leftovers of an interrupted save; anything
+ *      else is refused with DT_ERR_INVALID and left untouched), that a file
+ *      can be created in it, and returns the next generation G (one above any
+ *      generation present). The caller gives G to every writing rank.
+ *   2. every rank that holds state: dt_ckpt_write_shard(DIR, G, rank, &shard,
+ *      NULL) writes DIR/rank-RRRRR.gG.bin and fsyncs it and DIR.
  *   3. barrier (the caller's).
- *   4. rank 0: dt_ckpt_commit(DIR, &manifest) reads the rank files' headers
- *      (or takes the table the caller gathered), checks that every vector is
- *      fully covered, writes DIR.tmp/manifest.json, fsyncs, removes stray files
- *      from DIR.tmp, then swaps atomically:
- *         rename DIR -> DIR.old (if DIR exists); rename DIR.tmp -> DIR;
- *         fsync the parent; remove DIR.old.
- *      If a step fails, DIR is restored from DIR.old: nothing is overwritten by
- *      a failed save.
- * Crash safety / recovery rule: at every instant either DIR or (between the
- * two renames) DIR.old holds a complete checkpoint. dt_ckpt_load_manifest uses
- * DIR; if DIR does not exist but DIR.old does, it uses DIR.old. DIR.tmp is
- * never read. The next commit first renames a lone DIR.old back to DIR, or
- * deletes DIR.old if DIR exists.
+ *   4. rank 0: dt_ckpt_commit(DIR, &manifest) with manifest.generation = G
+ *      reads the rank files' headers (or takes the table the caller gathered),
+ *      checks that every vector is fully covered, writes
+ *      DIR/manifest.json.tmp, fsyncs it, renames it over DIR/manifest.json
+ *      (the one atomic step that switches checkpoints), fsyncs DIR, then
+ *      removes the files of earlier generations: the rank files named in the
+ *      previous manifest and any rank-RRRRR.gK.bin / rank-RRRRR.bin with K < G
+ *      left by an interrupted save. A failed commit removes this generation's
+ *      rank files and the temporary manifest; the previous checkpoint stays.
+ * Crash safety: until the rename, manifest.json names the previous
+ * generation's files, which are untouched; after it, the new generation's,
+ * which were fsynced before. A crash at any point therefore leaves the last
+ * committed checkpoint loadable; its leftovers (rank files of an unfinished
+ * generation, manifest.json.tmp, files of an older generation) are removed by
+ * the next successful commit. Other files in DIR (a user's) are never touched.
+ *
+ * Format versions: 2 (written): "generation" field, rank files
+ * rank-RRRRR.gG.bin. 1 (dtrain before generations): no "generation", rank
+ * files rank-RRRRR.bin; still read (generation 0), and a save into such a
+ * directory replaces it like any older generation. Format 1 writers swapped
+ * DIR.tmp / DIR.old by rename; for a crash of theirs, a load of a DIR that is
+ * missing or has no manifest.json uses DIR.old/manifest.json if that exists.
  *
  * Loading: dt_ckpt_load_manifest validates the manifest (format, version,
  * every field, ranges inside the vectors, byte sizes consistent with the
@@ -49,12 +66,12 @@
  *
  * Errors name the file: missing directory / manifest / rank file, truncated
  * rank file, checksum mismatch, bad magic, manifest JSON syntax: DT_ERR_IO;
- * unsupported format version ("format version 2 not supported (this build
- * reads 1)"): DT_ERR_UNSUPPORTED; a requested range not covered by the rank
- * files, or rank files that disagree with the manifest: DT_ERR_MISMATCH; bad
- * arguments (range beyond the vector, unknown vector): DT_ERR_INVALID.
- * DIR may carry trailing slashes ("ckpt/" is "ckpt"); DIR.tmp and DIR.old are
- * its siblings, so they must be on the same file system (rename).
+ * unsupported format version ("format version 3 not supported (this build
+ * reads 1 and 2)"): DT_ERR_UNSUPPORTED; a requested range not covered by the
+ * rank files, or rank files that disagree with the manifest: DT_ERR_MISMATCH;
+ * bad arguments (range beyond the vector, unknown vector, a DIR that is not a
+ * directory or holds someone else's files): DT_ERR_INVALID.
+ * DIR may carry trailing slashes ("ckpt/" is "ckpt") and may be ".".
  * This build requires a little-endian host (DT_ERR_UNSUPPORTED otherwise). */
 #ifndef DTRAIN_CKPT_H
 #define DTRAIN_CKPT_H
@@ -66,7 +83,8 @@
 extern "C" {
 #endif
 
-#define DT_CKPT_FORMAT_VERSION 1
+#define DT_CKPT_FORMAT_VERSION 2      /* written; version 1 is still read */
+#define DT_CKPT_FORMAT_VERSION_MIN 1
 #define DT_CKPT_MAX_NAME 255            /* bytes in a vector name */
 #define DT_CKPT_MAX_MANIFEST (64u << 20) /* bytes in manifest.json */
 #define DT_CKPT_MAX_WORLD (1 << 20)
@@ -91,7 +109,8 @@ typedef struct dt_ckpt_shard {
     const dt_ckpt_range *ranges;
 } dt_ckpt_shard;
 
-/* One rank file as listed in the manifest (file name rank-%05d.bin). */
+/* One rank file as listed in the manifest (file name rank-%05d.g<generation>.bin;
+ * rank-%05d.bin in format version 1). */
 typedef struct dt_ckpt_rank_file {
     int rank;
     int nranges;
@@ -108,19 +127,22 @@ typedef struct dt_ckpt_shard_info {
 } dt_ckpt_shard_info;
 
 /* The manifest. For dt_ckpt_commit the caller fills it (pointers to its own
- * storage; priv_ NULL; format_version ignored, always written as
- * DT_CKPT_FORMAT_VERSION). nranks == 0 asks commit to discover the rank table
- * from DIR.tmp/rank-*.bin for ranks 0..world_size-1 (each must exist; their
- * CRC is computed by reading them). nranks > 0 gives the table (ranks,
+ * storage; priv_ NULL; generation from dt_ckpt_prepare; format_version
+ * ignored, always written as DT_CKPT_FORMAT_VERSION). nranks == 0 asks commit
+ * to discover the rank table from DIR/rank-*.gG.bin for ranks
+ * 0..world_size-1 (each must exist; their CRC is computed by reading them). nranks > 0 gives the table (ranks,
  * ranges, bytes and crc32 from each rank's dt_ckpt_shard_info; commit checks
  * sizes and headers, not the CRC).
  * Objects from dt_ckpt_load_manifest / dt_ckpt_manifest_parse own all their
  * memory: free them with dt_ckpt_manifest_free; do not modify them. */
 typedef struct dt_ckpt_manifest {
-    int format_version;
+    int format_version;       /* 2, or 1 for a checkpoint of an older dtrain */
+    uint64_t generation;      /* the save's generation (>= 1); 0 in format version 1 */
     uint64_t step;            /* optimizer steps taken */
     uint64_t epoch;
-    uint64_t epoch_position;  /* batches consumed inside the epoch */
+    uint64_t epoch_position;  /* position inside the epoch, in the caller's unit
+                               * (dtrain-train: samples of the epoch's global
+                               * order, see its "epoch_position_unit" metadata) */
     uint64_t rng_state[4];    /* written as 16-digit hex strings */
     int world_size;           /* 1..DT_CKPT_MAX_WORLD: ranks at save time */
     int zero_level;           /* 0..3 */
@@ -135,20 +157,29 @@ typedef struct dt_ckpt_manifest {
     void *priv_;                    /* library-owned (cache); NULL in caller-built */
 } dt_ckpt_manifest;
 
-/* Rank 0, optional, before any rank writes: removes a leftover DIR.tmp from a
- * crashed save and creates an empty one (mode 0700). */
-int dt_ckpt_prepare(const char *dir);
+/* Rank 0, before any rank writes (and, to fail early, before training):
+ * creates DIR (mode 0700) if it is missing, checks that it may hold
+ * checkpoints and that a file can be created in it (see above), and stores the
+ * generation of the next save in *generation (may be NULL). Refusals:
+ * DT_ERR_INVALID ("exists and is not a directory", "directory is not empty
+ * and holds no dtrain checkpoint (it contains 'x')", a manifest.json that is
+ * not a readable dtrain manifest); DT_ERR_IO (cannot create or write). */
+int dt_ckpt_prepare(const char *dir, uint64_t *generation);
 
-/* Writes DIR.tmp/rank-RRRRR.bin (creating DIR.tmp, mode 0700, if needed) and
- * fsyncs it. Each range needs count values at data. info may be NULL. */
-int dt_ckpt_write_shard(const char *dir, int rank, const dt_ckpt_shard *shard, dt_ckpt_shard_info *info);
+/* Writes DIR/rank-RRRRR.gG.bin (G = generation from dt_ckpt_prepare; DIR must
+ * exist) and fsyncs it and DIR. A file of the same name (an interrupted save)
+ * is replaced. Each range needs count values at data. info may be NULL. */
+int dt_ckpt_write_shard(const char *dir, uint64_t generation, int rank, const dt_ckpt_shard *shard,
+                        dt_ckpt_shard_info *info);
 
 /* Rank 0, after every rank's dt_ckpt_write_shard returned (caller's barrier):
- * writes the manifest and atomically replaces DIR (see above). */
+ * writes the manifest of generation m->generation and switches to it
+ * atomically (see above). DT_ERR_STATE if DIR already holds that generation
+ * or a later one (another writer saved into DIR meanwhile). */
 int dt_ckpt_commit(const char *dir, const dt_ckpt_manifest *m);
 
-/* Reads and validates DIR/manifest.json (or DIR.old/manifest.json, see the
- * recovery rule). */
+/* Reads and validates DIR/manifest.json (or DIR.old/manifest.json of a format
+ * version 1 writer's crash, see above). */
 int dt_ckpt_load_manifest(const char *dir, dt_ckpt_manifest **out);
 
 /* Parses and validates a manifest from memory (fuzzing entry point). Error
@@ -156,8 +187,9 @@ int dt_ckpt_load_manifest(const char *dir, dt_ckpt_manifest **out);
  * dt_ckpt_read_range given a directory. */
 int dt_ckpt_manifest_parse(const char *json, size_t len, dt_ckpt_manifest **out);
 
-/* Serializes m (caller-built or loaded; validated first) as manifest JSON:
- * *out is malloc'd, NUL-terminated (free() it), *len its length (may be NULL). */
+/* Serializes m (caller-built or loaded; validated first) as manifest JSON, in
+ * format version 2 (generation >= 1) or 1 (generation 0): *out is malloc'd,
+ * NUL-terminated (free() it), *len its length (may be NULL). */
 int dt_ckpt_manifest_to_json(const dt_ckpt_manifest *m, char **out, size_t *len);
 
 void dt_ckpt_manifest_free(dt_ckpt_manifest *m);
@@ -179,9 +211,11 @@ int dt_ckpt_vector_index(const dt_ckpt_manifest *m, const char *name);
 const char *dt_ckpt_meta_get(const dt_ckpt_manifest *m, const char *key);
 
 /* Testing: fault injection. The hook is called before each file-system step
- * with its name: "shard_write", "manifest_write", "rename_old", "rename_new",
- * "remove_old". Return 0 to proceed, DT_CKPT_FAULT_FAIL to make the step fail
- * (the function cleans up and rolls back as for a real error), or
+ * with its name: "shard_write" (after the rank file was created, before its
+ * data), "shard_sync" (data written, before fsync), "manifest_write",
+ * "manifest_sync" (before the fsyncs of manifest.json.tmp and DIR),
+ * "rename_manifest", "remove_old". Return 0 to proceed, DT_CKPT_FAULT_FAIL to
+ * make the step fail (the function cleans up as for a real error), or
  * DT_CKPT_FAULT_CRASH to stop right there with DT_ERR_IO and no cleanup (what
  * a killed process leaves behind). NULL removes the hook. Process-wide, not
  * thread-safe. */

@@ -43,7 +43,9 @@ int dt_config_set(dt_config *cfg, const char *key, const char *value);
 int dt_config_from_env(dt_config *cfg);
 /* Apply a JSON object {"key": value, ...} (flat; numbers, booleans, strings). */
 int dt_config_parse_json(dt_config *cfg, const char *text);
-/* Apply a JSON file; DT_ERR_IO naming the file if it cannot be read. */
+/* Apply a JSON file; DT_ERR_IO naming the file if it cannot be read, is
+ * larger than 8191 bytes, or is not a regular file (a directory, a FIFO or a
+ * device is refused at once, never waited on). */
 int dt_config_load(dt_config *cfg, const char *path);
 /* Write cfg as one JSON object into buf (always NUL-terminated); returns the
  * length needed (excluding NUL), like snprintf, or a negative status. */

@@ -101,27 +101,36 @@ int dt_dataset_batch(const dt_dataset *ds, const int64_t *indices, int B, float 
 /* ---- distributed sampler --------------------------------------------------- */
 
 /* PyTorch DistributedSampler semantics over a dataset of n samples split among
- * num_replicas ranks. Every epoch:
+ * num_replicas ranks. Every epoch (that starts at position `start` of its global
+ * order: 0, or where a checkpoint was taken, see dt_sampler_set_start):
  *   1. order = a permutation of [0, n) drawn with dt_rng_seed2(seed, epoch) and
  *      dt_rng_shuffle_i64 (identical on all ranks), or [0, 1, ..., n-1] when
  *      shuffle == 0;
- *   2. drop_last == 0: num_samples = ceil(n / R); the order is padded to
- *      total_size = num_samples * R by wrapping around (order[n + j] =
- *      order[j mod n]; repeated if n < R);
- *      drop_last == 1: num_samples = floor(n / R); the order is cut to
- *      total_size = num_samples * R (the tail is dropped);
- *   3. rank r takes order[r], order[r + R], order[r + 2R], ...: num_samples
+ *   2. drop_last == 0: num_samples = ceil((n - start) / R); the order is
+ *      padded to total_size = start + num_samples * R by wrapping around
+ *      (order[p] = order[p mod n] for p >= n; repeated if n < R);
+ *      drop_last == 1: num_samples = floor((n - start) / R); the order is cut
+ *      to total_size = start + num_samples * R (the tail is dropped);
+ *      (0 when start >= n: the epoch is over)
+ *   3. rank r takes order[start + r], order[start + r + R], ...: num_samples
  *      indices. With drop_last == 1 the ranks' parts are disjoint; with 0 they
  *      are disjoint except for the (total_size - n) padded repeats, and
- *      together they cover [0, n).
+ *      together they cover [start, n) of the order.
+ * After every rank has taken `taken` indices, the epoch's global order has been
+ * consumed up to position start + taken * R (dt_sampler_position), whatever R:
+ * an epoch interrupted there continues at that position with any number of
+ * ranks (and any batch size) with no sample lost and none repeated beyond the
+ * padding; with the same R it continues with exactly the indices an
+ * uninterrupted epoch would have given.
  * The fields are read-only for users (set them through the functions). */
 typedef struct dt_sampler {
     int64_t n;
     int num_replicas, rank;
     int shuffle, drop_last;
     uint64_t seed, epoch;
-    int64_t num_samples; /* indices per rank per epoch */
-    int64_t total_size;  /* num_samples * num_replicas */
+    int64_t start;       /* position of the global order the current epoch starts at */
+    int64_t num_samples; /* indices per rank in the current epoch */
+    int64_t total_size;  /* start + num_samples * num_replicas */
 } dt_sampler;
 
 /* Initialise for epoch 0. Errors (DT_ERR_INVALID): NULL s, n < 1,
@@ -130,8 +139,17 @@ typedef struct dt_sampler {
 int dt_sampler_init(dt_sampler *s, int64_t n, int num_replicas, int rank, int shuffle,
                     int drop_last, uint64_t seed);
 /* Select the epoch (the permutation); call it at the start of every epoch, with
- * the same value on all ranks. No-op for NULL s. */
+ * the same value on all ranks. The epoch starts at position 0. No-op for NULL s. */
 void dt_sampler_set_epoch(dt_sampler *s, uint64_t epoch);
+/* Start the current epoch at position `start` of its global order (resuming an
+ * epoch interrupted there, in any layout): num_samples and total_size follow
+ * (rule above; start >= n leaves nothing). Same value on all ranks.
+ * DT_ERR_INVALID for NULL s, an uninitialised sampler, start < 0 or > 2^62. */
+int dt_sampler_set_start(dt_sampler *s, int64_t start);
+/* The position in the current epoch's global order once every rank has taken
+ * `taken` of its indices: start + taken * num_replicas (negative dt_status for
+ * NULL s or taken outside [0, num_samples]). */
+int64_t dt_sampler_position(const dt_sampler *s, int64_t taken);
 /* Indices this rank gets per epoch (negative dt_status for NULL s). */
 int64_t dt_sampler_num_samples(const dt_sampler *s);
 /* Write this rank's num_samples indices for the current epoch into out. O(n)
@@ -147,16 +165,17 @@ int dt_sampler_indices(const dt_sampler *s, int64_t *out);
 typedef struct dt_batch_iter {
     int64_t *indices; /* this rank's indices for the epoch (owned) */
     int64_t count;    /* number of indices (the sampler's num_samples) */
+    int64_t cap;      /* allocated indices */
     int64_t pos;      /* next index to hand out */
     int batch_size, drop_last;
 } dt_batch_iter;
 
-/* Take the sampler's indices for its current epoch. batch_size >= 1,
- * drop_last 0/1, else DT_ERR_INVALID; DT_ERR_NOMEM. *it is zeroed on
+/* Take the sampler's indices for its current epoch (may be none). batch_size
+ * >= 1, drop_last 0/1, else DT_ERR_INVALID; DT_ERR_NOMEM. *it is zeroed on
  * failure. Free with dt_batch_iter_free. */
 int dt_batch_iter_init(dt_batch_iter *it, const dt_sampler *s, int batch_size, int drop_last);
-/* Re-take the sampler's indices (after dt_sampler_set_epoch) and rewind. The
- * sampler must have the same num_samples as at init (DT_ERR_INVALID). */
+/* Re-take the sampler's indices (after dt_sampler_set_epoch / _set_start) and
+ * rewind; the epoch may be longer or shorter than before (DT_ERR_NOMEM). */
 int dt_batch_iter_reset(dt_batch_iter *it, const dt_sampler *s);
 /* Batches per epoch: count / B with drop_last, ceil(count / B) without
  * (negative dt_status for NULL it). Equal on all ranks of one sampler setup. */

@@ -80,6 +80,17 @@ uint64_t dt_st_nbytes(const dt_st_info *info);
  * or aborted (close then fails and removes the file). */
 typedef struct dt_st_writer dt_st_writer;
 
+/* The target: path may be missing or a regular file, or a symbolic link to a
+ * regular file (which is then replaced, the link kept). A directory, device,
+ * FIFO or socket (/dev/null, /dev/stdout on a terminal or pipe) is refused
+ * with DT_ERR_INVALID by dt_st_writer_open and dt_st_writer_check: the file is
+ * renamed into place, which must never replace a special file.
+ * dt_st_writer_check(path) checks that now, without writing the model: the
+ * target's kind, and that a file can be created beside it (DT_ERR_IO naming
+ * the path and the reason otherwise); for callers that want to fail before
+ * hours of work rather than after. */
+int dt_st_writer_check(const char *path);
+
 int dt_st_writer_open(const char *path, const dt_st_info *tensors, int n, const char *metadata_json,
                       dt_st_writer **out);
 int dt_st_writer_write(dt_st_writer *w, int i, const void *data);

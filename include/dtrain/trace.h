@@ -20,7 +20,9 @@ int dt_trace_enabled(void);
 /* Record one complete event [start_us, end_us) named `name` (copied) in
  * category `cat` (a static string) on lane `tid`. */
 void dt_trace_event(const char *name, const char *cat, int tid, double start_us, double end_us);
-/* Write the JSON file and stop recording. */
+/* Write the JSON file and stop recording. Every write is checked: DT_ERR_IO
+ * naming the file and the reason (e.g. "No space left on device") if any
+ * failed. */
 int dt_trace_close(void);
 
 #ifdef __cplusplus

@@ -65,9 +65,13 @@ typedef struct dt_train_options {
 
 typedef struct dt_train_result {
     long steps;              /* optimizer steps taken */
-    int epochs;              /* epochs completed (a partial last one counts) */
-    double last_loss;        /* mean training loss of the last epoch, over all ranks */
-    double train_acc;        /* last epoch, over all ranks, in [0,1] */
+    int epochs;              /* epochs trained in by this run, counted to the last
+                              * (a partial one counts; one with nothing left to
+                              * train after a resume does not): 0 = nothing trained */
+    double last_loss;        /* mean training loss of the last epoch, over all ranks;
+                              * NaN if this run trained no step (resumed from a
+                              * checkpoint already at --epochs / --max-steps) */
+    double train_acc;        /* last epoch, over all ranks, in [0,1]; NaN as last_loss */
     double test_acc;         /* last evaluation, whole test set, in [0,1]; -1 if none */
     double samples_per_s;    /* global training throughput of the last epoch */
     double median_step_s;    /* median wall time of one optimizer step (this rank) */
@@ -86,7 +90,13 @@ typedef struct dt_trainer dt_trainer;
 void dt_train_options_default(dt_train_options *o);
 /* Parse command-line flags (argv[0] skipped) onto *o. "--flag value" or
  * "--flag=value". Returns DT_OK, 1 when --help was given (usage printed to
- * stdout), or DT_ERR_INVALID naming the flag and value. The precedence of the
+ * stdout), or DT_ERR_INVALID naming the flag and value. Flags that contradict
+ * each other or would have no effect are refused too: --momentum or
+ * --nesterov with adam/adamw, --nesterov 1 with momentum 0, sync_bn with a
+ * model without batch norm (mlp), zero_opt_level > 0 with
+ * enable_data_parallel off, --dropout with mlp/lenet, --hidden1/2 with lenet,
+ * --min-lr without --schedule cosine, --checkpoint-every without
+ * --checkpoint-dir. The precedence of the
  * dist config: defaults < --config FILE < DTRAIN_* environment < flags. */
 int dt_train_parse_args(dt_train_options *o, int argc, char **argv);
 /* Usage text. */
@@ -96,9 +106,18 @@ const char *dt_train_usage(void);
 size_t dt_train_options_size(void);
 
 /* Build everything (loads data, creates model, optimizer, data parallelism)
- * over o->comm. Collective over the communicator. */
+ * over o->comm. Collective over the communicator. Every output path is
+ * checked first, before anything is trained (rank 0: checkpoint_dir with
+ * dt_ckpt_prepare, save_model with dt_st_writer_check, json_path opened;
+ * every rank: its timeline opened); a failure on any rank is returned on
+ * every rank with that rank's message ("rank R: ..."). */
 int dt_trainer_create(const dt_train_options *o, dt_trainer **out);
-/* Train for o->epochs (or until max_steps); fills *res (may be NULL). */
+/* Train for o->epochs (or until max_steps); fills *res (may be NULL). At the
+ * end (after the checkpoint and the model were saved) the JSON lines file and
+ * the timeline are closed: a write of either that failed at any time (full
+ * disk) makes it return DT_ERR_IO naming the file and the reason; training
+ * itself is never stopped by a failed metrics write (reported once on stderr
+ * when it happens). */
 int dt_trainer_fit(dt_trainer *t, dt_train_result *res);
 /* Evaluate on the test set split across ranks: accuracy in [0,1]. */
 int dt_trainer_evaluate(dt_trainer *t, double *acc, double *loss);
@@ -106,15 +125,18 @@ dt_model *dt_trainer_model(dt_trainer *t);
 /* Copy the full parameter vector into dst (num_params floats) on the rank with
  * world rank `root`; collective (ZeRO-3 gathers it). */
 int dt_trainer_gather_params(dt_trainer *t, float *dst, int root);
-/* Print the memory accounting table (dtrain/mem.h) to f (rank 0 only) and
- * append it as a JSON object to the JSON lines file if one is open. */
+/* Print the memory accounting table (dtrain/mem.h) to f (rank 0 only). The
+ * JSON lines file gets the same as {"type":"memory"} records by itself, at the
+ * end of dt_trainer_create ("start") and of dt_trainer_fit ("end"). */
 void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when);
 void dt_trainer_free(dt_trainer *t);
 
 /* Consolidated model: parameters and batch-norm buffers by state_dict name in
  * the safetensors format, written by the rank with world rank 0 (ZeRO-3:
  * gathered to it one tensor at a time). Collective. The file appears
- * atomically (temporary name, fsync, rename). */
+ * atomically (temporary name, fsync, rename); path must be a regular file, a
+ * new one or a symbolic link to a regular file (dtrain/safetensors.h:
+ * special files are refused with DT_ERR_INVALID). */
 int dt_trainer_save_model(dt_trainer *t, const char *path);
 /* Training-state checkpoint (dtrain/ckpt.h): a directory with a manifest and
  * one file per rank holding its partition [r*S, (r+1)*S) of the parameters and
@@ -124,7 +146,10 @@ int dt_trainer_save_model(dt_trainer *t, const char *path);
 int dt_trainer_save_checkpoint(dt_trainer *t, const char *dir);
 /* Load a checkpoint into a freshly created trainer (before dt_trainer_fit):
  * any world size and ZeRO level (the state is resharded); the same world size
- * and level continue bit-identically. Refuses a checkpoint of another model or
+ * and level continue bit-identically. The epoch continues at the checkpoint's
+ * sample of its global order (metadata "epoch_position_unit": "samples") with
+ * any world size, batch size or accumulation; a checkpoint without that
+ * metadata (older dtrain) counted micro-batches of this run's batch size. Refuses a checkpoint of another model or
  * optimizer (DT_ERR_MISMATCH), a corrupted or truncated one (DT_ERR_IO, naming
  * the file), an unknown format version (DT_ERR_UNSUPPORTED). Collective. */
 int dt_trainer_resume(dt_trainer *t, const char *dir);

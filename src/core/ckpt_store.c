@@ -22,6 +22,7 @@
 #define RF_MAX_HEADER (64u << 20)
 #define MAX_VECTOR_LEN (1ull << 60)   /* elements; keeps byte counts far from overflow */
 #define MANIFEST "manifest.json"
+#define MANIFEST_TMP "manifest.json.tmp"
 #define FORMAT_NAME "dtrain-checkpoint"
 
 #define BE_CHECK()                                                                       \
@@ -40,12 +41,45 @@ void dt_ckpt_set_fault_hook(dt_ckpt_fault_fn fn, void *arg) {
 static int fault(const char *step) { return g_fault ? g_fault(step, g_fault_arg) : 0; }
 
 /* ---- helpers ---------------------------------------------------------------- */
-static void rank_name(char *buf, size_t cap, int rank) { snprintf(buf, cap, "rank-%05d.bin", rank); }
+/* A rank file's name: rank-RRRRR.gG.bin, or rank-RRRRR.bin in format version 1
+ * (generation 0). */
+static void rank_name(char *buf, size_t cap, int rank, uint64_t gen) {
+    if (gen) snprintf(buf, cap, "rank-%05d.g%llu.bin", rank, (unsigned long long)gen);
+    else snprintf(buf, cap, "rank-%05d.bin", rank);
+}
 
-static char *rank_path(const char *dir, int rank) {
-    char name[32];
-    rank_name(name, sizeof name, rank);
+static char *rank_path(const char *dir, int rank, uint64_t gen) {
+    char name[64];
+    rank_name(name, sizeof name, rank, gen);
     return dtck_join(dir, name);
+}
+
+/* 1 if name is exactly what rank_name writes for some rank and generation
+ * (then *gen is set): the files dtrain itself writes into a checkpoint
+ * directory, the only ones it may ever remove. */
+static int parse_rank_name(const char *name, uint64_t *gen) {
+    if (strncmp(name, "rank-", 5) != 0) return 0;
+    const char *p = name + 5;
+    long rank = 0;
+    int nd = 0;
+    for (; *p >= '0' && *p <= '9' && nd < 8; p++, nd++) rank = rank * 10 + (*p - '0');
+    if (nd < 5 || rank >= DT_CKPT_MAX_WORLD) return 0;
+    uint64_t g = 0;
+    if (strncmp(p, ".g", 2) == 0) {
+        p += 2;
+        nd = 0;
+        for (; *p >= '0' && *p <= '9' && nd < 20; p++, nd++) {
+            if (g > (UINT64_MAX - 9) / 10) return 0;
+            g = g * 10 + (uint64_t)(*p - '0');
+        }
+        if (nd == 0 || g == 0) return 0;
+    }
+    if (strcmp(p, ".bin") != 0) return 0;
+    char canon[64];
+    rank_name(canon, sizeof canon, (int)rank, g);
+    if (strcmp(canon, name) != 0) return 0; /* leading zeros and the like: not ours */
+    *gen = g;
+    return 1;
 }
 
 /* dir without trailing slashes, malloc'd ("ckpt/" and "ckpt" name the same
@@ -300,16 +334,24 @@ static int parse_manifest(const char *fname, const char *json, size_t len, ck_ho
     }
     uint64_t ver;
     if ((rc = get_u64(fname, root, "manifest", "format_version", &ver))) goto fail;
-    if (ver != DT_CKPT_FORMAT_VERSION) {
-        rc = DT_ERR(DT_ERR_UNSUPPORTED, "%s: format version %llu not supported (this build reads %d)", fname,
-                    (unsigned long long)ver, DT_CKPT_FORMAT_VERSION);
+    if (ver < DT_CKPT_FORMAT_VERSION_MIN || ver > DT_CKPT_FORMAT_VERSION) {
+        rc = DT_ERR(DT_ERR_UNSUPPORTED, "%s: format version %llu not supported (this build reads %d and %d)", fname,
+                    (unsigned long long)ver, DT_CKPT_FORMAT_VERSION_MIN, DT_CKPT_FORMAT_VERSION);
         goto fail;
     }
     m->format_version = (int)ver;
-    static const char *const top_keys[] = {"format", "format_version", "step", "epoch", "epoch_position",
-                                           "rng_state", "world_size", "zero_level", "num_params", "num_buffers",
-                                           "vectors", "ranks", "metadata", NULL};
+    static const char *const top_keys[] = {"format", "format_version", "generation", "step", "epoch",
+                                           "epoch_position", "rng_state", "world_size", "zero_level", "num_params",
+                                           "num_buffers", "vectors", "ranks", "metadata", NULL};
     if ((rc = check_keys(fname, root, "manifest", top_keys))) goto fail;
+    /* version 2 names its generation (>= 1); version 1 has none (generation 0) */
+    if (ver >= 2) {
+        if ((rc = get_u64(fname, root, "manifest", "generation", &m->generation))) goto fail;
+        if (m->generation == 0) { rc = DT_ERR(DT_ERR_IO, "%s: generation 0 (must be >= 1)", fname); goto fail; }
+    } else if (dtj_get(root, "generation")) {
+        rc = DT_ERR(DT_ERR_IO, "%s: manifest: unknown field 'generation' in format version 1", fname);
+        goto fail;
+    }
     if ((rc = get_u64(fname, root, "manifest", "step", &m->step)) ||
         (rc = get_u64(fname, root, "manifest", "epoch", &m->epoch)) ||
         (rc = get_u64(fname, root, "manifest", "epoch_position", &m->epoch_position)) ||
@@ -376,8 +418,8 @@ static int parse_manifest(const char *fname, const char *json, size_t len, ck_ho
             (rc = get_u64(fname, e, "ranks entry", "bytes", &rf->bytes)))
             goto fail;
         const char *file = get_cstr(e, "file");
-        char want[32];
-        rank_name(want, sizeof want, rf->rank);
+        char want[64];
+        rank_name(want, sizeof want, rf->rank, m->generation);
         if (!file || strcmp(file, want) != 0) {
             rc = DT_ERR(DT_ERR_IO, "%s: ranks[%zu]: file must be \"%s\"", fname, i, want);
             goto fail;
@@ -443,25 +485,36 @@ int dt_ckpt_manifest_parse(const char *json, size_t len, dt_ckpt_manifest **out)
     return DT_OK;
 }
 
+/* 1 if dir/name exists (any type), 0 if not, -1 on another error (errno). */
+static int exists_in(const char *dir, const char *name) {
+    char *p = dtck_join(dir, name);
+    if (!p) { errno = ENOMEM; return -1; }
+    int r = dtck_exists(p);
+    free(p);
+    return r;
+}
+
 static int load_impl(const char *dir, dt_ckpt_manifest **out) {
     BE_CHECK();
     if (!dir || !*dir || !out) return DT_ERR(DT_ERR_INVALID, "NULL argument");
     *out = NULL;
     char *resolved = dtck_cat(dir, "");
     if (!resolved) return DT_ERR(DT_ERR_NOMEM, "out of memory");
-    if (dtck_exists(dir) == 0) {
+    int have_dir = dtck_exists(dir);
+    if (have_dir == 0 || exists_in(dir, MANIFEST) == 0) {
+        /* a format version 1 writer crashed between its two renames */
         char *old = dtck_cat(dir, ".old");
-        char *oldm = old ? dtck_join(old, MANIFEST) : NULL;
-        if (!oldm) { free(old); free(resolved); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
-        int have_old = dtck_exists(oldm) == 1;
-        free(oldm);
-        if (!have_old) {
-            free(old);
+        int have_old = old ? exists_in(old, MANIFEST) : -1;
+        if (have_old == 1) {
             free(resolved);
-            return DT_ERR(DT_ERR_IO, "%s: no checkpoint: directory does not exist", dir);
+            resolved = old;
+        } else {
+            free(old);
+            if (have_dir == 0) {
+                free(resolved);
+                return DT_ERR(DT_ERR_IO, "%s: no checkpoint: directory does not exist", dir);
+            }
         }
-        free(resolved);
-        resolved = old; /* crash between the two renames of a commit */
     }
     char *path = dtck_join(resolved, MANIFEST);
     if (!path) { free(resolved); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
@@ -502,7 +555,10 @@ const char *dt_ckpt_meta_get(const dt_ckpt_manifest *m, const char *key) {
 }
 
 static void to_json(dtj_buf *b, const dt_ckpt_manifest *m) {
-    dtj_printf(b, "{\n  \"format\": \"" FORMAT_NAME "\",\n  \"format_version\": %d,\n", DT_CKPT_FORMAT_VERSION);
+    /* generation 0 is a format version 1 checkpoint (no generation field) */
+    dtj_printf(b, "{\n  \"format\": \"" FORMAT_NAME "\",\n  \"format_version\": %d,\n",
+               m->generation ? DT_CKPT_FORMAT_VERSION : 1);
+    if (m->generation) dtj_printf(b, "  \"generation\": %llu,\n", (unsigned long long)m->generation);
     dtj_printf(b, "  \"step\": %llu,\n  \"epoch\": %llu,\n  \"epoch_position\": %llu,\n",
                (unsigned long long)m->step, (unsigned long long)m->epoch, (unsigned long long)m->epoch_position);
     dtj_printf(b, "  \"rng_state\": [\"%016llx\", \"%016llx\", \"%016llx\", \"%016llx\"],\n",
@@ -519,8 +575,8 @@ static void to_json(dtj_buf *b, const dt_ckpt_manifest *m) {
     dtj_puts(b, m->nvectors ? "\n  ],\n  \"ranks\": [" : "],\n  \"ranks\": [");
     for (int r = 0; r < m->nranks; r++) {
         const dt_ckpt_rank_file *rf = &m->ranks[r];
-        char name[32];
-        rank_name(name, sizeof name, rf->rank);
+        char name[64];
+        rank_name(name, sizeof name, rf->rank, m->generation);
         dtj_printf(b, "%s\n    {\"rank\": %d, \"file\": \"%s\", \"bytes\": %llu, \"crc32\": \"%08x\", \"ranges\": [",
                    r ? "," : "", rf->rank, name, (unsigned long long)rf->bytes, (unsigned)rf->crc32);
         for (int j = 0; j < rf->nranges; j++) {
@@ -568,31 +624,128 @@ static uint32_t crc_update(uint32_t crc, const void *p, size_t n) {
     return (uint32_t)c;
 }
 
-static int mkdir_tmp(const char *tmp) {
-    if (mkdir(tmp, 0700) == 0) return DT_OK;
-    if (errno != EEXIST) return DT_ERR(DT_ERR_IO, "%s: cannot create directory: %s", tmp, strerror(errno));
-    struct stat st;
-    if (stat(tmp, &st) != 0 || !S_ISDIR(st.st_mode))
-        return DT_ERR(DT_ERR_IO, "%s: exists and is not a directory", tmp);
-    return DT_OK;
-}
-
-static int prepare_impl(const char *dir) {
-    BE_CHECK();
-    if (!dir || !*dir) return DT_ERR(DT_ERR_INVALID, "NULL or empty dir");
-    char *tmp = dtck_cat(dir, ".tmp");
-    if (!tmp) return DT_ERR(DT_ERR_NOMEM, "out of memory");
-    int rc = DT_OK;
-    if (dtck_rmtree1(tmp) != 0) rc = DT_ERR(DT_ERR_IO, "%s: cannot remove stale directory: %s", tmp, strerror(errno));
-    if (!rc) rc = mkdir_tmp(tmp);
-    if (!rc && dtck_fsync_dir_of(tmp, 0) != 0) rc = DT_ERR(DT_ERR_IO, "%s: fsync parent: %s", tmp, strerror(errno));
-    free(tmp);
+/* ---- the directory ------------------------------------------------------------ */
+/* Scans dir: *foreign gets the first entry that is neither dtrain's
+ * (manifest.json, manifest.json.tmp, a rank file name) nor "."/".." (NULL if
+ * none; malloc'd), *max_gen the largest rank file generation present (0 if
+ * none). */
+static int scan_dir(const char *dir, char **foreign, uint64_t *max_gen) {
+    *foreign = NULL;
+    *max_gen = 0;
+    DIR *d = opendir(dir);
+    if (!d) return DT_ERR(DT_ERR_IO, "%s: cannot list the directory: %s", dir, strerror(errno));
+    struct dirent *e;
+    errno = 0;
+    while ((e = readdir(d)) != NULL) {
+        const char *n = e->d_name;
+        uint64_t g;
+        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || strcmp(n, MANIFEST) == 0 || strcmp(n, MANIFEST_TMP) == 0)
+            continue;
+        if (parse_rank_name(n, &g)) {
+            if (g > *max_gen) *max_gen = g;
+        } else if (!*foreign) {
+            *foreign = dtck_cat(n, "");
+            if (!*foreign) { closedir(d); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
+        }
+        errno = 0;
+    }
+    int rc = errno ? DT_ERR(DT_ERR_IO, "%s: cannot list the directory: %s", dir, strerror(errno)) : DT_OK;
+    closedir(d);
     return rc;
 }
 
-static int write_shard_impl(const char *dir, int rank, const dt_ckpt_shard *shard, dt_ckpt_shard_info *info) {
+/* The generation of the checkpoint in dir (0 for format version 1), or -1 in
+ * *gen_or_none when there is no manifest.json. A manifest that is not a
+ * readable dtrain manifest is refused: dtrain does not write over what it
+ * cannot identify as its own. */
+static int current_generation(const char *dir, int64_t *gen_or_none) {
+    *gen_or_none = -1;
+    char *path = dtck_join(dir, MANIFEST);
+    if (!path) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    struct stat st;
+    int rc = DT_OK;
+    if (lstat(path, &st) != 0) {
+        if (errno != ENOENT) rc = DT_ERR(DT_ERR_IO, "%s: %s", path, strerror(errno));
+        free(path);
+        return rc;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    int r = S_ISREG(st.st_mode) ? dtck_read_file(path, DT_CKPT_MAX_MANIFEST, &text, &len) : -3;
+    ck_holder *h = NULL;
+    if (r == 0) rc = parse_manifest(path, text, len, &h);
+    if (r != 0 || rc) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", r == -3 ? "not a regular file" : r == -2 ? "too large" : r ? strerror(errno)
+                                                                                                  : dt_last_error());
+        rc = DT_ERR(DT_ERR_INVALID,
+                    "%s is not a readable dtrain checkpoint manifest (%s): refusing to write a checkpoint into %s "
+                    "(dtrain never replaces files it cannot identify as its own); move it away or choose "
+                    "another checkpoint directory",
+                    path, why, dir);
+    } else {
+        *gen_or_none = (int64_t)(h->m.generation > (uint64_t)INT64_MAX / 2 ? (uint64_t)INT64_MAX / 2 : h->m.generation);
+    }
+    dt_ckpt_manifest_free(h ? &h->m : NULL);
+    free(text);
+    free(path);
+    return rc;
+}
+
+static int prepare_impl(const char *dir, uint64_t *generation) {
+    BE_CHECK();
+    if (!dir || !*dir) return DT_ERR(DT_ERR_INVALID, "NULL or empty dir");
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        if (errno != ENOENT) return DT_ERR(DT_ERR_IO, "%s: %s", dir, strerror(errno));
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+            return DT_ERR(DT_ERR_IO, "%s: cannot create the checkpoint directory: %s", dir, strerror(errno));
+        if (dtck_fsync_dir_of(dir, 0) != 0) return DT_ERR(DT_ERR_IO, "%s: fsync of its parent: %s", dir, strerror(errno));
+        if (stat(dir, &st) != 0) return DT_ERR(DT_ERR_IO, "%s: %s", dir, strerror(errno));
+    }
+    if (!S_ISDIR(st.st_mode))
+        return DT_ERR(DT_ERR_INVALID,
+                      "%s exists and is not a directory: a checkpoint is a directory (dtrain never moves or "
+                      "replaces the path given); choose another checkpoint directory",
+                      dir);
+    int64_t cur;
+    int rc = current_generation(dir, &cur);
+    if (rc) return rc;
+    char *foreign = NULL;
+    uint64_t max_gen = 0;
+    if ((rc = scan_dir(dir, &foreign, &max_gen))) return rc;
+    if (cur < 0 && foreign) {
+        rc = DT_ERR(DT_ERR_INVALID,
+                    "%s: directory is not empty and holds no dtrain checkpoint (it contains '%.200s'): dtrain "
+                    "writes checkpoints only into a new or empty directory or over one of its own checkpoints, "
+                    "and never deletes files it did not write; choose another checkpoint directory",
+                    dir, foreign);
+        free(foreign);
+        return rc;
+    }
+    free(foreign);
+    uint64_t g = cur > 0 && (uint64_t)cur > max_gen ? (uint64_t)cur : max_gen;
+    if (g >= UINT64_MAX / 2) return DT_ERR(DT_ERR_INVALID, "%s: generation %llu too large", dir, (unsigned long long)g);
+    /* a file can be created here (read-only file system, permissions) */
+    char *probe = dtck_join(dir, MANIFEST_TMP);
+    if (!probe) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) rc = DT_ERR(DT_ERR_IO, "%s: cannot create files in the checkpoint directory: %s", probe, strerror(errno));
+    else {
+        close(fd);
+        unlink(probe);
+    }
+    free(probe);
+    if (!rc && generation) *generation = g + 1;
+    return rc;
+}
+
+static int write_shard_impl(const char *dir, uint64_t gen, int rank, const dt_ckpt_shard *shard,
+                            dt_ckpt_shard_info *info) {
     BE_CHECK();
     if (!dir || !*dir || !shard) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    if (gen == 0 || gen >= UINT64_MAX / 2)
+        return DT_ERR(DT_ERR_INVALID, "generation %llu (use the one dt_ckpt_prepare returned)", (unsigned long long)gen);
     if (rank < 0 || rank >= DT_CKPT_MAX_WORLD) return DT_ERR(DT_ERR_INVALID, "rank %d out of range", rank);
     if (shard->nranges < 0 || (shard->nranges && !shard->ranges))
         return DT_ERR(DT_ERR_INVALID, "rank %d: invalid range list", rank);
@@ -608,12 +761,10 @@ static int write_shard_impl(const char *dir, int rank, const dt_ckpt_shard *shar
     uint64_t hb = rf_header_bytes(shard->ranges, shard->nranges);
     if (hb > RF_MAX_HEADER) return DT_ERR(DT_ERR_INVALID, "rank %d: too many ranges", rank);
     uint64_t db = rf_data_bytes(shard->ranges, shard->nranges);
-    char *tmp = dtck_cat(dir, ".tmp");
-    char *path = tmp ? rank_path(tmp, rank) : NULL;
+    char *path = rank_path(dir, rank, gen);
     unsigned char *hdr = calloc((size_t)hb, 1);
     int rc = DT_OK, fd = -1;
-    if (!tmp || !path || !hdr) { rc = DT_ERR(DT_ERR_NOMEM, "out of memory"); goto done; }
-    if ((rc = mkdir_tmp(tmp))) goto done;
+    if (!path || !hdr) { rc = DT_ERR(DT_ERR_NOMEM, "out of memory"); goto done; }
     memcpy(hdr, RF_MAGIC, 8);
     dtck_put_u32(hdr + 8, RF_VERSION);
     dtck_put_u32(hdr + 12, (uint32_t)rank);
@@ -631,8 +782,14 @@ static int write_shard_impl(const char *dir, int rank, const dt_ckpt_shard *shar
         dtck_put_u64(hdr + p + 10 + nl, g->count);
         p += 18 + nl;
     }
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) { rc = DT_ERR(DT_ERR_IO, "%s: cannot create: %s", path, strerror(errno)); goto done; }
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        rc = DT_ERR(DT_ERR_IO, "%s: cannot create: %s%s", path, strerror(errno),
+                    errno == ENOENT ? " (the checkpoint directory must exist: dt_ckpt_prepare creates it)" : "");
+        free(hdr);
+        free(path);
+        return rc;
+    }
     int f = fault("shard_write");
     if (f == DT_CKPT_FAULT_CRASH) { rc = DT_ERR(DT_ERR_IO, "%s: injected crash", path); goto done_keep; }
     if (f) { errno = EIO; rc = DT_ERR(DT_ERR_IO, "%s: injected write failure", path); goto done; }
@@ -647,27 +804,30 @@ static int write_shard_impl(const char *dir, int rank, const dt_ckpt_shard *shar
             goto done;
         }
     }
-    if (fsync(fd) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", path, strerror(errno)); goto done; }
+    f = fault("shard_sync");
+    if (f == DT_CKPT_FAULT_CRASH) { rc = DT_ERR(DT_ERR_IO, "%s: injected crash", path); goto done_keep; }
+    if (f || fsync(fd) != 0) {
+        rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", path, f ? "injected failure" : strerror(errno));
+        goto done;
+    }
     int cfd = fd;
     fd = -1;
     if (close(cfd) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: close: %s", path, strerror(errno)); goto done; }
-    if (dtck_fsync_dir_of(tmp, 1) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", tmp, strerror(errno)); goto done; }
+    if (dtck_fsync_dir_of(dir, 1) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", dir, strerror(errno)); goto done; }
     if (info) {
         info->bytes = hb + db;
         info->crc32 = crc;
     }
 done:
     if (fd >= 0) close(fd);
-    if (rc && path) unlink(path);
+    if (rc) unlink(path); /* created by this call */
     free(hdr);
     free(path);
-    free(tmp);
     return rc;
 done_keep:
     if (fd >= 0) close(fd);
     free(hdr);
     free(path);
-    free(tmp);
     return rc;
 }
 
@@ -786,11 +946,11 @@ static int ranges_equal(const dt_ckpt_range *a, int na, const dt_ckpt_range *b, 
 }
 
 /* Full verification of one rank file against its manifest entry. */
-static int verify_rank_file(const char *dir, const dt_ckpt_rank_file *rf, int check_crc) {
-    char *path = rank_path(dir, rf->rank);
+static int verify_rank_file(const char *dir, uint64_t gen, const dt_ckpt_rank_file *rf, int check_crc) {
+    char *path = rank_path(dir, rf->rank, gen);
     if (!path) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     int rc = DT_OK;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     rf_hdr h;
     memset(&h, 0, sizeof h);
     struct stat st;
@@ -845,15 +1005,15 @@ static void found_free(found_table *t) {
     free(t->ranks);
 }
 
-static int discover(const char *tmp, int world, found_table *t) {
+static int discover(const char *dir, uint64_t gen, int world, found_table *t) {
     t->ranks = calloc((size_t)world, sizeof *t->ranks);
     t->hdrs = calloc((size_t)world, sizeof *t->hdrs);
     t->n = 0;
     if (!t->ranks || !t->hdrs) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     for (int r = 0; r < world; r++) {
-        char *path = rank_path(tmp, r);
+        char *path = rank_path(dir, r, gen);
         if (!path) return DT_ERR(DT_ERR_NOMEM, "out of memory");
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         if (fd < 0) {
             int rc = DT_ERR(DT_ERR_IO, "%s: missing rank file (did rank %d call dt_ckpt_write_shard?): %s", path, r,
                             strerror(errno));
@@ -862,6 +1022,7 @@ static int discover(const char *tmp, int world, found_table *t) {
         }
         struct stat st;
         int rc = fstat(fd, &st) != 0 ? DT_ERR(DT_ERR_IO, "%s: stat: %s", path, strerror(errno)) : DT_OK;
+        if (!rc && !S_ISREG(st.st_mode)) rc = DT_ERR(DT_ERR_IO, "%s: not a regular file", path);
         if (!rc) rc = rf_read_header(path, fd, (uint64_t)st.st_size, &t->hdrs[r]);
         t->n = r + 1;
         if (!rc && t->hdrs[r].rank != (uint32_t)r)
@@ -915,26 +1076,23 @@ static int check_coverage(const char *where, const dt_ckpt_manifest *m) {
     return rc;
 }
 
-/* Removes files in tmp that the manifest does not reference. */
-static void remove_strays(const char *tmp, const dt_ckpt_manifest *m) {
-    DIR *d = opendir(tmp);
-    if (!d) return;
+/* Removes the rank files (names of dtrain's own pattern) of the generations
+ * in [lo, hi], generation 0 being format version 1's rank-RRRRR.bin; returns
+ * -1 if some removal failed. Nothing else in dir is touched. */
+static int remove_generations(const char *dir, uint64_t lo, uint64_t hi) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int rc = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 || strcmp(e->d_name, MANIFEST) == 0)
-            continue;
-        int keep = 0;
-        for (int r = 0; r < m->nranks && !keep; r++) {
-            char name[32];
-            rank_name(name, sizeof name, m->ranks[r].rank);
-            keep = strcmp(name, e->d_name) == 0;
-        }
-        if (keep) continue;
-        char *p = dtck_join(tmp, e->d_name);
-        if (p) unlink(p); /* a sub-directory stays: harmless */
+        uint64_t g;
+        if (!parse_rank_name(e->d_name, &g) || g < lo || g > hi) continue;
+        char *p = dtck_join(dir, e->d_name);
+        if (!p || (unlink(p) != 0 && errno != ENOENT)) rc = -1;
         free(p);
     }
     closedir(d);
+    return rc;
 }
 
 static int commit_impl(const char *dir, const dt_ckpt_manifest *m_in) {
@@ -945,85 +1103,84 @@ static int commit_impl(const char *dir, const dt_ckpt_manifest *m_in) {
     dt_ckpt_manifest m = *m_in;
     m.format_version = DT_CKPT_FORMAT_VERSION;
     m.priv_ = NULL;
-    char *tmp = dtck_cat(dir, ".tmp"), *old = dtck_cat(dir, ".old");
-    char *mpath = tmp ? dtck_join(tmp, MANIFEST) : NULL;
+    const uint64_t gen = m.generation;
+    if (gen == 0 || gen >= UINT64_MAX / 2)
+        return DT_ERR(DT_ERR_INVALID, "%s: generation %llu (use the one dt_ckpt_prepare returned)", dir,
+                      (unsigned long long)gen);
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return DT_ERR(DT_ERR_IO, "%s: missing or not a directory (call dt_ckpt_prepare, then dt_ckpt_write_shard)", dir);
+    char *mpath = dtck_join(dir, MANIFEST), *tpath = dtck_join(dir, MANIFEST_TMP);
     found_table ft = {0};
     dtj_buf b = {0};
-    int fd = -1;
-    if (!tmp || !old || !mpath) { rc = DT_ERR(DT_ERR_NOMEM, "out of memory"); goto done; }
-    struct stat st;
-    if (stat(tmp, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        rc = DT_ERR(DT_ERR_IO, "%s: missing (no rank wrote a shard with dt_ckpt_write_shard)", tmp);
+    int fd = -1, renamed = 0, crashed = 0;
+    if (!mpath || !tpath) { rc = DT_ERR(DT_ERR_NOMEM, "out of memory"); goto done; }
+    /* the checkpoint being replaced: of an earlier generation, and readable */
+    int64_t cur;
+    if ((rc = current_generation(dir, &cur))) goto done;
+    if (cur >= 0 && (uint64_t)cur >= gen) {
+        rc = DT_ERR(DT_ERR_STATE, "%s: already holds generation %lld, not older than %llu: did another job save into "
+                    "this directory after dt_ckpt_prepare?", dir, (long long)cur, (unsigned long long)gen);
         goto done;
     }
     if (m.nranks == 0) {
-        if ((rc = discover(tmp, m.world_size, &ft))) goto done;
+        if ((rc = discover(dir, gen, m.world_size, &ft))) goto done;
         m.ranks = ft.ranks;
         m.nranks = ft.n;
-        if ((rc = validate(tmp, &m, DT_ERR_MISMATCH))) goto done;
+        if ((rc = validate(dir, &m, DT_ERR_MISMATCH))) goto done;
     } else {
         for (int r = 0; r < m.nranks; r++)
-            if ((rc = verify_rank_file(tmp, &m.ranks[r], 0))) goto done;
+            if ((rc = verify_rank_file(dir, gen, &m.ranks[r], 0))) goto done;
     }
-    if ((rc = check_coverage(tmp, &m))) goto done;
+    if ((rc = check_coverage(dir, &m))) goto done;
     to_json(&b, &m);
     if (b.oom) { rc = DT_ERR(DT_ERR_NOMEM, "out of memory"); goto done; }
     int f = fault("manifest_write");
-    if (f) { rc = DT_ERR(DT_ERR_IO, "%s: injected %s", mpath, f == DT_CKPT_FAULT_CRASH ? "crash" : "failure"); goto done; }
-    fd = open(mpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) { rc = DT_ERR(DT_ERR_IO, "%s: cannot create: %s", mpath, strerror(errno)); goto done; }
-    if (dtck_write_all(fd, b.p, b.len) || fsync(fd) != 0) {
-        rc = DT_ERR(DT_ERR_IO, "%s: write: %s", mpath, strerror(errno));
+    crashed = f == DT_CKPT_FAULT_CRASH;
+    if (f) { rc = DT_ERR(DT_ERR_IO, "%s: injected %s", tpath, crashed ? "crash" : "failure"); goto done; }
+    fd = open(tpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) { rc = DT_ERR(DT_ERR_IO, "%s: cannot create: %s", tpath, strerror(errno)); goto done; }
+    if (dtck_write_all(fd, b.p, b.len)) { rc = DT_ERR(DT_ERR_IO, "%s: write: %s", tpath, strerror(errno)); goto done; }
+    f = fault("manifest_sync");
+    if ((crashed = f == DT_CKPT_FAULT_CRASH)) { rc = DT_ERR(DT_ERR_IO, "%s: injected crash", tpath); goto done; }
+    if (f || fsync(fd) != 0) {
+        rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", tpath, f ? "injected failure" : strerror(errno));
         goto done;
     }
     int cfd = fd;
     fd = -1;
-    if (close(cfd) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: close: %s", mpath, strerror(errno)); goto done; }
-    remove_strays(tmp, &m);
-    if (dtck_fsync_dir_of(tmp, 1) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", tmp, strerror(errno)); goto done; }
-    /* The swap. Recover from an earlier crash first. */
-    int have_dir = dtck_exists(dir), have_old = dtck_exists(old);
-    if (have_dir < 0 || have_old < 0) { rc = DT_ERR(DT_ERR_IO, "%s: stat: %s", dir, strerror(errno)); goto done; }
-    if (!have_dir && have_old) {
-        if (rename(old, dir) != 0) {
-            rc = DT_ERR(DT_ERR_IO, "%s: cannot restore from %s: %s", dir, old, strerror(errno));
-            goto done;
-        }
-        have_dir = 1;
-    } else if (have_dir && have_old) {
-        if (dtck_rmtree1(old) != 0) {
-            rc = DT_ERR(DT_ERR_IO, "%s: cannot remove stale directory: %s", old, strerror(errno));
-            goto done;
-        }
-    }
-    if (have_dir) {
-        f = fault("rename_old");
-        if (f || rename(dir, old) != 0) {
-            rc = DT_ERR(DT_ERR_IO, "%s: cannot rename to %s: %s", dir, old, f ? "injected failure" : strerror(errno));
-            goto done;
-        }
-    }
-    f = fault("rename_new");
-    if (f == DT_CKPT_FAULT_CRASH) { rc = DT_ERR(DT_ERR_IO, "%s: injected crash", dir); goto done; }
-    if (f || rename(tmp, dir) != 0) {
-        rc = DT_ERR(DT_ERR_IO, "%s: cannot rename %s into place: %s", dir, tmp, f ? "injected failure" : strerror(errno));
-        if (have_dir) rename(old, dir); /* roll back: the previous checkpoint stays */
+    if (close(cfd) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: close: %s", tpath, strerror(errno)); goto done; }
+    /* the rank files' and the temporary manifest's entries are on disk before the switch */
+    if (dtck_fsync_dir_of(dir, 1) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", dir, strerror(errno)); goto done; }
+    /* the switch: one atomic rename within the directory */
+    f = fault("rename_manifest");
+    if ((crashed = f == DT_CKPT_FAULT_CRASH)) { rc = DT_ERR(DT_ERR_IO, "%s: injected crash", mpath); goto done; }
+    if (f || rename(tpath, mpath) != 0) {
+        rc = DT_ERR(DT_ERR_IO, "%s: cannot rename %s into place: %s", mpath, tpath, f ? "injected failure" : strerror(errno));
         goto done;
     }
-    if (dtck_fsync_dir_of(dir, 0) != 0) {
-        rc = DT_ERR(DT_ERR_IO, "%s: fsync of the parent directory: %s", dir, strerror(errno));
+    renamed = 1;
+    if (dtck_fsync_dir_of(dir, 1) != 0) {
+        rc = DT_ERR(DT_ERR_IO, "%s: fsync after the switch to generation %llu: %s", dir, (unsigned long long)gen,
+                    strerror(errno));
         goto done;
     }
+    /* the previous generation's files (named in the replaced manifest) and
+     * leftovers of interrupted saves: all rank files of older generations */
     f = fault("remove_old");
-    if (f == DT_CKPT_FAULT_CRASH) { rc = DT_ERR(DT_ERR_IO, "%s: injected crash", old); goto done; }
-    if (have_dir && !f) dtck_rmtree1(old); /* best effort; the next commit retries */
+    if (f == DT_CKPT_FAULT_CRASH) { rc = DT_ERR(DT_ERR_IO, "%s: injected crash", dir); goto done; }
+    if (!f) remove_generations(dir, 0, gen - 1); /* best effort; the next commit retries */
 done:
     if (fd >= 0) close(fd);
+    if (rc && !renamed && !crashed && rc != DT_ERR_STATE) {
+        /* a failed save leaves the previous checkpoint and nothing of its own */
+        if (tpath) unlink(tpath);
+        remove_generations(dir, gen, gen);
+    }
     dtj_buf_free(&b);
     found_free(&ft);
     free(mpath);
-    free(tmp);
-    free(old);
+    free(tpath);
     return rc;
 }
 
@@ -1066,7 +1223,7 @@ static int resolve(const char *dir, dt_ckpt_manifest *m, const char **out) {
 static int ensure_verified(const char *d, dt_ckpt_manifest *m, int i) {
     ck_priv *p = m->priv_;
     if (p->verified[i]) return DT_OK;
-    int rc = verify_rank_file(d, &m->ranks[i], 1);
+    int rc = verify_rank_file(d, m->generation, &m->ranks[i], 1);
     if (rc) return rc;
     p->verified[i] = 1;
     return DT_OK;
@@ -1135,7 +1292,7 @@ int dt_ckpt_read_range(const char *dir, dt_ckpt_manifest *m, const char *vector,
         if ((rc = ensure_verified(d, m, best->rf))) break;
         uint64_t stop = best->off + best->cnt < end ? best->off + best->cnt : end;
         size_t nb = (size_t)(stop - pos) * 4;
-        char *path = rank_path(d, m->ranks[best->rf].rank);
+        char *path = rank_path(d, m->ranks[best->rf].rank, m->generation);
         if (!path) { rc = DT_ERR(DT_ERR_NOMEM, "out of memory"); break; }
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
@@ -1165,20 +1322,21 @@ int dt_ckpt_load_manifest(const char *dir, dt_ckpt_manifest **out) {
     return rc;
 }
 
-int dt_ckpt_prepare(const char *dir) {
+int dt_ckpt_prepare(const char *dir, uint64_t *generation) {
     char *d;
     int rc = norm_dir(dir, &d);
     if (rc) return rc;
-    rc = prepare_impl(d);
+    rc = prepare_impl(d, generation);
     free(d);
     return rc;
 }
 
-int dt_ckpt_write_shard(const char *dir, int rank, const dt_ckpt_shard *shard, dt_ckpt_shard_info *info) {
+int dt_ckpt_write_shard(const char *dir, uint64_t generation, int rank, const dt_ckpt_shard *shard,
+                        dt_ckpt_shard_info *info) {
     char *d;
     int rc = norm_dir(dir, &d);
     if (rc) return rc;
-    rc = write_shard_impl(d, rank, shard, info);
+    rc = write_shard_impl(d, generation, rank, shard, info);
     free(d);
     return rc;
 }

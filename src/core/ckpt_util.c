@@ -1,7 +1,6 @@
 /* src/core/ckpt_util.c - POSIX file helpers for safetensors and the checkpoint store. */
 #include "core/ckpt_util.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -110,23 +109,6 @@ int dtck_fsync_dir_of(const char *path, int is_dir) {
     return rc;
 }
 
-int dtck_rmtree1(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return errno == ENOENT ? 0 : -1;
-    int rc = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        char *p = dtck_join(dir, e->d_name);
-        if (!p) { rc = -1; errno = ENOMEM; break; }
-        if (unlink(p) != 0 && errno != ENOENT) rc = -1;
-        free(p);
-    }
-    closedir(d);
-    if (rmdir(dir) != 0 && errno != ENOENT) rc = -1;
-    return rc;
-}
-
 int dtck_exists(const char *path) {
     struct stat st;
     if (stat(path, &st) == 0) return 1;
@@ -136,7 +118,7 @@ int dtck_exists(const char *path) {
 int dtck_read_file(const char *path, size_t max, char **out, size_t *len) {
     *out = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block the open */
     if (fd < 0) return -1;
     struct stat st;
     if (fstat(fd, &st) != 0) { int e = errno; close(fd); errno = e; return -1; }

@@ -20,12 +20,11 @@ int dtck_pwrite_all(int fd, const void *buf, size_t n, uint64_t off);
 long long dtck_pread_all(int fd, void *buf, size_t n, uint64_t off);
 /* fsync the directory containing path (or path itself if is_dir). */
 int dtck_fsync_dir_of(const char *path, int is_dir);
-/* Removes every non-directory entry of dir, then dir. Missing dir: 0. */
-int dtck_rmtree1(const char *dir);
 /* 1 if path exists (any type), 0 if not, -1 on other errors. */
 int dtck_exists(const char *path);
 /* Reads a whole regular file of at most max bytes into a malloc'd buffer
- * (NUL-terminated). Returns 0, -1 (errno) or -2 (larger than max). */
+ * (NUL-terminated). Returns 0, -1 (errno; EISDIR for anything but a regular
+ * file, which is never waited on) or -2 (larger than max). */
 int dtck_read_file(const char *path, size_t max, char **out, size_t *len);
 /* Little-endian helpers. */
 void dtck_put_u32(unsigned char *p, uint32_t v);

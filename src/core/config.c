@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "core/error.h"
 #include "dtrain/config.h"
 
@@ -159,13 +162,38 @@ end:
 
 int dt_config_load(dt_config *c, const char *path) {
     if (!c || !path) return DT_ERR(DT_ERR_INVALID, "NULL argument");
-    FILE *f = fopen(path, "rb");
-    if (!f) return DT_ERR(DT_ERR_IO, "cannot open config file '%s'", path);
+    /* non-blocking: opening a FIFO nobody writes to must not wait forever */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return DT_ERR(DT_ERR_IO, "cannot open config file '%s': %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return DT_ERR(DT_ERR_IO, "config file '%s': %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        if (S_ISDIR(st.st_mode)) return DT_ERR(DT_ERR_IO, "'%s' is a directory, not a config file", path);
+        return DT_ERR(DT_ERR_IO, "config file '%s' is %s, not a regular file: give a JSON file", path,
+                      S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) ? "a character device"
+                      : S_ISSOCK(st.st_mode) ? "a socket" : "a special file");
+    }
     char buf[8192];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    int big = !feof(f);
-    fclose(f);
-    if (big) return DT_ERR(DT_ERR_IO, "config file '%s' is larger than %zu bytes", path, sizeof buf - 1);
+    size_t n = 0;
+    for (;;) { /* one byte more than fits tells "too large" */
+        ssize_t k = read(fd, buf + n, sizeof buf - n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) {
+            int e = errno;
+            close(fd);
+            return DT_ERR(DT_ERR_IO, "cannot read config file '%s': %s", path, strerror(e));
+        }
+        if (k == 0) break;
+        n += (size_t)k;
+        if (n == sizeof buf) break;
+    }
+    close(fd);
+    if (n > sizeof buf - 1) return DT_ERR(DT_ERR_IO, "config file '%s' is larger than %zu bytes", path, sizeof buf - 1);
     buf[n] = '\0';
     int rc = dt_config_parse_json(c, buf);
     if (rc) {

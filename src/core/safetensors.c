@@ -1,4 +1,5 @@
 /* src/core/safetensors.c - strict .safetensors reader and streaming writer. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "dtrain/safetensors.h"
 
 #include <errno.h>
@@ -447,6 +448,66 @@ static int cmp_cstr_ptr(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+static const char *file_kind(mode_t m) {
+    return S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+/* The file the writer replaces: path itself when it is missing or a regular
+ * file, the file a symbolic link points to when that is a regular file (the
+ * link stays). Anything else is refused: the model is renamed into place,
+ * which would replace a device, a FIFO or a directory (/dev/null, /dev/stdout
+ * as a terminal or pipe). *out is malloc'd. */
+static int resolve_target(const char *path, char **out) {
+    *out = NULL;
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        if (errno != ENOENT) return DT_ERR(DT_ERR_IO, "%s: %s", path, strerror(errno));
+        *out = dtck_cat(path, "");
+    } else if (S_ISREG(st.st_mode)) {
+        *out = dtck_cat(path, "");
+    } else if (S_ISLNK(st.st_mode)) {
+        struct stat t;
+        if (stat(path, &t) != 0)
+            return DT_ERR(DT_ERR_INVALID, "%s is a symbolic link to a missing file (%s): give the file's own path", path,
+                          strerror(errno));
+        if (!S_ISREG(t.st_mode))
+            return DT_ERR(DT_ERR_INVALID,
+                          "%s points to %s, not a regular file: the model is written to a temporary file and "
+                          "renamed into place, which must never replace a device, FIFO or directory; give a file path",
+                          path, file_kind(t.st_mode));
+        *out = realpath(path, NULL);
+        if (!*out) return DT_ERR(DT_ERR_IO, "%s: %s", path, strerror(errno));
+    } else {
+        return DT_ERR(DT_ERR_INVALID,
+                      "%s is %s: the model is written to a temporary file and renamed into place, which must never "
+                      "replace a device, FIFO or directory; give a file path",
+                      path, file_kind(st.st_mode));
+    }
+    return *out ? DT_OK : DT_ERR(DT_ERR_NOMEM, "out of memory");
+}
+
+int dt_st_writer_check(const char *path) {
+    if (!path || !*path) return DT_ERR(DT_ERR_INVALID, "NULL or empty path");
+    char *target = NULL;
+    int rc = resolve_target(path, &target);
+    if (rc) return rc;
+    char pidbuf[32];
+    snprintf(pidbuf, sizeof pidbuf, ".tmp.%ld", (long)getpid());
+    char *tmp = dtck_cat(target, pidbuf);
+    if (!tmp) { free(target); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = DT_ERR(DT_ERR_IO, "%s: cannot create a file beside it (%s): %s", path, tmp, strerror(errno));
+    } else {
+        close(fd);
+        unlink(tmp);
+    }
+    free(tmp);
+    free(target);
+    return rc;
+}
+
 /* Appends the metadata object (validated) to b. */
 static int put_metadata(dtj_buf *b, const char *path, const char *json) {
     char jerr[256];
@@ -494,10 +555,10 @@ int dt_st_writer_open(const char *path, const dt_st_info *ts, int n, const char 
     const char **sorted = calloc(cnt, sizeof *sorted);
     char pidbuf[32];
     snprintf(pidbuf, sizeof pidbuf, ".tmp.%ld", (long)getpid());
-    w->path = dtck_cat(path, "");
-    w->tmp = dtck_cat(path, pidbuf);
     dtj_buf b = {0};
-    int rc = DT_OK;
+    int rc = resolve_target(path, &w->path);
+    if (rc) goto fail;
+    w->tmp = dtck_cat(w->path, pidbuf);
     if (!w->off || !w->nb || !w->written || !w->names || !sorted || !w->path || !w->tmp) {
         rc = DT_ERR(DT_ERR_NOMEM, "out of memory");
         goto fail;
@@ -619,6 +680,10 @@ int dt_st_writer_close(dt_st_writer *w) {
     int fd = w->fd;
     w->fd = -1;
     if (close(fd) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: close: %s", w->tmp, strerror(errno)); goto fail; }
+    /* still a regular file (or nothing) to replace? */
+    char *again = NULL;
+    if ((rc = resolve_target(w->path, &again))) goto fail;
+    free(again);
     if (rename(w->tmp, w->path) != 0) {
         rc = DT_ERR(DT_ERR_IO, "%s: cannot rename %s into place: %s", w->path, w->tmp, strerror(errno));
         goto fail;

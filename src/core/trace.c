@@ -1,4 +1,5 @@
 /* src/core/trace.c - Chrome trace event recorder (see dtrain/trace.h). */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,7 @@ double dt_trace_now_us(void) {
 int dt_trace_open(const char *path, int pid) {
     if (!path || !*path) return DT_ERR(DT_ERR_INVALID, "trace path is NULL or empty");
     FILE *f = fopen(path, "w"); /* fail now, not at the end of training */
-    if (!f) return DT_ERR(DT_ERR_IO, "cannot open trace file '%s' for writing", path);
+    if (!f) return DT_ERR(DT_ERR_IO, "cannot open trace file '%s' for writing: %s", path, strerror(errno));
     fclose(f);
     pthread_mutex_lock(&g_mu);
     free(g_path);
@@ -63,20 +64,28 @@ int dt_trace_close(void) {
     pthread_mutex_lock(&g_mu);
     if (!g_on) { pthread_mutex_unlock(&g_mu); return DT_OK; }
     g_on = 0;
-    int rc = DT_OK;
+    int rc = DT_OK, err = 0;
+    errno = 0;
     FILE *f = fopen(g_path, "w");
     if (!f) {
-        rc = DT_ERR(DT_ERR_IO, "cannot write trace file '%s'", g_path);
+        rc = DT_ERR(DT_ERR_IO, "cannot write trace file '%s': %s", g_path, strerror(errno));
     } else {
-        fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-        fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}},\n", g_pid, g_pid);
-        fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"compute\"}},\n", g_pid);
-        fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"communication\"}}", g_pid);
-        for (size_t i = 0; i < g_n; i++)
-            fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}",
-                    g_ev[i].name, g_ev[i].cat, g_pid, g_ev[i].tid, g_ev[i].ts, g_ev[i].dur);
-        fprintf(f, "\n]}\n");
-        if (fclose(f) != 0) rc = DT_ERR(DT_ERR_IO, "error writing trace file '%s'", g_path);
+        /* every write checked: a full disk must not leave a silently empty file */
+#define W(...) do { if (!err && fprintf(f, __VA_ARGS__) < 0) err = errno ? errno : EIO; } while (0)
+        W("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+        W("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}},\n", g_pid, g_pid);
+        W("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"compute\"}},\n", g_pid);
+        W("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"communication\"}}", g_pid);
+        for (size_t i = 0; i < g_n && !err; i++)
+            W(",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}",
+              g_ev[i].name, g_ev[i].cat, g_pid, g_ev[i].tid, g_ev[i].ts, g_ev[i].dur);
+        W("\n]}\n");
+#undef W
+        errno = 0;
+        if (!err && (fflush(f) != 0 || ferror(f))) err = errno ? errno : EIO;
+        errno = 0;
+        if (fclose(f) != 0 && !err) err = errno ? errno : EIO;
+        if (err) rc = DT_ERR(DT_ERR_IO, "error writing trace file '%s': %s", g_path, strerror(err));
     }
     free(g_ev);
     g_ev = NULL;

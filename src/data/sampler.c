@@ -1,5 +1,6 @@
 /* src/data/sampler.c - distributed sampler (PyTorch DistributedSampler
- * partition logic, dtrain's RNG) and the batch iterator. */
+ * partition logic, dtrain's RNG; epochs that start at a position of their
+ * global order, for resuming in any layout) and the batch iterator. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +23,6 @@ int dt_sampler_init(dt_sampler *s, int64_t n, int num_replicas, int rank, int sh
     if (drop_last && n < num_replicas)
         return DT_ERR(DT_ERR_INVALID, "drop_last with n=%lld < num_replicas=%d: every rank would "
                       "get 0 samples", (long long)n, num_replicas);
-    const int64_t r = num_replicas;
     s->n = n;
     s->num_replicas = num_replicas;
     s->rank = rank;
@@ -30,13 +30,39 @@ int dt_sampler_init(dt_sampler *s, int64_t n, int num_replicas, int rank, int sh
     s->drop_last = drop_last;
     s->seed = seed;
     s->epoch = 0;
-    s->num_samples = drop_last ? n / r : n / r + (n % r != 0);
-    s->total_size = s->num_samples * r;
-    return DT_OK;
+    return dt_sampler_set_start(s, 0);
+}
+
+/* num_samples and total_size for the current start. */
+static void layout(dt_sampler *s) {
+    const int64_t R = s->num_replicas, left = s->start < s->n ? s->n - s->start : 0;
+    s->num_samples = s->drop_last ? left / R : left / R + (left % R != 0);
+    s->total_size = s->start + s->num_samples * R;
 }
 
 void dt_sampler_set_epoch(dt_sampler *s, uint64_t epoch) {
-    if (s) s->epoch = epoch;
+    if (!s) return;
+    s->epoch = epoch;
+    s->start = 0;
+    if (s->num_replicas >= 1) layout(s);
+}
+
+int dt_sampler_set_start(dt_sampler *s, int64_t start) {
+    if (!s) return DT_ERR(DT_ERR_INVALID, "sampler is NULL");
+    if (s->n < 1 || s->num_replicas < 1) return DT_ERR(DT_ERR_INVALID, "sampler is not initialised");
+    if (start < 0 || start > INT64_MAX / 2)
+        return DT_ERR(DT_ERR_INVALID, "start position %lld is out of range [0, 2^62]", (long long)start);
+    s->start = start;
+    layout(s);
+    return DT_OK;
+}
+
+int64_t dt_sampler_position(const dt_sampler *s, int64_t taken) {
+    if (!s) return DT_ERR(DT_ERR_INVALID, "sampler is NULL");
+    if (taken < 0 || taken > s->num_samples)
+        return DT_ERR(DT_ERR_INVALID, "taken=%lld is outside [0, num_samples=%lld]", (long long)taken,
+                      (long long)s->num_samples);
+    return s->start + taken * s->num_replicas;
 }
 
 int64_t dt_sampler_num_samples(const dt_sampler *s) {
@@ -48,11 +74,11 @@ int dt_sampler_indices(const dt_sampler *s, int64_t *out) {
     if (!s || !out) return DT_ERR(DT_ERR_INVALID, "sampler or out is NULL");
     if (s->n < 1 || s->num_replicas < 1 || s->rank < 0 || s->rank >= s->num_replicas)
         return DT_ERR(DT_ERR_INVALID, "sampler is not initialised");
-    const int64_t n = s->n, R = s->num_replicas, m = s->num_samples;
+    const int64_t n = s->n, R = s->num_replicas, m = s->num_samples, p0 = s->start + s->rank;
     /* position in the (padded or cut) order of this rank's k-th index is
-     * rank + k*R < total_size; padding wraps: order[p] = order[p mod n]. */
+     * start + rank + k*R < total_size; padding wraps: order[p] = order[p mod n]. */
     if (!s->shuffle) {
-        for (int64_t k = 0; k < m; k++) out[k] = (s->rank + k * R) % n;
+        for (int64_t k = 0; k < m; k++) out[k] = (p0 + k * R) % n;
         return DT_OK;
     }
     int64_t *perm = malloc((size_t)n * sizeof *perm);
@@ -63,7 +89,7 @@ int dt_sampler_indices(const dt_sampler *s, int64_t *out) {
     dt_rng rng;
     dt_rng_seed2(&rng, s->seed, s->epoch);
     dt_rng_shuffle_i64(&rng, perm, n);
-    for (int64_t k = 0; k < m; k++) out[k] = perm[(s->rank + k * R) % n];
+    for (int64_t k = 0; k < m; k++) out[k] = perm[(p0 + k * R) % n];
     free(perm);
     return DT_OK;
 }
@@ -74,8 +100,8 @@ int dt_batch_iter_init(dt_batch_iter *it, const dt_sampler *s, int batch_size, i
     if (batch_size < 1) return DT_ERR(DT_ERR_INVALID, "batch_size=%d must be >= 1", batch_size);
     if (drop_last != 0 && drop_last != 1)
         return DT_ERR(DT_ERR_INVALID, "drop_last=%d must be 0 or 1", drop_last);
-    if (s->num_samples < 1) return DT_ERR(DT_ERR_INVALID, "sampler is not initialised");
-    int64_t *idx = malloc((size_t)s->num_samples * sizeof *idx);
+    if (s->n < 1 || s->num_replicas < 1) return DT_ERR(DT_ERR_INVALID, "sampler is not initialised");
+    int64_t *idx = malloc((size_t)(s->num_samples > 0 ? s->num_samples : 1) * sizeof *idx);
     if (!idx)
         return DT_ERR(DT_ERR_NOMEM, "cannot allocate %lld indices", (long long)s->num_samples);
     int rc = dt_sampler_indices(s, idx);
@@ -85,6 +111,7 @@ int dt_batch_iter_init(dt_batch_iter *it, const dt_sampler *s, int batch_size, i
     }
     it->indices = idx;
     it->count = s->num_samples;
+    it->cap = s->num_samples > 0 ? s->num_samples : 1;
     it->pos = 0;
     it->batch_size = batch_size;
     it->drop_last = drop_last;
@@ -94,11 +121,16 @@ int dt_batch_iter_init(dt_batch_iter *it, const dt_sampler *s, int batch_size, i
 int dt_batch_iter_reset(dt_batch_iter *it, const dt_sampler *s) {
     if (!it || !s || !it->indices)
         return DT_ERR(DT_ERR_INVALID, "iterator (initialised) or sampler is NULL");
-    if (s->num_samples != it->count)
-        return DT_ERR(DT_ERR_INVALID, "sampler gives %lld indices per epoch, the iterator was "
-                      "initialised for %lld", (long long)s->num_samples, (long long)it->count);
+    if (s->num_samples > it->cap) { /* a longer epoch than any before */
+        int64_t *p = realloc(it->indices, (size_t)s->num_samples * sizeof *p);
+        if (!p)
+            return DT_ERR(DT_ERR_NOMEM, "cannot allocate %lld indices", (long long)s->num_samples);
+        it->indices = p;
+        it->cap = s->num_samples;
+    }
     int rc = dt_sampler_indices(s, it->indices);
     if (rc != DT_OK) return rc;
+    it->count = s->num_samples;
     it->pos = 0;
     return DT_OK;
 }

@@ -97,6 +97,45 @@ static int copy_path(const char *flag, const char *v, char *dst, size_t cap) {
     return DT_OK;
 }
 
+/* Flags that would be accepted and silently have no effect, or contradict each
+ * other, are refused (usage errors): what a model has, by name. */
+typedef struct model_traits { const char *name; int batch_norm, dropout, hidden; } model_traits;
+static const model_traits k_models[] = {{"mlp", 0, 0, 1}, {"lenet", 1, 0, 0}, {"cnn", 1, 1, 1}};
+
+enum { G_MOMENTUM = 1, G_NESTEROV = 2, G_DROPOUT = 4, G_HIDDEN1 = 8, G_HIDDEN2 = 16, G_MIN_LR = 32, G_EVERY = 64 };
+
+static int check_conflicts(const dt_train_options *o, unsigned given) {
+    int sgd = strcmp(o->optimizer, "sgd") == 0;
+    if ((given & G_MOMENTUM) && !sgd)
+        return DT_ERR(DT_ERR_INVALID, "flag --momentum applies to --optimizer sgd only (%s has no momentum setting: "
+                      "its betas are fixed)", o->optimizer);
+    if ((given & G_NESTEROV) && o->nesterov && !sgd)
+        return DT_ERR(DT_ERR_INVALID, "flag --nesterov applies to --optimizer sgd only (not %s)", o->optimizer);
+    if (sgd && o->nesterov && o->momentum <= 0)
+        return DT_ERR(DT_ERR_INVALID, "flag --nesterov 1 needs a momentum > 0 (--momentum is %g)", o->momentum);
+    if ((given & G_MIN_LR) && strcmp(o->schedule, "cosine") != 0)
+        return DT_ERR(DT_ERR_INVALID, "flag --min-lr is the floor of --schedule cosine (the schedule is %s)",
+                      o->schedule);
+    if ((given & G_EVERY) && o->checkpoint_every > 0 && !*o->checkpoint_dir)
+        return DT_ERR(DT_ERR_INVALID, "flag --checkpoint-every needs --checkpoint-dir DIR");
+    if (o->dist.zero_opt_level > 0 && !o->dist.enable_data_parallel)
+        return DT_ERR(DT_ERR_INVALID, "zero_opt_level %d shards over the data-parallel ranks: it needs "
+                      "enable_data_parallel (both from flags, DTRAIN_* variables or --config)", o->dist.zero_opt_level);
+    for (size_t i = 0; i < sizeof k_models / sizeof k_models[0]; i++) {
+        const model_traits *m = &k_models[i];
+        if (strcmp(o->model, m->name) != 0) continue;
+        if (o->dist.sync_bn && !m->batch_norm)
+            return DT_ERR(DT_ERR_INVALID, "sync_bn: model %s has no batch norm (sync_bn comes from --sync-bn, "
+                          "DTRAIN_SYNC_BN or the --config file)", m->name);
+        if ((given & G_DROPOUT) && !m->dropout)
+            return DT_ERR(DT_ERR_INVALID, "flag --dropout: model %s has no dropout", m->name);
+        if ((given & (G_HIDDEN1 | G_HIDDEN2)) && !m->hidden)
+            return DT_ERR(DT_ERR_INVALID, "flag %s: model %s has no hidden sizes",
+                          given & G_HIDDEN1 ? "--hidden1" : "--hidden2", m->name);
+    }
+    return DT_OK;
+}
+
 int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
     if (!o || (argc > 0 && !argv)) return DT_ERR(DT_ERR_INVALID, "NULL argument");
     static const char *const models[] = {"mlp", "lenet", "cnn", NULL};
@@ -116,6 +155,7 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
     int rc = dt_config_from_env(&o->dist);
     if (rc) return rc;
     char dump[256] = "";
+    unsigned given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0) return DT_ERR(DT_ERR_INVALID, "unexpected argument '%s'", a);
@@ -135,17 +175,17 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
         if (!strcmp(f, "--model")) rc = parse_choice(f, v, models, o->model, sizeof o->model);
         else if (!strcmp(f, "--optimizer")) rc = parse_choice(f, v, optims, o->optimizer, sizeof o->optimizer);
         else if (!strcmp(f, "--schedule")) rc = parse_choice(f, v, scheds, o->schedule, sizeof o->schedule);
-        else if (!strcmp(f, "--hidden1")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->hidden1 = (int)l; }
-        else if (!strcmp(f, "--hidden2")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->hidden2 = (int)l; }
-        else if (!strcmp(f, "--dropout")) { rc = parse_double(f, v, 0, 0.99, &d); o->dropout = (float)d; }
+        else if (!strcmp(f, "--hidden1")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->hidden1 = (int)l; given |= G_HIDDEN1; }
+        else if (!strcmp(f, "--hidden2")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->hidden2 = (int)l; given |= G_HIDDEN2; }
+        else if (!strcmp(f, "--dropout")) { rc = parse_double(f, v, 0, 0.99, &d); o->dropout = (float)d; given |= G_DROPOUT; }
         else if (!strcmp(f, "--epochs")) { rc = parse_long(f, v, 1, 100000, &l); o->epochs = (int)l; }
         else if (!strcmp(f, "--batch-size")) { rc = parse_long(f, v, 1, 1 << 20, &l); o->batch_size = (int)l; }
         else if (!strcmp(f, "--lr")) rc = parse_double(f, v, 0, 100, &o->lr);
-        else if (!strcmp(f, "--momentum")) rc = parse_double(f, v, 0, 0.999999, &o->momentum);
-        else if (!strcmp(f, "--nesterov")) { rc = parse_long(f, v, 0, 1, &l); o->nesterov = (int)l; }
+        else if (!strcmp(f, "--momentum")) { rc = parse_double(f, v, 0, 0.999999, &o->momentum); given |= G_MOMENTUM; }
+        else if (!strcmp(f, "--nesterov")) { rc = parse_long(f, v, 0, 1, &l); o->nesterov = (int)l; given |= G_NESTEROV; }
         else if (!strcmp(f, "--weight-decay")) rc = parse_double(f, v, 0, 10, &o->weight_decay);
         else if (!strcmp(f, "--warmup-steps")) rc = parse_long(f, v, 0, 1L << 40, &o->warmup_steps);
-        else if (!strcmp(f, "--min-lr")) rc = parse_double(f, v, 0, 100, &o->min_lr);
+        else if (!strcmp(f, "--min-lr")) { rc = parse_double(f, v, 0, 100, &o->min_lr); given |= G_MIN_LR; }
         else if (!strcmp(f, "--seed")) { rc = parse_long(f, v, 0, 0x7fffffffL, &l); o->seed = (uint64_t)l; }
         else if (!strcmp(f, "--data")) rc = copy_path(f, v, o->data_dir, sizeof o->data_dir);
         else if (!strcmp(f, "--train-limit")) rc = parse_long(f, v, 0, 1L << 40, &o->train_limit);
@@ -161,7 +201,7 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
         else if (!strcmp(f, "--timeline")) rc = copy_path(f, v, o->timeline_path, sizeof o->timeline_path);
         else if (!strcmp(f, "--save-model")) rc = copy_path(f, v, o->save_model, sizeof o->save_model);
         else if (!strcmp(f, "--checkpoint-dir")) rc = copy_path(f, v, o->checkpoint_dir, sizeof o->checkpoint_dir);
-        else if (!strcmp(f, "--checkpoint-every")) rc = parse_long(f, v, 0, 1L << 40, &o->checkpoint_every);
+        else if (!strcmp(f, "--checkpoint-every")) { rc = parse_long(f, v, 0, 1L << 40, &o->checkpoint_every); given |= G_EVERY; }
         else if (!strcmp(f, "--resume")) rc = copy_path(f, v, o->resume_dir, sizeof o->resume_dir);
         else if (!strcmp(f, "--config")) rc = DT_OK; /* applied in pass 1 */
         else if (!strcmp(f, "--dump-config")) rc = copy_path(f, v, dump, sizeof dump);
@@ -180,6 +220,7 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
         }
         if (rc) return rc;
     }
+    if ((rc = check_conflicts(o, given))) return rc;
     if (*dump) return dt_config_save(&o->dist, dump);
     return DT_OK;
 }

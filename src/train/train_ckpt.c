@@ -10,14 +10,18 @@
 #include "dtrain/safetensors.h"
 #include "train/trainer_internal.h"
 
-/* rank 0's status, shared with every rank (so all take the same path) */
-static int agree(dt_trainer *t, int rc) {
-    int v[2] = {rc, rc < 0 ? 1 : 0};
-    int brc = dt_broadcast(v, v, 2, DT_I32, dt_comm_world_rank_of(t->comm, 0), t->comm);
+/* rank 0's status and *val (may be NULL), shared with every rank (so all take
+ * the same path) */
+static int agree_val(dt_trainer *t, int rc, uint64_t *val) {
+    int64_t v[3] = {rc, rc < 0 ? 1 : 0, val ? (int64_t)*val : 0};
+    int brc = dt_broadcast(v, v, 3, DT_I64, dt_comm_world_rank_of(t->comm, 0), t->comm);
     if (brc) return brc;
-    if (t->ci.rank != 0 && v[1]) return DT_ERR(v[0], "rank 0 failed (see its message)");
-    return v[0];
+    if (val) *val = (uint64_t)v[2];
+    if (t->ci.rank != 0 && v[1]) return DT_ERR((int)v[0], "rank 0 failed (see its message)");
+    return (int)v[0];
 }
+
+static int agree(dt_trainer *t, int rc) { return agree_val(t, rc, NULL); }
 
 /* any rank's failure, on every rank */
 static int agree_all(dt_trainer *t, int rc) {
@@ -26,6 +30,29 @@ static int agree_all(dt_trainer *t, int rc) {
     if (brc) return brc;
     if (v && !rc) return DT_ERR(DT_ERR_IO, "another rank failed (see its message)");
     return rc;
+}
+
+/* The first failing rank's status and message, on every rank (so that every
+ * rank stops with the same clear message instead of some waiting for the
+ * others). Collective. */
+int dt_trainer_agree_error(dt_trainer *t, int rc) {
+    if (t->ci.size == 1) return rc;
+    int v = rc < 0 ? t->ci.rank : t->ci.size;
+    int brc = dt_allreduce(&v, &v, 1, DT_I32, DT_MIN, t->comm);
+    if (brc) return brc;
+    if (v == t->ci.size) return DT_OK;
+    char msg[1024] = "";
+    int st = rc;
+    if (t->ci.rank == v) snprintf(msg, sizeof msg, "%s", dt_last_error());
+    int root = dt_comm_world_rank_of(t->comm, v);
+    if ((brc = dt_broadcast(msg, msg, sizeof msg, DT_U8, root, t->comm)) ||
+        (brc = dt_broadcast(&st, &st, 1, DT_I32, root, t->comm)))
+        return brc;
+    if (t->ci.rank == v) return rc;
+    msg[sizeof msg - 1] = '\0';
+    char who[32];
+    snprintf(who, sizeof who, "rank %d", v);
+    return dt_error(st, who, "%s", msg);
 }
 
 /* ---- consolidated model ---------------------------------------------------- */
@@ -94,8 +121,10 @@ int dt_trainer_save_checkpoint(dt_trainer *t, const char *dir) {
     int zero = t->o.dist.zero_opt_level, rc = DT_OK;
     /* this rank's slice is current even while ZeRO 1/2 re-share it to others */
     const float *pdata = zero == 3 ? dt_zero_param_shard(t->zero) : dt_model_params(t->model) + lo;
-    if (r == 0) rc = dt_ckpt_prepare(dir);
-    rc = agree(t, rc);
+    /* rank 0 checks the directory and picks the generation every rank writes */
+    uint64_t gen = 0;
+    if (r == 0) rc = dt_ckpt_prepare(dir, &gen);
+    rc = agree_val(t, rc, &gen);
     if (rc) return rc;
 
     dt_ckpt_range ranges[8];
@@ -109,7 +138,7 @@ int dt_trainer_save_checkpoint(dt_trainer *t, const char *dir) {
     }
     if (r == 0 && NB) ranges[nr++] = (dt_ckpt_range){"buffers", 0, NB, dt_model_buffers(t->model)};
     dt_ckpt_shard shard = {nr, ranges};
-    rc = agree_all(t, dt_ckpt_write_shard(dir, r, &shard, NULL));
+    rc = agree_all(t, dt_ckpt_write_shard(dir, gen, r, &shard, NULL));
     if (rc) return rc;
 
     if (r == 0) {
@@ -118,15 +147,21 @@ int dt_trainer_save_checkpoint(dt_trainer *t, const char *dir) {
         vec[nv++] = (dt_ckpt_vector){"params", P};
         for (int i = 0; i < ns && i < 5; i++) vec[nv++] = (dt_ckpt_vector){names[i], P};
         if (NB) vec[nv++] = (dt_ckpt_vector){"buffers", NB};
-        char dist[1024], nparams[32], h1[16], h2[16];
+        char dist[1024], nparams[32], h1[16], h2[16], bs[16];
         dt_config_dumps(&t->o.dist, dist, sizeof dist);
         snprintf(nparams, sizeof nparams, "%zu", P);
         snprintf(h1, sizeof h1, "%d", t->o.hidden1);
         snprintf(h2, sizeof h2, "%d", t->o.hidden2);
+        snprintf(bs, sizeof bs, "%d", t->o.batch_size);
+        uint64_t epoch, pos;
+        dt_trainer_position(t, &epoch, &pos);
+        /* the position is in samples of the epoch's global order: any layout
+         * (world size, batch size, accumulation) resumes exactly there */
         dt_ckpt_kv meta[] = {{"model", t->o.model}, {"optimizer", t->o.optimizer}, {"hidden1", h1},
-                             {"hidden2", h2}, {"dist_config", dist}, {"written_by", "dtrain-train"}};
-        dt_ckpt_manifest m = {.step = (uint64_t)t->step, .epoch = (uint64_t)t->epoch,
-                              .epoch_position = (uint64_t)t->epoch_batches,
+                             {"hidden2", h2}, {"dist_config", dist}, {"written_by", "dtrain-train"},
+                             {"epoch_position_unit", "samples"}, {"batch_size", bs}};
+        dt_ckpt_manifest m = {.generation = gen, .step = (uint64_t)t->step, .epoch = epoch,
+                              .epoch_position = pos,
                               .rng_state = {t->o.seed, 0, 0, 0}, .world_size = N, .zero_level = zero,
                               .num_params = P, .num_buffers = NB, .nvectors = nv, .vectors = vec,
                               .nranks = 0, .nmeta = (int)(sizeof meta / sizeof meta[0]), .meta = meta};
@@ -173,12 +208,39 @@ int dt_trainer_resume(dt_trainer *t, const char *dir) {
         else rc = dt_ckpt_read_range(NULL, m, name, lo, hi - lo, st);
     }
     if (!rc && NB) rc = dt_ckpt_read_range(NULL, m, "buffers", 0, NB, dt_model_buffers(t->model));
+    /* the position: samples of the epoch's global order; checkpoints of dtrain
+     * before that (no "epoch_position_unit") counted micro-batches of B samples
+     * on each of their world_size ranks, B being the batch size of this run
+     * (exact when it is the one they were written with) */
+    const char *unit = rc ? NULL : dt_ckpt_meta_get(m, "epoch_position_unit");
+    if (!rc && unit && strcmp(unit, "samples") != 0)
+        rc = DT_ERR(DT_ERR_UNSUPPORTED, "checkpoint '%s': epoch_position_unit '%.40s' (this build knows 'samples')", dir,
+                    unit);
+    if (!rc && m->epoch > (uint64_t)INT32_MAX)
+        rc = DT_ERR(DT_ERR_IO, "checkpoint '%s': epoch %llu out of range", dir, (unsigned long long)m->epoch);
     if (!rc) {
+        uint64_t pos = m->epoch_position;
+        if (!unit) {
+            uint64_t per = (uint64_t)t->o.batch_size * (uint64_t)m->world_size;
+            pos = pos > UINT64_MAX / 4 / per ? UINT64_MAX / 4 : pos * per;
+        }
+        if (pos > (uint64_t)INT64_MAX / 4) pos = (uint64_t)INT64_MAX / 4; /* past any epoch's end */
         dt_optim *opt = t->zero ? dt_zero_optim(t->zero) : t->opt;
         rc = dt_optim_set_step(opt, (long)m->step);
         t->step = (long)m->step;
         t->epoch = (int)m->epoch;
-        t->resume_skip = (long)m->epoch_position;
+        t->resume_pos = (int64_t)pos;
+        if (!rc && t->ci.rank == 0 && !t->o.quiet) {
+            printf("resumed from %s: step %llu, epoch %llu, sample %llu of the epoch (a checkpoint of %d rank%s, ZeRO "
+                   "stage %d)", dir, (unsigned long long)m->step, (unsigned long long)m->epoch + 1,
+                   (unsigned long long)pos, m->world_size, m->world_size == 1 ? "" : "s", m->zero_level);
+            if (!unit)
+                printf("; its position was %llu micro-batch(es) per rank, taken as --batch-size %d (an older dtrain's "
+                       "checkpoint: exact with the batch size it was written with)",
+                       (unsigned long long)m->epoch_position, t->o.batch_size);
+            printf("\n");
+            fflush(stdout);
+        }
     }
     dt_ckpt_manifest_free(m);
     return agree_all(t, rc);

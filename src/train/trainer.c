@@ -87,27 +87,6 @@ static int h_sync_stats(void *ctx, float *buf, size_t n) {
 
 /* ---- set-up ---------------------------------------------------------------- */
 
-static int check_same_flags(dt_trainer *t) {
-    /* every rank must train the same thing: compare a hash of the options */
-    const dt_train_options *o = &t->o;
-    char buf[2048];
-    int n = snprintf(buf, sizeof buf, "%s|%d|%d|%g|%d|%d|%.17g|%s|%.17g|%d|%.17g|%s|%ld|%.17g|%llu|%ld|%ld|%ld|%d|%d|%d|%d|",
-                     o->model, o->hidden1, o->hidden2, o->dropout, o->epochs, o->batch_size, o->lr,
-                     o->optimizer, o->momentum, o->nesterov, o->weight_decay, o->schedule, o->warmup_steps,
-                     o->min_lr, (unsigned long long)o->seed, o->train_limit, o->test_limit, o->max_steps,
-                     o->accum_steps, o->shuffle, o->drop_last, o->eval);
-    if (n < 0) n = 0;
-    unsigned long long h = dt_config_hash(&o->dist);
-    for (int i = 0; i < n && i < (int)sizeof buf; i++) { h ^= (unsigned char)buf[i]; h *= 1099511628211ull; }
-    long long v[2] = {(long long)(h >> 1), -(long long)(h >> 1)}, r[2];
-    int rc = dt_allreduce(v, r, 2, DT_I64, DT_MAX, t->comm);
-    if (rc) return rc;
-    if (r[0] != v[0] || r[1] != v[1])
-        return DT_ERR(DT_ERR_MISMATCH, "ranks were started with different training flags or config (world rank %d: %s dist %016llx)",
-                      t->ci.world_rank, buf, dt_config_hash(&o->dist));
-    return DT_OK;
-}
-
 static int setup_zero(dt_trainer *t, const dt_optim_config *oc) {
     int L = t->nlayers;
     size_t *off = malloc(sizeof(size_t) * (size_t)L), *cnt = malloc(sizeof(size_t) * (size_t)L);
@@ -223,12 +202,15 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     t->dp = t->ci.size > 1 && o->dist.enable_data_parallel;
     if (t->ci.size > 1 && !o->dist.enable_data_parallel)
         FAIL(DT_ERR(DT_ERR_INVALID, "enable_data_parallel is off but %d ranks were launched: nothing would be shared", t->ci.size));
-    if (t->ci.size > 1) FAIL(check_same_flags(t));
+    if (t->ci.size > 1) FAIL(dt_trainer_check_flags(t));
+    FAIL(dt_trainer_check_outputs(t)); /* before anything is trained */
     FAIL(dt_set_num_threads(o->threads));
     FAIL(dt_set_timeout(o->dist.timeout_s)); /* the watchdog's limit on every blocking call */
 
-    FAIL(dt_fashion_mnist_load(o->data_dir, 1, &t->train));
-    FAIL(dt_fashion_mnist_load(o->data_dir, 0, &t->test));
+    /* a data set missing on one host ends every rank, with its message */
+    rc = dt_fashion_mnist_load(o->data_dir, 1, &t->train);
+    if (!rc) rc = dt_fashion_mnist_load(o->data_dir, 0, &t->test);
+    FAIL(dt_trainer_agree_error(t, rc));
     if (o->train_limit > 0 && o->train_limit < t->train.count) {
         dt_dataset s;
         FAIL(dt_dataset_subset(&t->train, o->train_limit, &s));
@@ -241,6 +223,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
         dt_dataset_free(&t->test);
         t->test = s;
     }
+    if (t->ci.size > 1) FAIL(dt_trainer_check_data(t));
     if (t->train.count < t->ci.size)
         FAIL(DT_ERR(DT_ERR_INVALID, "%lld training samples cannot feed %d ranks", (long long)t->train.count, t->ci.size));
     FAIL(dt_sampler_init(&t->sampler, t->train.count, t->ci.size, t->ci.rank, o->shuffle, o->drop_last, o->seed));
@@ -275,23 +258,13 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     if (!t->x || !t->y) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for batch buffers"));
     t->cap = cap;
 
-    if (*o->timeline_path) {
-        char path[300];
-        if (strstr(o->timeline_path, "%d")) snprintf(path, sizeof path, o->timeline_path, t->ci.world_rank);
-        else if (t->ci.world_rank == 0) snprintf(path, sizeof path, "%s", o->timeline_path);
-        else snprintf(path, sizeof path, "%s.%d", o->timeline_path, t->ci.world_rank);
-        FAIL(dt_trace_open(path, t->ci.world_rank));
-        t->tracing = 1;
-    }
-    if (*o->json_path && t->ci.rank == 0) {
-        t->json = fopen(o->json_path, "w");
-        if (!t->json) FAIL(DT_ERR(DT_ERR_IO, "cannot open JSON output '%s'", o->json_path));
-    }
     dt_model_hooks hk = {.ctx = t, .pre_forward = h_pre_fwd, .post_forward = h_post_fwd, .pre_backward = h_pre_bwd,
                          .grad_ready = h_grad_ready, .post_backward = h_post_bwd,
                          .sync_stats = (t->dp && o->dist.sync_bn) ? h_sync_stats : NULL};
     FAIL(dt_model_set_hooks(t->model, &hk));
     if (*o->resume_dir) FAIL(dt_trainer_resume(t, o->resume_dir));
+    if (*o->resume_dir && t->ci.size > 1) FAIL(dt_trainer_check_resumed(t));
+    dtm_memory(&t->metrics, "start", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level);
 #undef FAIL
     *out = t;
     return DT_OK;
@@ -300,7 +273,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
 void dt_trainer_free(dt_trainer *t) {
     if (!t) return;
     if (t->tracing) dt_trace_close();
-    if (t->json) fclose(t->json);
+    dtm_close(&t->metrics); /* a failed write was already reported by dt_trainer_fit or is moot */
     dt_ddp_free(t->ddp);
     dt_zero_free(t->zero);
     if (t->opt) dt_mem_add(DT_MEM_OPTIM, -(long long)dt_optim_state_bytes(t->opt));
@@ -394,18 +367,29 @@ void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when) {
         fprintf(f, "  %-10s %14lld %14s %8.3f\n", "model state", model_state, "", (double)model_state / (double)P);
         fflush(f);
     }
-    if (t->json) {
-        fprintf(t->json, "{\"type\":\"memory\",\"when\":\"%s\",\"num_params\":%zu,\"ranks\":%d,\"zero_opt_level\":%d", when, P,
-                t->ci.size, t->o.dist.zero_opt_level);
-        for (int c = 0; c < DT_MEM_NUM; c++)
-            fprintf(t->json, ",\"%s\":%lld,\"%s_peak\":%lld", dt_mem_category_name((dt_mem_category)c),
-                    dt_mem_current((dt_mem_category)c), dt_mem_category_name((dt_mem_category)c), dt_mem_peak((dt_mem_category)c));
-        fprintf(t->json, "}\n");
-        fflush(t->json);
-    }
 }
 
 /* ---- training --------------------------------------------------------------- */
+
+void dt_trainer_position(const dt_trainer *t, uint64_t *epoch, uint64_t *samples) {
+    *epoch = (uint64_t)t->epoch;
+    if (t->resume_pos > 0) *samples = (uint64_t)t->resume_pos; /* resumed, not trained since */
+    else if (t->epoch_over) *samples = 0;
+    else *samples = (uint64_t)dt_sampler_position(&t->sampler, t->it.pos);
+}
+
+/* The end of a run: the JSON lines file and this rank's timeline are closed
+ * and every failed write of their lives reported (after the model and the
+ * checkpoint were saved: nothing of the training is lost to a full disk). */
+static int close_outputs(dt_trainer *t) {
+    int rc = dtm_close(&t->metrics);
+    if (t->tracing) {
+        t->tracing = 0;
+        int trc = dt_trace_close();
+        if (!rc) rc = trc;
+    }
+    return rc;
+}
 
 static uint64_t o_seed(const dt_trainer *t) { return t->o.seed; }
 
@@ -481,7 +465,6 @@ static int train_step(dt_trainer *t, double *loss_sum, double *correct, double *
         if (rc <= 0) return rc < 0 ? rc : DT_ERR(DT_ERR_INTERNAL, "batch iterator ended inside a step");
         rc = dt_dataset_batch(&t->train, idx, B, t->x, t->y, NULL);
         if (rc) return rc;
-        t->epoch_batches++;
         /* the dropout stream depends only on (seed, rank, step, micro-step): a
          * resumed run draws the same masks as an uninterrupted one */
         rc = dt_model_seed_dropout(t->model, (o_seed(t) * 0x9e3779b97f4a7c15ull) ^
@@ -544,9 +527,8 @@ static int train_step(dt_trainer *t, double *loss_sum, double *correct, double *
         t->cap_step_s = nc;
     }
     t->step_s[t->nstep_s++] = (t1 - t0) * 1e-6;
-    if (t->json)
-        fprintf(t->json, "{\"type\":\"step\",\"step\":%ld,\"epoch\":%d,\"loss\":%.9g,\"lr\":%.9g,\"time_s\":%.6f}\n",
-                t->step + 1, (int)t->sampler.epoch, *step_loss, lr, (t1 - t0) * 1e-6);
+    dtm_step(&t->metrics, t->step + 1, (int)t->sampler.epoch, dt_sampler_position(&t->sampler, t->it.pos), *step_loss,
+             lr, (t1 - t0) * 1e-6);
     t->step++;
     return 1;
 }
@@ -555,20 +537,22 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
     if (!t) return DT_ERR(DT_ERR_INVALID, "trainer is NULL");
     const dt_train_options *o = &t->o;
     int rank0 = t->ci.rank == 0, bar = rank0 && !o->quiet && isatty(STDOUT_FILENO);
-    dt_train_result r = {.test_acc = -1, .comm_hidden = -1, .comm_hidden_compute = -1};
+    /* NaN until an epoch of this run trains a step (a resumed run may have nothing left) */
+    dt_train_result r = {.last_loss = NAN, .train_acc = NAN, .test_acc = -1, .comm_hidden = -1,
+                         .comm_hidden_compute = -1};
     long steps_per_epoch = dt_batch_iter_num_batches(&t->it) / o->accum_steps;
     int rc = DT_OK;
     for (int e = t->epoch; e < o->epochs && (o->max_steps <= 0 || t->step < o->max_steps); e++) {
         t->epoch = e;
+        t->epoch_over = 0;
         dt_sampler_set_epoch(&t->sampler, (uint64_t)e);
-        if ((rc = dt_batch_iter_reset(&t->it, &t->sampler))) return rc;
-        t->epoch_batches = 0;
-        for (; t->resume_skip > 0; t->resume_skip--) { /* resumed mid-epoch */
-            const int64_t *idx;
-            int B;
-            if ((rc = dt_batch_iter_next(&t->it, &idx, &B)) <= 0) return rc < 0 ? rc : DT_ERR(DT_ERR_INVALID, "resume position beyond the epoch");
-            t->epoch_batches++;
+        if (t->resume_pos > 0) { /* resumed mid-epoch: at that sample, in this run's layout */
+            rc = dt_sampler_set_start(&t->sampler, t->resume_pos);
+            t->resume_pos = 0;
+            if (rc) return rc;
         }
+        if ((rc = dt_batch_iter_reset(&t->it, &t->sampler))) return rc;
+        steps_per_epoch = dt_batch_iter_num_batches(&t->it) / o->accum_steps;
         double v[3] = {0, 0, 0}, t0 = dt_trace_now_us(), sl = 0;
         int epoch_complete = 0;
         long done = 0;
@@ -590,6 +574,13 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
                 (rc = dt_trainer_save_checkpoint(t, o->checkpoint_dir)))
                 return rc;
         }
+        if (epoch_complete) { /* a checkpoint from here on starts at the next epoch */
+            t->epoch = e + 1;
+            t->epoch_over = 1;
+        }
+        /* nothing of this epoch was left (resumed at its end, or --max-steps
+         * reached): no line of zeros, no evaluation (the same on every rank) */
+        if (done == 0) continue;
         double secs = (dt_trace_now_us() - t0) * 1e-6;
         if ((rc = sum_over_ranks(t, v, 3))) return rc;
         r.epochs = e + 1;
@@ -606,18 +597,8 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
             printf("  (%.1f s)\n", secs);
             fflush(stdout);
         }
-        if (epoch_complete) { /* a checkpoint from here on starts at the next epoch */
-            t->epoch = e + 1;
-            t->epoch_batches = 0;
-        }
-        if (t->json) {
-            fprintf(t->json, "{\"type\":\"epoch\",\"epoch\":%d,\"steps\":%ld,\"loss\":%.9g,\"train_acc\":%.6f,"
-                             "\"samples_per_s\":%.1f,\"time_s\":%.3f",
-                    e + 1, t->step, r.last_loss, r.train_acc, r.samples_per_s, secs);
-            if (o->eval) fprintf(t->json, ",\"test_loss\":%.9g,\"test_acc\":%.6f", tl, r.test_acc);
-            fprintf(t->json, "}\n");
-            fflush(t->json);
-        }
+        dtm_epoch(&t->metrics, e + 1, t->step, r.last_loss, r.train_acc, r.samples_per_s, secs, o->eval, tl,
+                  r.test_acc);
     }
     r.steps = t->step;
     if (*o->checkpoint_dir && (o->checkpoint_every <= 0 || t->step % o->checkpoint_every != 0)) {
@@ -639,11 +620,9 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
         r.comm_hidden_compute = (t->hidden_sum + t->hidden_opt_sum) / t->comm_sum;
     }
     r.grad_norm = t->grad_norm;
-    if (t->json)
-        fprintf(t->json, "{\"type\":\"summary\",\"steps\":%ld,\"ranks\":%d,\"zero_opt_level\":%d,\"median_step_s\":%.6f,"
-                         "\"comm_hidden\":%.4f,\"comm_hidden_compute\":%.4f,\"grad_norm\":%.6g,\"test_acc\":%.6f}\n",
-                r.steps, t->ci.size, o->dist.zero_opt_level, r.median_step_s, r.comm_hidden, r.comm_hidden_compute,
-                r.grad_norm, r.test_acc);
     if (res) *res = r;
-    return DT_OK;
+    dtm_memory(&t->metrics, "end", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level);
+    dtm_summary(&t->metrics, r.steps, t->ci.size, o->dist.zero_opt_level, r.median_step_s, r.comm_hidden,
+                r.comm_hidden_compute, r.grad_norm, r.test_acc);
+    return close_outputs(t);
 }

@@ -9,6 +9,7 @@
 #include "dtrain/optim.h"
 #include "dtrain/train.h"
 #include "dtrain/zero.h"
+#include "train/metrics.h"
 
 struct dt_trainer {
     dt_train_options o;
@@ -33,9 +34,9 @@ struct dt_trainer {
     int cap;
     long step;
     int epoch;               /* current epoch (0-based) */
-    long epoch_batches;      /* micro-batches consumed in the current epoch */
-    long resume_skip;        /* batches to skip at the start of the resumed epoch */
-    FILE *json;
+    int epoch_over;          /* the current epoch is complete: a checkpoint is at the next one's start */
+    int64_t resume_pos;      /* the resumed epoch starts at this sample of its global order */
+    dt_metrics metrics;      /* --json (rank 0) */
     int tracing;
     double t_layer;          /* start of the current layer (trace) */
     double bwd_t0, bwd_t1;   /* backward interval of the current step */
@@ -47,5 +48,22 @@ struct dt_trainer {
     double *step_s;          /* per-step wall times */
     long nstep_s, cap_step_s;
 };
+
+/* train_ckpt.c: the first failing rank's status and message on every rank
+ * (collective). */
+int dt_trainer_agree_error(dt_trainer *t, int rc);
+/* train_checks.c, before training (each collective; every rank gets the same
+ * status and a message naming what differs):
+ *   the flags and dist config that shape the collectives agree across ranks;
+ *   the data sets loaded have the same sizes; the resumed step and position
+ *   agree; every output path is usable (rank 0: checkpoint directory,
+ *   --save-model target, JSON lines file opened; every rank: its timeline). */
+int dt_trainer_check_flags(dt_trainer *t);
+int dt_trainer_check_data(dt_trainer *t);
+int dt_trainer_check_resumed(dt_trainer *t);
+int dt_trainer_check_outputs(dt_trainer *t);
+/* trainer.c: where the run is: the epoch and the samples of its global order
+ * consumed (the start of the next epoch once one is complete). */
+void dt_trainer_position(const dt_trainer *t, uint64_t *epoch, uint64_t *samples);
 
 #endif

@@ -31,11 +31,13 @@
 #include "dtrain/config.h"
 #include "dtrain/data.h"
 #include "dtrain/dtrain.h"
+#include "dtrain/safetensors.h"
 
 /* ---- helpers ----------------------------------------------------------------- */
 
 static char g_dir[128];             /* temporary directory */
 static const char *g_train, *g_mpiexec;
+static char g_bench[1024];          /* dtrain-bench, beside dtrain-train */
 static char g_msg[4096];            /* message captured by a K_CALL row */
 
 /* Records dt_last_error() as the row's message and returns rc. */
@@ -128,7 +130,8 @@ static const char *make_ckpt(const char *name) {
     m.num_params = 8;
     m.nvectors = 1;
     m.vectors = &v;
-    if (dt_ckpt_prepare(d) || dt_ckpt_write_shard(d, 0, &sh, NULL) || dt_ckpt_commit(d, &m))
+    if (dt_ckpt_prepare(d, &m.generation) || dt_ckpt_write_shard(d, m.generation, 0, &sh, NULL) ||
+        dt_ckpt_commit(d, &m))
         die("checkpoint %s: %s", d, dt_last_error());
     return d;
 }
@@ -357,6 +360,8 @@ static int cfg_bool(void) { return cfg_load("cfg_bool.json"); }
 static int cfg_unknown(void) { return cfg_load("cfg_unknown.json"); }
 static int cfg_big(void) { return cfg_load("cfg_big.json"); }
 static int cfg_int(void) { return cfg_load("cfg_int.json"); }
+static int cfg_dir(void) { return cfg_load("empty_dir"); }
+static int cfg_fifo(void) { return cfg_load("fifo"); }
 static int cfg_env(void) {
     dt_config c;
     dt_config_default(&c);
@@ -417,14 +422,14 @@ static int ck_manifest_truncated(void) {
 static int ck_rank_truncated(void) {
     const char *d = make_ckpt("ck_trunc_rank");
     char p[600];
-    snprintf(p, sizeof p, "%s/rank-00000.bin", d);
+    snprintf(p, sizeof p, "%s/rank-00000.g1.bin", d);
     truncate_file(p, 4);
     return ck_load(d, 1);
 }
 static int ck_checksum(void) {
     const char *d = make_ckpt("ck_crc");
     char p[600];
-    snprintf(p, sizeof p, "%s/rank-00000.bin", d);
+    snprintf(p, sizeof p, "%s/rank-00000.g1.bin", d);
     flip_last_byte(p);
     return ck_load(d, 1);
 }
@@ -432,13 +437,13 @@ static int ck_version(void) {
     const char *d = make_ckpt("ck_version");
     char p[600];
     snprintf(p, sizeof p, "%s/manifest.json", d);
-    edit_file(p, "\"format_version\": 1", "\"format_version\": 2");
+    edit_file(p, "\"format_version\": 2", "\"format_version\": 3");
     return ck_load(d, 0);
 }
 static int ck_rank_missing(void) {
     const char *d = make_ckpt("ck_norank");
     char p[600];
-    snprintf(p, sizeof p, "%s/rank-00000.bin", d);
+    snprintf(p, sizeof p, "%s/rank-00000.g1.bin", d);
     unlink(p);
     return ck_load(d, 1);
 }
@@ -461,6 +466,28 @@ static int ck_vector(void) {
     return rc;
 }
 
+static int ck_dir_foreign(void) { return R(dt_ckpt_prepare(path("user_dir"), NULL)); }
+static int ck_dir_file(void) { return R(dt_ckpt_prepare(path("a_file"), NULL)); }
+static int ck_dir_manifest(void) { return R(dt_ckpt_prepare(path("foreign_manifest"), NULL)); }
+static int ck_stale_generation(void) {
+    const char *d = make_ckpt("ck_stale");
+    float x[8] = {0};
+    dt_ckpt_range rg = {"params", 0, 8, x};
+    dt_ckpt_vector v = {"params", 8};
+    dt_ckpt_manifest m;
+    memset(&m, 0, sizeof m);
+    m.world_size = 1;
+    m.num_params = 8;
+    m.nvectors = 1;
+    m.vectors = &v;
+    m.generation = 1; /* make_ckpt committed generation 1 already */
+    if (dt_ckpt_write_shard(d, 1, 0, &(dt_ckpt_shard){1, &rg}, NULL)) return R(-100);
+    return R(dt_ckpt_commit(d, &m));
+}
+
+static int st_target_fifo(void) { return R(dt_st_writer_check(path("fifo"))); }
+static int st_target_dir(void) { return R(dt_st_writer_check(path("empty_dir"))); }
+
 /* ---- the table ------------------------------------------------------------------------ */
 
 enum { K_CALL, K_PROC };
@@ -472,7 +499,7 @@ typedef struct row {
     const char *input;   /* what is wrong, for the docs */
     int kind;
     int (*fn)(void);     /* K_CALL */
-    const char *argv[MAXARG]; /* K_PROC: "$T" = dtrain-train, "$MPI" = mpiexec, "@x" = temp dir/x */
+    const char *argv[MAXARG]; /* K_PROC: "$T" = dtrain-train, "$B" = dtrain-bench, "$MPI" = mpiexec, "@x" = temp dir/x */
     const char *env;     /* K_PROC: "NAME=VALUE" added to the environment, or NULL */
     int want;            /* K_CALL: status; K_PROC: exit code */
     const char *msg;     /* substring of dt_last_error() / of the output */
@@ -572,6 +599,10 @@ static const row g_rows[] = {
          "give an integer"),
     CALL("cfg-big", "config file", "config file over 8 KiB", cfg_big, DT_ERR_IO, "larger than",
          "the config is a small flat object; remove the rest"),
+    CALL("cfg-dir", "config file", "a directory given as the config file", cfg_dir, DT_ERR_IO,
+         "is a directory, not a config file", "give the JSON file's path"),
+    CALL("cfg-fifo", "config file", "a FIFO given as the config file (nothing writes to it)", cfg_fifo, DT_ERR_IO,
+         "is a FIFO, not a regular file", "give a JSON file (a FIFO or pipe would be waited on forever)"),
     CALL("cfg-env", "config file", "DTRAIN_BUCKET_SIZE_MB=lots", cfg_env, DT_ERR_INVALID,
          "environment variable DTRAIN_BUCKET_SIZE_MB", "fix or unset the variable"),
 
@@ -606,21 +637,36 @@ static const row g_rows[] = {
 
     /* checkpoints */
     CALL("ckpt-missing", "checkpoint", "checkpoint directory missing", ck_missing, DT_ERR_IO, "no checkpoint: directory does not exist",
-         "check the path; a crashed save leaves DIR.old, which is used automatically"),
+         "check the path (a crashed save never removes the last committed checkpoint)"),
     CALL("ckpt-manifest-truncated", "checkpoint", "manifest.json cut by 40 bytes", ck_manifest_truncated, DT_ERR_IO,
          "manifest JSON syntax error", "the checkpoint is damaged: use an older one"),
-    CALL("ckpt-rank-truncated", "checkpoint", "rank-00000.bin cut by 4 bytes", ck_rank_truncated, DT_ERR_IO,
-         "rank-00000.bin: truncated", "the checkpoint is damaged (disk full?): use an older one"),
-    CALL("ckpt-checksum", "checkpoint", "rank-00000.bin with one byte changed", ck_checksum, DT_ERR_IO, "checksum mismatch",
+    CALL("ckpt-rank-truncated", "checkpoint", "rank-00000.g1.bin cut by 4 bytes", ck_rank_truncated, DT_ERR_IO,
+         "rank-00000.g1.bin: truncated", "the checkpoint is damaged (disk full?): use an older one"),
+    CALL("ckpt-checksum", "checkpoint", "rank-00000.g1.bin with one byte changed", ck_checksum, DT_ERR_IO, "checksum mismatch",
          "the file is corrupt: use an older checkpoint"),
-    CALL("ckpt-rank-missing", "checkpoint", "rank-00000.bin deleted", ck_rank_missing, DT_ERR_IO, "missing rank file",
-         "copy every rank-*.bin with manifest.json"),
-    CALL("ckpt-version", "checkpoint", "manifest format_version 2", ck_version, DT_ERR_UNSUPPORTED,
-         "format version 2 not supported (this build reads 1)", "load it with the dtrain version that wrote it"),
+    CALL("ckpt-rank-missing", "checkpoint", "rank-00000.g1.bin deleted", ck_rank_missing, DT_ERR_IO, "missing rank file",
+         "copy every rank-*.bin named in manifest.json with it"),
+    CALL("ckpt-version", "checkpoint", "manifest format_version 3", ck_version, DT_ERR_UNSUPPORTED,
+         "format version 3 not supported (this build reads 1 and 2)", "load it with the dtrain version that wrote it"),
     CALL("ckpt-range", "checkpoint", "read elements [4, 12) of an 8-element vector", ck_range, DT_ERR_INVALID,
          "outside state vector 'params' (length 8)", "the model does not match the checkpoint (sizes differ)"),
     CALL("ckpt-vector", "checkpoint", "read vector 'exp_avg' from a checkpoint without it", ck_vector, DT_ERR_INVALID,
          "no state vector 'exp_avg' in the checkpoint", "the optimizer differs from the one that wrote the checkpoint"),
+    CALL("st-target-fifo", "checkpoint", "dt_st_writer_check / dt_st_writer_open on a FIFO", st_target_fifo,
+         DT_ERR_INVALID, "is a FIFO", "write models to regular files; a special file is never replaced"),
+    CALL("st-target-dir", "checkpoint", "dt_st_writer_check on a directory", st_target_dir, DT_ERR_INVALID,
+         "is a directory", "give a file path inside the directory"),
+    CALL("ckpt-dir-foreign", "checkpoint", "dt_ckpt_prepare on a directory holding a user's file (thesis.txt)",
+         ck_dir_foreign, DT_ERR_INVALID, "directory is not empty and holds no dtrain checkpoint (it contains 'thesis.txt')",
+         "give a new or empty directory, or one of dtrain's checkpoints; nothing was written or removed"),
+    CALL("ckpt-dir-file", "checkpoint", "dt_ckpt_prepare on a regular file", ck_dir_file, DT_ERR_INVALID,
+         "exists and is not a directory", "give a directory path; the file was left where it was"),
+    CALL("ckpt-dir-manifest", "checkpoint", "dt_ckpt_prepare on a directory whose manifest.json is not dtrain's",
+         ck_dir_manifest, DT_ERR_INVALID, "is not a readable dtrain checkpoint manifest",
+         "dtrain does not overwrite what it cannot identify as its own: choose another directory"),
+    CALL("ckpt-stale-generation", "checkpoint", "dt_ckpt_commit of a generation the directory already holds",
+         ck_stale_generation, DT_ERR_STATE, "already holds generation 1",
+         "two jobs are saving into one directory: give each its own; call dt_ckpt_prepare for every save"),
 
     /* trainer flags: exit code 2, message and usage on stderr */
     TRAIN("flag-epochs", "--epochs zero", 2, "flag --epochs: 'zero' is not an integer in [1, 100000]", "give a number", "--epochs", "zero"),
@@ -653,6 +699,38 @@ static const row g_rows[] = {
           "fix the config file", "--config", "@cfg_range.json"),
     {"flag-env", "trainer flags", "DTRAIN_ZERO_OPT_LEVEL=9 in the environment", K_PROC, NULL, {"$T", QUICK, NULL},
      "DTRAIN_ZERO_OPT_LEVEL=9", 2, "environment variable DTRAIN_ZERO_OPT_LEVEL", 0, "fix or unset the variable"},
+    TRAIN("flag-config-dir", "--config DIR (a directory)", 2, "is a directory, not a config file",
+          "give the JSON file's path", "--config", "@empty_dir", QUICK),
+    TRAIN("flag-config-fifo", "--config FIFO (nothing writes to it)", 2, "is a FIFO, not a regular file",
+          "give a JSON file; a FIFO would be waited on forever", "--config", "@fifo", QUICK),
+    {"flag-env-shm", "trainer flags", "DTRAIN_SHM_MIN_BYTES=lots in the environment", K_PROC, NULL, {"$T", QUICK, NULL},
+     "DTRAIN_SHM_MIN_BYTES=lots", 2, "DTRAIN_SHM_MIN_BYTES='lots' is not a number", 0, "fix or unset the variable"},
+    {"flag-env-check", "trainer flags", "DTRAIN_CHECK_COLLECTIVES=maybe in the environment", K_PROC, NULL,
+     {"$T", QUICK, NULL}, "DTRAIN_CHECK_COLLECTIVES=maybe", 2, "DTRAIN_CHECK_COLLECTIVES='maybe' is not a boolean", 0,
+     "use 1/0 (true/false, yes/no, on/off)"},
+    {"flag-env-backend", "trainer flags", "DTRAIN_BACKEND=bogus", K_PROC, NULL, {"$T", QUICK, NULL},
+     "DTRAIN_BACKEND=bogus", 2, "DTRAIN_BACKEND='bogus' is not a backend of this build", 0, "use auto, mpi or void"},
+    {"bench-env-shm", "trainer flags", "dtrain-bench with DTRAIN_SHM_CHUNK_BYTES=12", K_PROC, NULL,
+     {"$B", "-b", "4K", "-e", "4K", NULL}, "DTRAIN_SHM_CHUNK_BYTES=12", 2, "DTRAIN_SHM_CHUNK_BYTES='12' is not a number",
+     0, "fix or unset the variable"},
+    TRAIN("flag-adam-momentum", "--optimizer adam --momentum 0.5", 2, "--momentum applies to --optimizer sgd only",
+          "drop --momentum (adam and adamw have their own betas)", "--optimizer", "adam", "--momentum", "0.5", QUICK),
+    TRAIN("flag-adam-nesterov", "--optimizer adamw --nesterov 1", 2, "--nesterov applies to --optimizer sgd only",
+          "drop --nesterov", "--optimizer", "adamw", "--nesterov", "1", QUICK),
+    TRAIN("flag-nesterov-no-momentum", "--momentum 0 --nesterov 1", 2, "--nesterov 1 needs a momentum > 0",
+          "give --momentum M > 0 or drop --nesterov", "--momentum", "0", "--nesterov", "1", QUICK),
+    TRAIN("flag-mlp-sync-bn", "--model mlp --sync-bn 1", 2, "sync_bn: model mlp has no batch norm",
+          "drop --sync-bn (DTRAIN_SYNC_BN, the config file's sync_bn)", "--model", "mlp", "--sync-bn", "1", QUICK),
+    TRAIN("flag-zero-no-dp", "--zero 3 --enable-data-parallel 0", 2, "zero_opt_level 3 shards over the data-parallel ranks",
+          "drop one of them", "--zero", "3", "--enable-data-parallel", "0", QUICK),
+    TRAIN("flag-dropout-lenet", "--model lenet --dropout 0.5", 2, "--dropout: model lenet has no dropout",
+          "drop --dropout (the cnn has one)", "--model", "lenet", "--dropout", "0.5", QUICK),
+    TRAIN("flag-hidden-lenet", "--model lenet --hidden1 64", 2, "--hidden1: model lenet has no hidden sizes",
+          "drop --hidden1/--hidden2 (mlp and cnn have them)", "--model", "lenet", "--hidden1", "64", QUICK),
+    TRAIN("flag-min-lr-const", "--min-lr 0.001 with --schedule const", 2, "--min-lr is the floor of --schedule cosine",
+          "add --schedule cosine or drop --min-lr", "--min-lr", "0.001", QUICK),
+    TRAIN("flag-every-no-dir", "--checkpoint-every 5 without --checkpoint-dir", 2,
+          "--checkpoint-every needs --checkpoint-dir", "give --checkpoint-dir DIR", "--checkpoint-every", "5", QUICK),
 
     /* data files through the trainer: exit code 1, the file named */
     TRAIN("train-data-missing", "--data DIR without the files", 1, "cannot open", "install dataset-fashion-mnist or fix --data",
@@ -670,10 +748,46 @@ static const row g_rows[] = {
     TRAIN("train-resume-foreign", "--resume DIR written for another model (8 parameters)", 1, "was written for model '(none)', this run uses 'lenet'",
           "resume with the model, optimizer and flags the checkpoint was written with", "--data", "@fm", "--resume",
           "@ckpt_foreign", QUICK),
-    TRAIN("train-resume-checksum", "--resume DIR whose rank-00000.bin has a changed byte", 1, "checksum mismatch",
+    TRAIN("train-resume-checksum", "--resume DIR whose rank-00000.g1.bin has a changed byte", 1, "checksum mismatch",
           "the checkpoint is corrupt: resume from an older one", "--data", "@fm", "--resume", "@ck_train_crc", QUICK),
     TRAIN("train-resume-truncated", "--resume DIR whose manifest.json is cut", 1, "manifest JSON syntax error",
           "the checkpoint is damaged: resume from an older one", "--data", "@fm", "--resume", "@ck_train_trunc", QUICK),
+    TRAIN("train-resume-unit", "--resume DIR whose epoch position is in an unknown unit ('tokens')", 1,
+          "epoch_position_unit 'tokens' (this build knows 'samples')",
+          "resume it with the dtrain version that wrote it", "--data", "@fm", "--resume", "@ck_train_unit", QUICK),
+
+    /* output paths through the trainer */
+    {"train-ckpt-dir-foreign", "output files", "--checkpoint-dir DIR holding a user's file (thesis.txt), 2 ranks", K_PROC,
+     NULL, {"$MPI", "-n", "2", "$T", "--data", "@fm", "--checkpoint-dir", "@user_dir", "--checkpoint-every", "1", QUICK,
+            NULL}, NULL, 1,
+     "directory is not empty and holds no dtrain checkpoint (it contains 'thesis.txt')", 2,
+     "give a new or empty directory, or one of dtrain's checkpoints; nothing in DIR was touched"},
+    {"train-save-model-fifo", "output files", "--save-model FIFO (any non-regular file: /dev/null, a terminal)", K_PROC,
+     NULL, {"$T", "--data", "@fm", "--save-model", "@fifo", QUICK, NULL}, NULL, 1, "is a FIFO: the model is written to a "
+     "temporary file and renamed into place", 0, "give a regular file path; the special file was left as it was"},
+    {"train-save-model-dir", "output files", "--save-model DIR (a directory)", K_PROC, NULL,
+     {"$T", "--data", "@fm", "--save-model", "@empty_dir", QUICK, NULL}, NULL, 1, "is a directory", 0,
+     "give a file path (DIR/model.safetensors)"},
+    {"train-save-model-nodir", "output files", "--save-model in a directory that does not exist, 2 ranks", K_PROC, NULL,
+     {"$MPI", "-n", "2", "$T", "--data", "@fm", "--save-model", "@nodir/model.safetensors", QUICK, NULL}, NULL, 1,
+     "cannot create a file beside it", 2, "create the directory first: the check runs before training"},
+    {"train-json-nodir", "output files", "--json in a directory that does not exist", K_PROC, NULL,
+     {"$T", "--data", "@fm", "--json", "@nodir/steps.json", QUICK, NULL}, NULL, 1,
+     "cannot open JSON output", 0, "create the directory first: the check runs before training"},
+    {"train-timeline-nodir", "output files", "--timeline in a directory that does not exist, 2 ranks", K_PROC, NULL,
+     {"$MPI", "-n", "2", "$T", "--data", "@fm", "--timeline", "@nodir/trace.json", QUICK, NULL}, NULL, 1,
+     "cannot open trace file", 2, "create the directory first: the check runs before training"},
+    {"train-json-full", "output files", "--json /dev/full (a full disk)", K_PROC, NULL,
+     {"$T", "--data", "@fm", "--json", "/dev/full", QUICK, NULL}, NULL, 1,
+     "writing the JSON metrics file '/dev/full' failed: No space left on device", 0,
+     "free space or write elsewhere; training went on and the model and checkpoints were saved"},
+    {"train-timeline-full", "output files", "--timeline /dev/full (a full disk)", K_PROC, NULL,
+     {"$T", "--data", "@fm", "--timeline", "/dev/full", QUICK, NULL}, NULL, 1,
+     "error writing trace file '/dev/full': No space left on device", 0,
+     "free space or write elsewhere; training went on and the model and checkpoints were saved"},
+    {"train-ckpt-dir-file", "output files", "--checkpoint-dir FILE (an existing regular file)", K_PROC, NULL,
+     {"$T", "--data", "@fm", "--checkpoint-dir", "@a_file", QUICK, NULL}, NULL, 1, "exists and is not a directory", 0,
+     "give a directory path; the file was left where it was"},
 
     /* launches */
     {"launch-too-few-samples", "launch", "--train-limit 1 at 2 ranks", K_PROC, NULL,
@@ -689,8 +803,58 @@ static const row g_rows[] = {
       "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; [ $r = 1 ] && export DTRAIN_SYNC_BN=1; exec \"$0\" --data \"$1\" --epochs 1 --max-steps 1 --quiet",
       "$T", "@fm", NULL}, NULL, 1, "different training flags or config", 2,
      "export the same DTRAIN_* variables to every rank (mpirun -x NAME)"},
-    {"launch-bad-backend", "launch", "DTRAIN_BACKEND=bogus", K_PROC, NULL, {"$T", QUICK, NULL}, "DTRAIN_BACKEND=bogus", 1,
-     "DTRAIN_BACKEND='bogus' is not a backend of this build", 0, "use auto, mpi or void"},
+    {"launch-save-model-rank0", "launch", "--save-model on rank 0 only (fit(save_model=...) on rank 0)", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; s=; [ $r = 0 ] && s=\"--save-model $1/m.safetensors\"; "
+      "exec \"$0\" --data \"$1\" $s --epochs 1 --max-steps 1 --quiet",
+      "$T", "@fm", NULL}, NULL, 1, "--save-model differs between ranks", 2,
+     "give every rank the flag (only rank 0 writes the file); the others no longer wait for it until the timeout"},
+    {"launch-checkpoint-every", "launch", "--checkpoint-every 1 on rank 1 only", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; exec \"$0\" --data \"$1\" --checkpoint-dir \"$1/../ck_every\" "
+      "--checkpoint-every $r --epochs 1 --max-steps 1 --quiet",
+      "$T", "@fm", NULL}, NULL, 1, "--checkpoint-every differs between ranks", 2,
+     "start every rank with the same checkpoint flags"},
+    {"launch-resume-rank1", "launch", "--resume on rank 1 only", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; s=; [ $r = 1 ] && s=\"--resume $1/../ck_train_2\"; "
+      "exec \"$0\" --data \"$1\" $s --epochs 1 --max-steps 3 --quiet",
+      "$T", "@fm", NULL}, NULL, 1, "--resume differs between ranks", 2, "give every rank the same --resume"},
+    {"launch-resume-different", "launch", "--resume from a checkpoint at step 1 on rank 0, one at step 2 on rank 1", K_PROC,
+     NULL, {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; c=ck_train_0; [ $r = 1 ] && c=ck_train_2; "
+      "exec \"$0\" --data \"$1\" --resume \"$1/../$c\" --epochs 3 --quiet",
+      "$T", "@fm", NULL}, NULL, 1, "ranks resumed from different checkpoints (--resume): step, epoch differ", 2,
+     "give every rank the same checkpoint directory"},
+    {"launch-clip-rank1", "launch", "--clip-grad-norm 1 on rank 1 only, ZeRO 1", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; s=; [ $r = 1 ] && s=\"--clip-grad-norm 1\"; "
+      "exec \"$0\" --data \"$1\" $s --zero 1 --epochs 1 --max-steps 1 --quiet",
+      "$T", "@fm", NULL}, NULL, 1, "--clip-grad-norm differs between ranks (world rank 1 has --clip-grad-norm 1)", 0,
+     "start every rank with the same flags"},
+    {"launch-different-data", "launch", "rank 1 reads a data set of 32 training images, rank 0 one of 64", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; d=$1; [ $r = 1 ] && d=$1/../fm32; "
+      "exec \"$0\" --data \"$d\" --epochs 1 --max-steps 1 --quiet",
+      "$T", "@fm", NULL}, NULL, 1, "ranks loaded different data sets (--data): training samples differs", 2,
+     "give every rank the same data set"},
+    {"launch-data-missing-rank1", "launch", "the data set missing on rank 1 only", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; d=$1; [ $r = 1 ] && d=$1/../empty_dir; "
+      "exec \"$0\" --data \"$d\" --epochs 1 --max-steps 1 --quiet",
+      "$T", "@fm", NULL}, NULL, 1, "empty_dir/train-images-idx3-ubyte.gz': No such file or directory", 2,
+     "install the data set on every host (the others no longer wait for the missing rank)"},
+    {"bench-vs-mpi-rank1", "launch", "dtrain-bench --vs-mpi on rank 1 only", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; s=; [ $r = 1 ] && s=--vs-mpi; exec \"$0\" -b 4K -e 4K -n 2 $s",
+      "$B", NULL}, NULL, 2, "options differ between ranks", 2, "start every rank with the same dtrain-bench options"},
+    {"bench-flag-rank1", "launch", "dtrain-bench --bogus on rank 1 only", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; s=; [ $r = 1 ] && s=--bogus; exec \"$0\" -b 4K -e 4K -n 2 $s",
+      "$B", NULL}, NULL, 2, "dtrain-bench[rank 1]: unknown option '--bogus'", 0, "start every rank with the same dtrain-bench options"},
+    {"bench-oom", "launch", "dtrain-bench -b 16384G (more than the memory)", K_PROC, NULL,
+     {"$B", "-b", "16384G", "-e", "16384G", NULL}, NULL, 1,
+     "the buffers could not be allocated on some rank (out of memory)", 0, "choose sizes that fit (-b / -e)"},
     /* models (dtrain/model.h) and text data (dtrain/text.h) */
     CALL("model-gpt-heads", "model", "gpt with n_embd 64, n_head 5", model_gpt_heads, DT_ERR_INVALID,
          "n_embd=64 is not divisible by n_head=5", "choose n_head dividing n_embd (head size = n_embd / n_head)"),
@@ -776,6 +940,9 @@ static void write_fixtures(void) {
     write_idx_images(path("fm_trunc/train-images-idx3-ubyte"), 0x803, 64, 28, 28, 100, 0);
     write_fm_dir("fm_label");
     write_idx_labels(path("fm_label/train-labels-idx1-ubyte"), 0x801, 64, 10);
+    write_fm_dir("fm32");
+    write_idx_images(path("fm32/train-images-idx3-ubyte"), 0x803, 32, 28, 28, 0, 0);
+    write_idx_labels(path("fm32/train-labels-idx1-ubyte"), 0x801, 32, -1);
     write_fm_dir("fm_gz");
     write_idx_images(path("fm_gz/t10k-images-idx3-ubyte.gz"), 0x803, 16, 28, 28, 0, 1);
     {
@@ -789,6 +956,12 @@ static void write_fixtures(void) {
     write_idx_images(path("fm_small/train-images-idx3-ubyte"), 0x803, 4, 14, 14, 0, 0);
     write_idx_labels(path("fm_small/train-labels-idx1-ubyte"), 0x801, 4, -1);
     if (mkdir(path("empty_dir"), 0700) != 0) die("mkdir");
+    if (mkdir(path("user_dir"), 0700) != 0) die("mkdir");
+    if (mkfifo(path("fifo"), 0600) != 0) die("mkfifo");
+    write_text(path("user_dir/thesis.txt"), "chapter 1\n");
+    write_text(path("a_file"), "a user's file\n");
+    if (mkdir(path("foreign_manifest"), 0700) != 0) die("mkdir");
+    write_text(path("foreign_manifest/manifest.json"), "{\"name\": \"my-web-app\", \"version\": \"1.0.0\"}\n");
 }
 
 static int run_proc(const struct row *r, char **out);
@@ -796,11 +969,11 @@ static int run_proc(const struct row *r, char **out);
 /* Checkpoints written by the trainer itself, then damaged. */
 static void make_train_ckpts(void) {
     make_ckpt("ckpt_foreign");
-    const char *names[2] = {"ck_train_crc", "ck_train_trunc"};
-    for (int i = 0; i < 2; i++) {
+    const char *names[5] = {"ck_train_crc", "ck_train_trunc", "ck_train_unit", "ck_train_0", "ck_train_2"};
+    for (int i = 0; i < 5; i++) {
         struct row r;
         memset(&r, 0, sizeof r);
-        const char *argv[] = {"$T", "--data", "@fm", "--epochs", "1", "--max-steps", "1", "--quiet",
+        const char *argv[] = {"$T", "--data", "@fm", "--epochs", i == 4 ? "2" : "1", "--max-steps", i == 4 ? "2" : "1", "--quiet",
                               "--checkpoint-dir", names[i], NULL};
         char at[64];
         snprintf(at, sizeof at, "@%s", names[i]);
@@ -812,10 +985,12 @@ static void make_train_ckpts(void) {
         free(out);
     }
     char p[600];
-    snprintf(p, sizeof p, "%s/rank-00000.bin", path("ck_train_crc"));
+    snprintf(p, sizeof p, "%s/rank-00000.g1.bin", path("ck_train_crc"));
     flip_last_byte(p);
     snprintf(p, sizeof p, "%s/manifest.json", path("ck_train_trunc"));
     truncate_file(p, 40);
+    snprintf(p, sizeof p, "%s/manifest.json", path("ck_train_unit"));
+    edit_file(p, "\"epoch_position_unit\": \"samples\"", "\"epoch_position_unit\": \"tokens\"");
 }
 
 static void rm_rf(const char *p) {
@@ -831,6 +1006,7 @@ static void rm_rf(const char *p) {
 
 static const char *expand(const char *a) {
     if (!strcmp(a, "$T")) return g_train;
+    if (!strcmp(a, "$B")) return g_bench;
     if (!strcmp(a, "$MPI")) return g_mpiexec;
     if (a[0] == '@') return path(a + 1);
     return a;
@@ -968,6 +1144,9 @@ int main(int argc, char **argv) {
     }
     g_train = argv[1];
     g_mpiexec = argv[2];
+    snprintf(g_bench, sizeof g_bench, "%s", g_train);
+    char *slash = strrchr(g_bench, '/');
+    snprintf(slash ? slash + 1 : g_bench, sizeof g_bench - (size_t)(slash ? slash + 1 - g_bench : 0), "dtrain-bench");
     /* standalone rows: never pick MPI up from a launcher's environment */
     unsetenv("DTRAIN_BACKEND");
     snprintf(g_dir, sizeof g_dir, "%s/dt_badinput_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");

@@ -2,14 +2,21 @@
  * process (even, uneven and replicated splits; discovered and caller-given rank
  * tables), reads of ranges spanning shard boundaries, resharding 4 -> 2 -> 1,
  * corruption (checksum, truncation, bad magic, wrong version, JSON syntax,
- * missing files, uncovered ranges) with messages naming the file, and crash
- * safety of the commit (failures and simulated crashes at every step). */
+ * missing files, uncovered ranges) with messages naming the file, crash
+ * safety of the commit (failures and simulated crashes at every step, and
+ * SIGKILL of a process saving in a loop), the directory rules (never renamed;
+ * a user's files never removed; foreign directories and regular files
+ * refused; ".") and format version 1 checkpoints of an older dtrain
+ * (tests/ckpt/data/v1_w2, written by dtrain ea878ae). */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "dtrain/ckpt.h"
 #include "testutil.h"
@@ -95,14 +102,18 @@ static int save(const char *dir, int step, int w, int mode, int explicit_table) 
     fill(step);
     dt_ckpt_range rg[4][NV];
     dt_ckpt_rank_file rf[4];
+    uint64_t gen = 0;
+    int rc = dt_ckpt_prepare(dir, &gen);
+    if (rc) return rc;
     for (int r = 0; r < w; r++) {
         dt_ckpt_shard sh = {shard_ranges(mode, r, w, rg[r]), rg[r]};
         dt_ckpt_shard_info info;
-        int rc = dt_ckpt_write_shard(dir, r, &sh, &info);
+        rc = dt_ckpt_write_shard(dir, gen, r, &sh, &info);
         if (rc) return rc;
         rf[r] = (dt_ckpt_rank_file){r, sh.nranges, rg[r], info.bytes, info.crc32};
     }
     dt_ckpt_manifest m = make_manifest(step, w, mode == REPLICATED ? 0 : 2);
+    m.generation = gen;
     if (explicit_table) {
         m.nranks = w;
         m.ranks = rf;
@@ -115,7 +126,7 @@ static void check_ckpt(const char *dir, int step, int w) {
     dt_ckpt_manifest *m = NULL;
     CHECK_OK(dt_ckpt_load_manifest(dir, &m));
     if (!m) return;
-    CHECK(m->format_version == 1 && m->step == (uint64_t)step && m->epoch == (uint64_t)step / 10 &&
+    CHECK(m->format_version == 2 && m->generation >= 1 && m->step == (uint64_t)step && m->epoch == (uint64_t)step / 10 &&
               m->epoch_position == (uint64_t)step % 10,
           "%s: step/epoch/position %llu %llu %llu", dir, (unsigned long long)m->step, (unsigned long long)m->epoch,
           (unsigned long long)m->epoch_position);
@@ -173,6 +184,56 @@ static void check_ckpt(const char *dir, int step, int w) {
     dt_ckpt_manifest_free(m);
 }
 
+/* The path of rank r's file in the checkpoint now in dir. */
+static const char *rank_file(const char *dir, int r) {
+    static char buf[4][900];
+    static int k;
+    k = (k + 1) % 4;
+    dt_ckpt_manifest *m = NULL;
+    unsigned long long g = 0;
+    if (dt_ckpt_load_manifest(dir, &m) == DT_OK) g = m->generation;
+    dt_ckpt_manifest_free(m);
+    if (g) snprintf(buf[k], sizeof buf[k], "%s/rank-%05d.g%llu.bin", dir, r, g);
+    else snprintf(buf[k], sizeof buf[k], "%s/rank-%05d.bin", dir, r);
+    return buf[k];
+}
+
+/* What a directory holds: rank files, manifest.json, manifest.json.tmp, others. */
+typedef struct listing { int rank_files, manifest, tmp, other; char other_name[256]; } listing;
+static listing list_dir(const char *dir) {
+    listing l;
+    memset(&l, 0, sizeof l);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        const char *n = e->d_name;
+        if (!strcmp(n, ".") || !strcmp(n, "..")) continue;
+        if (!strncmp(n, "rank-", 5)) l.rank_files++;
+        else if (!strcmp(n, "manifest.json")) l.manifest++;
+        else if (!strcmp(n, "manifest.json.tmp")) l.tmp++;
+        else {
+            l.other++;
+            snprintf(l.other_name, sizeof l.other_name, "%s", n);
+        }
+    }
+    if (d) closedir(d);
+    return l;
+}
+
+/* After a successful save of w ranks: exactly w rank files, the manifest, no
+ * temporary, `others` files of the user. */
+static void check_clean(const char *dir, int w, int others) {
+    listing l = list_dir(dir);
+    CHECK(l.rank_files == w && l.manifest == 1 && l.tmp == 0 && l.other == others,
+          "%s: %d rank files (want %d), manifest %d, tmp %d, %d other files (want %d; e.g. '%s')", dir, l.rank_files, w,
+          l.manifest, l.tmp, l.other, others, l.other_name);
+}
+
+static ino_t inode(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 ? st.st_ino : 0;
+}
+
 static void test_roundtrips(void) {
     CHECK_OK(save(pth("w1", NULL), 1, 1, EVEN, 0));
     check_ckpt(pth("w1", NULL), 1, 1);
@@ -182,21 +243,31 @@ static void test_roundtrips(void) {
     check_ckpt(pth("w4", NULL), 4, 4);
     CHECK_OK(save(pth("w3r", NULL), 3, 3, REPLICATED, 0)); /* overlapping ranges */
     check_ckpt(pth("w3r", NULL), 3, 3);
-    CHECK(!exists(pth("w4.tmp", NULL)) && !exists(pth("w4.old", NULL)), "no leftovers after commit");
+    CHECK(!exists(pth("w4.tmp", NULL)) && !exists(pth("w4.old", NULL)), "nothing beside the directory");
+    check_clean(pth("w4", NULL), 4, 0);
     struct stat st;
     CHECK(stat(pth("w4", NULL), &st) == 0 && (st.st_mode & 0777) == 0700, "checkpoint dir mode 0700");
-    /* Trailing slashes name the same checkpoint (DIR.tmp stays a sibling). */
+    ino_t ino = inode(pth("w4", NULL));
+    /* Trailing slashes name the same checkpoint. */
     char slash[800];
     snprintf(slash, sizeof slash, "%s//", pth("w4", NULL));
     check_ckpt(slash, 4, 4);
     CHECK_OK(save(slash, 6, 2, EVEN, 0));
     CHECK(!exists(pth("w4", ".tmp")) && !exists(pth("w4.tmp", NULL)), "no .tmp inside or beside");
     check_ckpt(pth("w4", NULL), 6, 2);
-    CHECK_ERR(dt_ckpt_prepare("/"), DT_ERR_INVALID, "cannot be '/'");
-    /* Saving again over an existing checkpoint replaces it. */
+    check_clean(pth("w4", NULL), 2, 0); /* the 4 files of the previous generation are gone */
+    CHECK_ERR(dt_ckpt_prepare("/", NULL), DT_ERR_INVALID, "cannot be '/'");
+    /* Saving again over an existing checkpoint replaces it; the directory itself stays. */
     CHECK_OK(save(pth("w4", NULL), 5, 4, EVEN, 0));
     check_ckpt(pth("w4", NULL), 5, 4);
-    CHECK(!exists(pth("w4.old", NULL)), "old removed");
+    check_clean(pth("w4", NULL), 4, 0);
+    CHECK(inode(pth("w4", NULL)) == ino, "the checkpoint directory was never renamed or replaced");
+    CHECK(!exists(pth("w4.old", NULL)), "no .old");
+    /* Generations count up. */
+    dt_ckpt_manifest *m = NULL;
+    CHECK_OK(dt_ckpt_load_manifest(pth("w4", NULL), &m));
+    CHECK(m && m->generation == 3, "generation %llu after 3 saves", m ? (unsigned long long)m->generation : 0ull);
+    dt_ckpt_manifest_free(m);
 }
 
 /* 4 ranks -> 2 ranks -> 1 rank, each generation reading its partition with
@@ -208,6 +279,8 @@ static void test_reshard(void) {
     if (!m) return;
     static float part[2][NV][P];
     dt_ckpt_range rg[2][NV];
+    uint64_t gen = 0;
+    CHECK_OK(dt_ckpt_prepare(pth("rs2", NULL), &gen));
     for (int r = 0; r < 2; r++) {
         int n = 0;
         for (int v = 0; v < NV; v++) {
@@ -217,9 +290,10 @@ static void test_reshard(void) {
             rg[r][n++] = (dt_ckpt_range){k_vec[v], lo, cnt, part[r][v]};
         }
         dt_ckpt_shard sh = {n, rg[r]};
-        CHECK_OK(dt_ckpt_write_shard(pth("rs2", NULL), r, &sh, NULL));
+        CHECK_OK(dt_ckpt_write_shard(pth("rs2", NULL), gen, r, &sh, NULL));
     }
     dt_ckpt_manifest m2 = *m;
+    m2.generation = gen;
     m2.world_size = 2;
     m2.zero_level = 1;
     m2.nranks = 0;
@@ -237,8 +311,10 @@ static void test_reshard(void) {
         CHECK_OK(dt_ckpt_read_range(NULL, m, k_vec[v], 0, k_len[v], full[v]));
         r1[v] = (dt_ckpt_range){k_vec[v], 0, k_len[v], full[v]};
     }
-    CHECK_OK(dt_ckpt_write_shard(pth("rs1", NULL), 0, &(dt_ckpt_shard){NV, r1}, NULL));
+    CHECK_OK(dt_ckpt_prepare(pth("rs1", NULL), &gen));
+    CHECK_OK(dt_ckpt_write_shard(pth("rs1", NULL), gen, 0, &(dt_ckpt_shard){NV, r1}, NULL));
     m2 = *m;
+    m2.generation = gen;
     m2.world_size = 1;
     m2.zero_level = 0;
     m2.nranks = 0;
@@ -311,15 +387,19 @@ static int read_all(const char *dir) {
 
 static void test_corruption(void) {
     const char *d = pth("bad", NULL);
-    const char *r1 = pth("bad", "rank-00001.bin");
+    const char *mf = pth("bad", "manifest.json");
+    const char *r1;
+    char want[300];
     /* Checksum: one data byte. */
     CHECK_OK(save(d, 11, 2, EVEN, 0));
+    r1 = rank_file(d, 1);
     flip_byte(r1, 3);
     CHECK_ERR(read_all(d), DT_ERR_IO, "checksum mismatch");
     CHECK(strstr(dt_last_error(), r1) != NULL, "names the rank file: %s", dt_last_error());
     /* Verification is cached: corruption after a successful read goes unseen by
      * that manifest object, a fresh load sees it. */
     CHECK_OK(save(d, 12, 2, EVEN, 0));
+    r1 = rank_file(d, 1);
     dt_ckpt_manifest *m = NULL;
     CHECK_OK(dt_ckpt_load_manifest(d, &m));
     float x[4];
@@ -332,49 +412,72 @@ static void test_corruption(void) {
     CHECK_OK(dt_ckpt_load_manifest(d, &m));
     float y10[10];
     CHECK_OK(dt_ckpt_read_range(d, m, "params", 0, 10, y10));
-    CHECK_ERR(dt_ckpt_verify(d, m), DT_ERR_IO, "rank-00001.bin: checksum mismatch");
+    snprintf(want, sizeof want, "%s: checksum mismatch", r1);
+    CHECK_ERR(dt_ckpt_verify(d, m), DT_ERR_IO, want);
     dt_ckpt_manifest_free(m);
     /* Truncated rank file. */
     CHECK_OK(save(d, 13, 2, EVEN, 0));
+    r1 = rank_file(d, 1);
     CHECK(truncate(r1, 100) == 0, "truncate");
     CHECK_ERR(read_all(d), DT_ERR_IO, "truncated");
     CHECK(strstr(dt_last_error(), r1) != NULL, "names the rank file: %s", dt_last_error());
     /* Bad magic. */
     CHECK_OK(save(d, 14, 2, EVEN, 0));
+    r1 = rank_file(d, 1);
     int fd = open(r1, O_RDWR);
     CHECK(pwrite(fd, "XXCKPT01", 8, 0) == 8, "pwrite magic");
     close(fd);
-    CHECK_ERR(read_all(d), DT_ERR_IO, "rank-00001.bin: bad magic");
+    snprintf(want, sizeof want, "%s: bad magic", r1);
+    CHECK_ERR(read_all(d), DT_ERR_IO, want);
     /* Missing rank file. */
     CHECK_OK(save(d, 15, 2, EVEN, 0));
+    r1 = rank_file(d, 1);
     unlink(r1);
-    CHECK_ERR(read_all(d), DT_ERR_IO, "rank-00001.bin: missing rank file");
-    /* Unsupported manifest version. */
-    const char *mf = pth("bad", "manifest.json");
+    snprintf(want, sizeof want, "%s: missing rank file", r1);
+    CHECK_ERR(read_all(d), DT_ERR_IO, want);
+    /* Unsupported manifest version. A manifest dtrain cannot read is not
+     * overwritten by the next save: it is refused until the user removes it. */
     CHECK_OK(save(d, 16, 2, EVEN, 0));
-    edit(mf, "\"format_version\": 1", "\"format_version\": 2");
-    CHECK_ERR(read_all(d), DT_ERR_UNSUPPORTED, "format version 2 not supported (this build reads 1)");
+    edit(mf, "\"format_version\": 2", "\"format_version\": 3");
+    CHECK_ERR(read_all(d), DT_ERR_UNSUPPORTED, "format version 3 not supported (this build reads 1 and 2)");
     CHECK(strstr(dt_last_error(), mf) != NULL, "names the manifest: %s", dt_last_error());
+    CHECK_ERR(save(d, 17, 2, EVEN, 0), DT_ERR_INVALID, "is not a readable dtrain checkpoint manifest (");
+    CHECK(strstr(dt_last_error(), "format version 3 not supported"), "says why: %s", dt_last_error());
+    char *kept = read_text(mf);
+    CHECK(kept && strstr(kept, "\"format_version\": 3"), "the unreadable manifest was left as it was");
+    free(kept);
+    unlink(mf);
     /* Manifest JSON syntax. */
     CHECK_OK(save(d, 17, 2, EVEN, 0));
     edit(mf, "\"step\": 17,", "\"step\": 17");
     CHECK_ERR(read_all(d), DT_ERR_IO, "manifest JSON syntax error");
     CHECK(strstr(dt_last_error(), mf) != NULL, "names the manifest: %s", dt_last_error());
+    unlink(mf);
     /* Manifest fields. */
     CHECK_OK(save(d, 18, 2, EVEN, 0));
     edit(mf, "\"zero_level\": 2", "\"zero_level\": 7");
     CHECK_ERR(read_all(d), DT_ERR_IO, "zero_level 7 out of range");
+    unlink(mf);
     CHECK_OK(save(d, 18, 2, EVEN, 0));
     edit(mf, "\"count\": 500", "\"count\": 501");
     CHECK_ERR(read_all(d), DT_ERR_IO, "inconsistent with its ranges");
+    unlink(mf);
     CHECK_OK(save(d, 18, 2, EVEN, 0));
-    edit(mf, "rank-00001.bin", "../rank-00001.bin");
-    CHECK_ERR(read_all(d), DT_ERR_IO, "file must be \"rank-00001.bin\"");
+    r1 = rank_file(d, 1);
+    const char *base = strrchr(r1, '/') + 1;
+    char dotdot[300];
+    snprintf(dotdot, sizeof dotdot, "../%s", base);
+    edit(mf, base, dotdot);
+    snprintf(want, sizeof want, "file must be \"%s\"", base);
+    CHECK_ERR(read_all(d), DT_ERR_IO, want);
+    unlink(mf);
     /* Manifest claims a rank file's range differs from its header. */
     CHECK_OK(save(d, 18, 2, EVEN, 0));
+    r1 = rank_file(d, 1);
     edit(mf, "{\"vector\": \"params\", \"offset\": 500", "{\"vector\": \"exp_avg\", \"offset\": 500");
     CHECK_OK(dt_ckpt_load_manifest(d, &m));
-    if (m) CHECK_ERR(dt_ckpt_verify(d, m), DT_ERR_MISMATCH, "rank-00001.bin: header (rank 1, 3 ranges) does not match");
+    snprintf(want, sizeof want, "%s: header (rank 1, 3 ranges) does not match", r1);
+    if (m) CHECK_ERR(dt_ckpt_verify(d, m), DT_ERR_MISMATCH, want);
     dt_ckpt_manifest_free(m);
     /* A range no rank file holds: drop rank 1 from the manifest. */
     CHECK_OK(save(d, 19, 2, EVEN, 0));
@@ -411,105 +514,133 @@ static int hook(const char *step, void *arg) {
     return g_fault_step && strcmp(step, g_fault_step) == 0 ? g_fault_kind : 0;
 }
 
-static int dir_has(const char *dir, const char *name) {
-    char p[900];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    return exists(p);
+/* Crashes at the k-th file-system step of whatever runs (k >= 1); g_calls counts them. */
+static int g_crash_at, g_calls;
+static int count_hook(const char *step, void *arg) {
+    (void)step;
+    (void)arg;
+    return ++g_calls == g_crash_at ? DT_CKPT_FAULT_CRASH : 0;
 }
 
 static void test_crash_safety(void) {
-    const char *d = pth("cs", NULL), *tmp = pth("cs.tmp", NULL), *old = pth("cs.old", NULL);
+    const char *d = pth("cs", NULL);
     CHECK_OK(save(d, 20, 2, EVEN, 0));
+    write_text(pth("cs", "notes.txt"), "a user's file"); /* must survive everything below */
+    ino_t ino = inode(d);
+    int step = 20, w = 2;                                /* the last committed checkpoint */
     dt_ckpt_set_fault_hook(hook, NULL);
-    /* Failures at each step leave the previous checkpoint in place. */
-    static const char *const steps[] = {"shard_write", "manifest_write", "rename_old", "rename_new"};
-    for (int s = 0; s < 4; s++) {
+    /* A failure at each step: the previous checkpoint stays and the failed save
+     * leaves nothing of its own; a failure removing the previous generation's
+     * files is not a failed save (the next commit removes them). */
+    static const char *const steps[] = {"shard_write", "shard_sync", "manifest_write", "manifest_sync",
+                                        "rename_manifest", "remove_old"};
+    for (int s = 0; s < 6; s++) {
         g_fault_step = steps[s];
         g_fault_kind = DT_CKPT_FAULT_FAIL;
-        CHECK_ERR(save(d, 21 + s, 4, EVEN, 0), DT_ERR_IO, "injected");
+        int rc = save(d, 21 + s, 4, EVEN, 0);
         g_fault_step = NULL;
-        check_ckpt(d, 20, 2);
-        CHECK(!exists(old), "%s failure: no .old left", steps[s]);
+        if (s < 5) {
+            CHECK(rc == DT_ERR_IO && strstr(dt_last_error(), "injected"), "%s failure: %s", steps[s], dt_last_error());
+            check_ckpt(d, step, w);
+            check_clean(d, w, 1);
+        } else {
+            CHECK_OK(rc);
+            check_ckpt(d, 21 + s, 4);
+            listing l = list_dir(d);
+            CHECK(l.rank_files == 4 + w, "remove_old failure: %d rank files", l.rank_files);
+            step = 21 + s;
+            w = 4;
+        }
     }
-    /* Crash between the renames: DIR gone, DIR.old complete -> loaders use it. */
-    g_fault_step = "rename_new";
-    g_fault_kind = DT_CKPT_FAULT_CRASH;
-    CHECK_ERR(save(d, 30, 4, EVEN, 0), DT_ERR_IO, "injected crash");
-    g_fault_step = NULL;
-    CHECK(!exists(d) && exists(old) && exists(tmp), "crash state: only .old and .tmp");
-    check_ckpt(d, 20, 2);
-    /* The next save (fewer ranks: rank 2/3 files in DIR.tmp are stale) recovers. */
-    CHECK_OK(save(d, 31, 2, EVEN, 0));
-    check_ckpt(d, 31, 2);
-    CHECK(!exists(old) && !exists(tmp), "recovered: no .old/.tmp");
-    CHECK(!dir_has(d, "rank-00002.bin") && !dir_has(d, "rank-00003.bin"), "stale rank files cleaned");
-    /* Crash after the swap, before removing DIR.old: DIR is the new one. */
-    g_fault_step = "remove_old";
-    g_fault_kind = DT_CKPT_FAULT_CRASH;
-    CHECK_ERR(save(d, 32, 2, EVEN, 0), DT_ERR_IO, "injected crash");
-    g_fault_step = NULL;
-    CHECK(exists(d) && exists(old), "both present");
-    check_ckpt(d, 32, 2);
-    CHECK_OK(save(d, 33, 2, EVEN, 0));
-    check_ckpt(d, 33, 2);
-    CHECK(!exists(old), ".old cleaned by the next commit");
-    /* A failure removing DIR.old is not a failed save. */
-    g_fault_step = "remove_old";
-    g_fault_kind = DT_CKPT_FAULT_FAIL;
-    CHECK_OK(save(d, 34, 2, EVEN, 0));
-    g_fault_step = NULL;
-    check_ckpt(d, 34, 2);
-    /* Crash while writing a shard: a partial file in DIR.tmp; next save works. */
-    g_fault_step = "shard_write";
-    g_fault_kind = DT_CKPT_FAULT_CRASH;
-    CHECK_ERR(save(d, 35, 2, EVEN, 0), DT_ERR_IO, "injected crash");
-    g_fault_step = NULL;
-    check_ckpt(d, 34, 2);
-    /* Garbage left in DIR.tmp is removed by the commit. */
-    write_text(pth("cs.tmp", "junk.txt"), "junk");
-    write_text(pth("cs.tmp", "manifest.json"), "{ stale");
-    CHECK_OK(save(d, 36, 2, EVEN, 0));
-    check_ckpt(d, 36, 2);
-    CHECK(!dir_has(d, "junk.txt"), "junk removed");
-    /* dt_ckpt_prepare clears a stale DIR.tmp. */
-    mkdir(tmp, 0700);
-    write_text(pth("cs.tmp", "junk.txt"), "junk");
-    CHECK(exists(pth("cs.tmp", "junk.txt")), "junk there");
-    CHECK_OK(dt_ckpt_prepare(d));
-    CHECK(exists(tmp) && !exists(pth("cs.tmp", "junk.txt")), "prepare cleaned DIR.tmp");
+    CHECK_OK(save(d, 30, 2, EVEN, 0));
+    check_ckpt(d, 30, 2);
+    check_clean(d, 2, 1);
+    step = 30;
+    w = 2;
+    /* A crash (the process stops, nothing is cleaned up) at every file-system
+     * step of a 4-rank save, in turn: the last committed checkpoint loads (the
+     * new one once its manifest is in place), and a 2-rank save afterwards
+     * leaves exactly its own files (the crashed save's rank-00002/3 included). */
+    dt_ckpt_set_fault_hook(count_hook, NULL);
+    int points = 0;
+    for (int k = 1; k < 100; k++) {
+        g_crash_at = k;
+        g_calls = 0;
+        int rc = save(d, 100 + k, 4, UNEVEN, 0);
+        if (g_calls < k) { /* no step left to crash at: it completed */
+            CHECK_OK(rc);
+            break;
+        }
+        points++;
+        CHECK(rc == DT_ERR_IO && strstr(dt_last_error(), "injected crash"), "crash %d: %s", k, dt_last_error());
+        g_crash_at = 0;
+        dt_ckpt_manifest *m = NULL;
+        CHECK_OK(dt_ckpt_load_manifest(d, &m));
+        int now = m ? (int)m->step : -1;
+        dt_ckpt_manifest_free(m);
+        CHECK(now == step || now == 100 + k, "crash %d: the checkpoint is at step %d", k, now);
+        check_ckpt(d, now, now == step ? w : 4);
+        CHECK(read_all(d) == DT_OK, "crash %d: loadable: %s", k, dt_last_error());
+        CHECK_OK(save(d, 200 + k, 2, EVEN, 0));
+        check_ckpt(d, 200 + k, 2);
+        check_clean(d, 2, 1);
+        step = 200 + k;
+    }
+    /* 4 shard_write + 4 shard_sync + manifest_write + manifest_sync + rename + remove_old */
+    CHECK(points == 12, "%d crash points in a 4-rank save (want 12)", points);
+    dt_ckpt_set_fault_hook(NULL, NULL);
+    CHECK(inode(d) == ino && exists(pth("cs", "notes.txt")), "directory kept, user's file kept");
+    char *notes = read_text(pth("cs", "notes.txt"));
+    CHECK(notes && strcmp(notes, "a user's file") == 0, "notes.txt unchanged");
+    free(notes);
     CHECK_OK(save(d, 37, 2, EVEN, 0));
     check_ckpt(d, 37, 2);
-    dt_ckpt_set_fault_hook(NULL, NULL);
 
     /* Commit refuses incomplete shard sets and keeps the old checkpoint. */
     fill(40);
     dt_ckpt_range rg[NV];
     int n = shard_ranges(EVEN, 0, 2, rg);
-    CHECK_OK(dt_ckpt_write_shard(d, 0, &(dt_ckpt_shard){n, rg}, NULL));
+    uint64_t gen = 0;
+    CHECK_OK(dt_ckpt_prepare(d, &gen));
+    CHECK_OK(dt_ckpt_write_shard(d, gen, 0, &(dt_ckpt_shard){n, rg}, NULL));
     dt_ckpt_manifest m = make_manifest(40, 2, 2);
-    CHECK_ERR(dt_ckpt_commit(d, &m), DT_ERR_IO, "rank-00001.bin: missing rank file");
+    m.generation = gen;
+    char want[300];
+    snprintf(want, sizeof want, "rank-00001.g%llu.bin: missing rank file", (unsigned long long)gen);
+    CHECK_ERR(dt_ckpt_commit(d, &m), DT_ERR_IO, want);
+    check_ckpt(d, 37, 2);
+    check_clean(d, 2, 1); /* the failed commit removed rank 0's file of its generation */
+    CHECK_OK(dt_ckpt_write_shard(d, gen, 0, &(dt_ckpt_shard){n, rg}, NULL));
     m.world_size = 1; /* only rank 0's half of the vectors */
     CHECK_ERR(dt_ckpt_commit(d, &m), DT_ERR_MISMATCH, "elements [500, 1000) of state vector 'params' are not in any");
     check_ckpt(d, 37, 2);
     /* A shard naming a vector the manifest lacks. */
     dt_ckpt_range odd = {"momentum_buffer", 0, 1, g_data[0]};
-    CHECK_OK(dt_ckpt_write_shard(d, 0, &(dt_ckpt_shard){1, &odd}, NULL));
+    CHECK_OK(dt_ckpt_write_shard(d, gen, 0, &(dt_ckpt_shard){1, &odd}, NULL));
     CHECK_ERR(dt_ckpt_commit(d, &m), DT_ERR_MISMATCH, "unknown vector 'momentum_buffer'");
     check_ckpt(d, 37, 2);
     /* Caller-given table that disagrees with the file. */
     dt_ckpt_rank_file rf = {0, n, rg, 0, 0};
-    CHECK_OK(dt_ckpt_write_shard(d, 0, &(dt_ckpt_shard){n, rg}, NULL));
+    CHECK_OK(dt_ckpt_write_shard(d, gen, 0, &(dt_ckpt_shard){n, rg}, NULL));
     m.world_size = 2;
     m.nranks = 1;
     m.ranks = &rf;
     CHECK_ERR(dt_ckpt_commit(d, &m), DT_ERR_INVALID, "bytes 0 inconsistent");
     check_ckpt(d, 37, 2);
-    dt_ckpt_prepare(d);
+    /* A generation that is not newer than the one in the directory (two writers). */
+    CHECK_OK(dt_ckpt_prepare(d, &gen));
+    CHECK_OK(save(d, 38, 2, EVEN, 0)); /* "the other job" commits gen first */
+    m = make_manifest(39, 2, 2);
+    m.generation = gen;
+    CHECK_ERR(dt_ckpt_commit(d, &m), DT_ERR_STATE, "already holds generation");
+    check_ckpt(d, 38, 2);
     m = make_manifest(1, 2, 2);
-    CHECK_ERR(dt_ckpt_commit(pth("nothing", NULL), &m), DT_ERR_IO, "nothing.tmp: missing");
+    m.generation = 1;
+    CHECK_ERR(dt_ckpt_commit(pth("nothing", NULL), &m), DT_ERR_IO, "nothing: missing or not a directory");
 
     /* Argument validation. */
     m = make_manifest(1, 2, 2);
+    CHECK_ERR(dt_ckpt_commit(d, &m), DT_ERR_INVALID, "generation 0 (use the one dt_ckpt_prepare returned)");
     m.zero_level = 4;
     CHECK_ERR(dt_ckpt_commit(d, &m), DT_ERR_INVALID, "zero_level");
     m = make_manifest(1, 0, 2);
@@ -525,22 +656,212 @@ static void test_crash_safety(void) {
     m.nmeta = 2;
     CHECK_ERR(dt_ckpt_commit(d, &m), DT_ERR_INVALID, "duplicate metadata key 'a'");
     dt_ckpt_range nul = {"params", 0, 5, NULL};
-    CHECK_ERR(dt_ckpt_write_shard(d, 0, &(dt_ckpt_shard){1, &nul}, NULL), DT_ERR_INVALID, "NULL data");
+    CHECK_ERR(dt_ckpt_write_shard(d, 9, 0, &(dt_ckpt_shard){1, &nul}, NULL), DT_ERR_INVALID, "NULL data");
     nul.vector = "";
-    CHECK_ERR(dt_ckpt_write_shard(d, 0, &(dt_ckpt_shard){1, &nul}, NULL), DT_ERR_INVALID, "vector name");
-    CHECK_ERR(dt_ckpt_write_shard(d, -1, &(dt_ckpt_shard){0, NULL}, NULL), DT_ERR_INVALID, "rank -1");
-    CHECK_ERR(dt_ckpt_write_shard(pth("no/such/parent", NULL), 0, &(dt_ckpt_shard){0, NULL}, NULL), DT_ERR_IO,
-              "cannot create directory");
-    /* Read-only parent directory (meaningful only without root privileges). */
+    CHECK_ERR(dt_ckpt_write_shard(d, 9, 0, &(dt_ckpt_shard){1, &nul}, NULL), DT_ERR_INVALID, "vector name");
+    CHECK_ERR(dt_ckpt_write_shard(d, 9, -1, &(dt_ckpt_shard){0, NULL}, NULL), DT_ERR_INVALID, "rank -1");
+    CHECK_ERR(dt_ckpt_write_shard(d, 0, 0, &(dt_ckpt_shard){0, NULL}, NULL), DT_ERR_INVALID, "generation 0");
+    CHECK_ERR(dt_ckpt_write_shard(pth("no/such/parent", NULL), 1, 0, &(dt_ckpt_shard){0, NULL}, NULL), DT_ERR_IO,
+              "the checkpoint directory must exist");
+    CHECK_ERR(dt_ckpt_prepare(pth("no/such/parent", NULL), NULL), DT_ERR_IO, "cannot create the checkpoint directory");
+    check_clean(d, 2, 1);
+    /* Read-only directory (meaningful only without root privileges). */
     if (geteuid() != 0) {
         CHECK_OK(save(pth("ro/ck", NULL), 50, 1, EVEN, 0));
-        CHECK_OK(dt_ckpt_write_shard(pth("ro/ck", NULL), 0, &(dt_ckpt_shard){shard_ranges(EVEN, 0, 1, rg), rg}, NULL));
-        chmod(pth("ro", NULL), 0500);
-        m = make_manifest(51, 1, 2);
-        CHECK_ERR(dt_ckpt_commit(pth("ro/ck", NULL), &m), DT_ERR_IO, "ck");
-        chmod(pth("ro", NULL), 0700);
+        chmod(pth("ro/ck", NULL), 0500);
+        CHECK_ERR(save(pth("ro/ck", NULL), 51, 1, EVEN, 0), DT_ERR_IO, "cannot create files in the checkpoint directory");
+        chmod(pth("ro/ck", NULL), 0700);
         check_ckpt(pth("ro/ck", NULL), 50, 1);
     }
+}
+
+/* ---- what a checkpoint directory may be ------------------------------------------ */
+static void test_dir_rules(void) {
+    /* A user's directory: refused before anything is written, left as it was. */
+    const char *u = pth("u", NULL);
+    mkdir(u, 0755);
+    write_text(pth("u", "thesis.txt"), "chapter 1");
+    ino_t ino = inode(u);
+    CHECK_ERR(dt_ckpt_prepare(u, NULL), DT_ERR_INVALID, "directory is not empty and holds no dtrain checkpoint (it contains 'thesis.txt')");
+    CHECK_ERR(save(u, 1, 2, EVEN, 0), DT_ERR_INVALID, "never deletes files it did not write");
+    listing l = list_dir(u);
+    CHECK(l.other == 1 && l.rank_files == 0 && l.manifest == 0 && l.tmp == 0 && inode(u) == ino, "u untouched");
+    char *t = read_text(pth("u", "thesis.txt"));
+    CHECK(t && strcmp(t, "chapter 1") == 0, "thesis.txt unchanged");
+    free(t);
+    CHECK(!exists(pth("u.old", NULL)) && !exists(pth("u.tmp", NULL)), "nothing beside u");
+    /* A file that only looks like ours is not enough (rank-1.bin: not our pattern). */
+    const char *v = pth("v", NULL);
+    mkdir(v, 0755);
+    write_text(pth("v", "rank-1.bin"), "x");
+    CHECK_ERR(dt_ckpt_prepare(v, NULL), DT_ERR_INVALID, "it contains 'rank-1.bin'");
+    /* A regular file as the directory: refused, not moved. */
+    const char *f = pth("f", NULL);
+    write_text(f, "a file");
+    CHECK_ERR(dt_ckpt_prepare(f, NULL), DT_ERR_INVALID, "exists and is not a directory");
+    CHECK_ERR(dt_ckpt_load_manifest(f, &(dt_ckpt_manifest *){NULL}), DT_ERR_IO, "manifest.json: cannot read");
+    t = read_text(f);
+    CHECK(t && strcmp(t, "a file") == 0 && !exists(pth("f.old", NULL)) && !exists(pth("f.tmp", NULL)),
+          "the file stayed where it was");
+    free(t);
+    /* A manifest.json that is not ours (or not a regular file). */
+    const char *g = pth("g", NULL);
+    mkdir(g, 0755);
+    write_text(pth("g", "manifest.json"), "{\"name\": \"my web app\"}");
+    CHECK_ERR(dt_ckpt_prepare(g, NULL), DT_ERR_INVALID, "is not a readable dtrain checkpoint manifest");
+    unlink(pth("g", "manifest.json"));
+    mkdir(pth("g", "manifest.json"), 0755);
+    CHECK_ERR(dt_ckpt_prepare(g, NULL), DT_ERR_INVALID, "(not a regular file)");
+    rmdir(pth("g", "manifest.json"));
+    /* An empty directory and one holding only dtrain's leftovers of an
+     * interrupted first save are accepted; the leftovers go with the commit. */
+    char e[800];
+    snprintf(e, sizeof e, "%s", pth("e", NULL));
+    mkdir(e, 0755);
+    write_text(pth("e", "rank-00003.g7.bin"), "partial");
+    write_text(pth("e", "manifest.json.tmp"), "{ partial");
+    uint64_t gen = 0;
+    CHECK_OK(dt_ckpt_prepare(e, &gen));
+    CHECK(gen == 8, "next generation %llu (want 8: above any present)", (unsigned long long)gen);
+    CHECK_OK(save(e, 1, 2, EVEN, 0));
+    check_ckpt(e, 1, 2);
+    check_clean(e, 2, 0);
+    /* ".": the current directory (the old layout failed here and left "..tmp"). */
+    char cwd[1024];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL, "getcwd");
+    mkdir(pth("dot", NULL), 0755);
+    if (chdir(pth("dot", NULL)) == 0) {
+        CHECK_OK(save(".", 1, 2, EVEN, 0));
+        CHECK_OK(save("./", 2, 1, EVEN, 0));
+        check_ckpt(".", 2, 1);
+        check_clean(".", 1, 0);
+        CHECK(chdir(cwd) == 0, "chdir back");
+    } else {
+        CHECK(0, "chdir");
+    }
+    CHECK(!exists(pth("..tmp", NULL)) && !exists(pth("dot", "..tmp")) && !exists(pth("dot", "..old")), "no ..tmp");
+    /* A user's file inside a checkpoint directory survives saves. */
+    write_text(pth("e", "README"), "my notes");
+    CHECK_OK(save(e, 2, 4, EVEN, 0));
+    CHECK_OK(save(e, 3, 1, EVEN, 0));
+    check_ckpt(e, 3, 1);
+    check_clean(e, 1, 1);
+    t = read_text(pth("e", "README"));
+    CHECK(t && strcmp(t, "my notes") == 0, "README unchanged");
+    free(t);
+}
+
+/* ---- format version 1: a checkpoint written by dtrain ea878ae ---------------------- */
+static void copy_file(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    CHECK(a && b, "copy %s", from);
+    char buf[4096];
+    size_t n;
+    while (a && b && (n = fread(buf, 1, sizeof buf, a)) > 0) fwrite(buf, 1, n, b);
+    if (a) fclose(a);
+    if (b) fclose(b);
+}
+
+static void test_format_v1(void) {
+    static const char *const files[] = {"manifest.json", "rank-00000.bin", "rank-00001.bin"};
+    const char *d = pth("v1", NULL);
+    mkdir(d, 0700);
+    for (int i = 0; i < 3; i++) {
+        char from[300];
+        snprintf(from, sizeof from, "tests/ckpt/data/v1_w2/%s", files[i]);
+        copy_file(from, pth("v1", files[i]));
+    }
+    dt_ckpt_manifest *m = NULL;
+    CHECK_OK(dt_ckpt_load_manifest(d, &m));
+    if (!m) return;
+    CHECK(m->format_version == 1 && m->generation == 0 && m->step == 7 && m->epoch == 1 && m->epoch_position == 3 &&
+              m->world_size == 2 && m->zero_level == 1 && m->nranks == 2,
+          "v1 fields");
+    float p[8], a[8], b[3];
+    CHECK_OK(dt_ckpt_read_range(NULL, m, "params", 0, 8, p));
+    CHECK_OK(dt_ckpt_read_range(NULL, m, "exp_avg", 0, 8, a));
+    CHECK_OK(dt_ckpt_read_range(NULL, m, "buffers", 0, 3, b));
+    int bad = 0;
+    for (int i = 0; i < 8; i++) bad += p[i] != 0.5f * (float)i + 1 || a[i] != -0.25f * (float)i;
+    for (int i = 0; i < 3; i++) bad += b[i] != 100.0f + (float)i;
+    CHECK(bad == 0, "v1 values: %d wrong", bad);
+    CHECK_OK(dt_ckpt_verify(NULL, m));
+    /* serialized as version 1, byte for byte what ea878ae wrote */
+    char *js = NULL;
+    CHECK_OK(dt_ckpt_manifest_to_json(m, &js, NULL));
+    char *orig = read_text("tests/ckpt/data/v1_w2/manifest.json");
+    CHECK(js && orig && strcmp(js, orig) == 0, "v1 manifest round trip");
+    free(js);
+    free(orig);
+    dt_ckpt_manifest_free(m);
+    /* A save into it: generation 1 replaces it and removes rank-0000N.bin. */
+    CHECK_OK(save(d, 9, 2, EVEN, 0));
+    check_ckpt(d, 9, 2);
+    check_clean(d, 2, 0);
+    CHECK(!exists(pth("v1", "rank-00000.bin")) && !exists(pth("v1", "rank-00001.bin")), "v1 rank files removed");
+    /* A format version 1 writer's crash between its renames: DIR.old is read. */
+    const char *c = pth("v1crash", NULL);
+    char old[600];
+    snprintf(old, sizeof old, "%s.old", c);
+    mkdir(old, 0700);
+    for (int i = 0; i < 3; i++) {
+        char from[300], to[700];
+        snprintf(from, sizeof from, "tests/ckpt/data/v1_w2/%s", files[i]);
+        snprintf(to, sizeof to, "%s/%s", old, files[i]);
+        copy_file(from, to);
+    }
+    CHECK_OK(dt_ckpt_load_manifest(c, &m));
+    CHECK(m && m->step == 7, "DIR.old used when DIR is missing");
+    if (m) CHECK_OK(dt_ckpt_verify(NULL, m));
+    dt_ckpt_manifest_free(m);
+    mkdir(c, 0700); /* ... or holds no manifest yet */
+    CHECK_OK(dt_ckpt_load_manifest(c, &m));
+    CHECK(m && m->step == 7, "DIR.old used when DIR has no manifest");
+    dt_ckpt_manifest_free(m);
+}
+
+/* ---- SIGKILL of a process that saves in a loop -------------------------------------- */
+static void test_kill(void) {
+    const char *d = pth("kill", NULL);
+    CHECK_OK(save(d, 1, 2, EVEN, 0));
+    write_text(pth("kill", "notes.txt"), "mine");
+    srand(12345);
+    int last = 1, moved = 0;
+    for (int round = 0; round < 20; round++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            for (int k = 1;; k++) save(d, last + k, 1 + k % 4, k % 3 == 0 ? UNEVEN : EVEN, 0);
+        }
+        /* let it commit at least once, then kill it at a random point of a later save */
+        for (int i = 0; i < 5000; i++) {
+            dt_ckpt_manifest *m = NULL;
+            int st = dt_ckpt_load_manifest(d, &m) == DT_OK ? (int)m->step : last;
+            dt_ckpt_manifest_free(m);
+            if (st > last) break;
+            struct timespec ms = {0, 1000000L};
+            nanosleep(&ms, NULL);
+        }
+        struct timespec ts = {0, (long)(rand() % 20000) * 1000L}; /* 0-20 ms */
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        dt_ckpt_manifest *m = NULL;
+        CHECK_OK(dt_ckpt_load_manifest(d, &m));
+        if (!m) continue;
+        int step = (int)m->step, w = m->world_size;
+        dt_ckpt_manifest_free(m);
+        check_ckpt(d, step, w); /* every value of the last committed save */
+        CHECK(step >= last, "round %d: step went back from %d to %d", round, last, step);
+        moved += step > last;
+        last = step;
+    }
+    CHECK(moved == 20, "the killed processes committed in only %d of 20 rounds", moved);
+    CHECK_OK(save(d, last + 1, 2, EVEN, 0));
+    check_clean(d, 2, 1);
+    char *t = read_text(pth("kill", "notes.txt"));
+    CHECK(t && strcmp(t, "mine") == 0, "notes.txt survived 20 kills");
+    free(t);
 }
 
 /* ---- manifest parser on hostile input ------------------------------------------- */
@@ -550,8 +871,15 @@ static void test_parse(void) {
         {"{", DT_ERR_IO, "syntax"},
         {"[]", DT_ERR_IO, "not a JSON object"},
         {"{\"format\": \"dtrain-checkpoint\"}", DT_ERR_IO, "format_version"},
-        {"{\"format\": \"dtrain-checkpoint\", \"format_version\": 2}", DT_ERR_UNSUPPORTED,
-         "<memory>: format version 2 not supported (this build reads 1)"},
+        {"{\"format\": \"dtrain-checkpoint\", \"format_version\": 3}", DT_ERR_UNSUPPORTED,
+         "<memory>: format version 3 not supported (this build reads 1 and 2)"},
+        {"{\"format\": \"dtrain-checkpoint\", \"format_version\": 0}", DT_ERR_UNSUPPORTED, "format version 0"},
+        {"{\"format\": \"dtrain-checkpoint\", \"format_version\": 2, \"step\": 1}", DT_ERR_IO,
+         "missing field 'generation'"},
+        {"{\"format\": \"dtrain-checkpoint\", \"format_version\": 2, \"generation\": 0}", DT_ERR_IO,
+         "generation 0 (must be >= 1)"},
+        {"{\"format\": \"dtrain-checkpoint\", \"format_version\": 1, \"generation\": 3}", DT_ERR_IO,
+         "unknown field 'generation' in format version 1"},
         {"{\"format\": \"dtrain-checkpoint\", \"format_version\": 1}", DT_ERR_IO, "missing field 'step'"},
         {"{\"format\": \"dtrain-checkpoint\", \"format_version\": 1, \"format_version\": 1}", DT_ERR_IO, "duplicate key"},
         {"{\"format\": \"dtrain-checkpoint\", \"format_version\": 1.0}", DT_ERR_IO, "format_version"},
@@ -616,6 +944,9 @@ int main(void) {
     test_reshard();
     test_corruption();
     test_crash_safety();
+    test_dir_rules();
+    test_format_v1();
+    test_kill();
     test_parse();
     rm_rf(g_base);
     return dt_test_finish("ckpt_store");

@@ -20,7 +20,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(strstr(dt_last_error(), "<memory>"), "message does not name <memory>: %s", dt_last_error());
         return 0;
     }
-    FUZZ_CHECK(m && m->format_version == DT_CKPT_FORMAT_VERSION, "format_version");
+    FUZZ_CHECK(m && m->format_version >= DT_CKPT_FORMAT_VERSION_MIN && m->format_version <= DT_CKPT_FORMAT_VERSION &&
+                   (m->generation == 0) == (m->format_version == 1),
+               "format_version %d, generation %llu", m ? m->format_version : -1,
+               m ? (unsigned long long)m->generation : 0ull);
     FUZZ_CHECK(m->world_size >= 1 && m->world_size <= DT_CKPT_MAX_WORLD, "world_size %d", m->world_size);
     for (int i = 0; i < m->nvectors; i++)
         FUZZ_CHECK(dt_ckpt_vector_index(m, m->vectors[i].name) == i, "vector '%s'", m->vectors[i].name);

@@ -136,7 +136,12 @@ put("ckpt_manifest", "valid", manifest)
 put("ckpt_manifest", "valid_empty", """{"format": "dtrain-checkpoint", "format_version": 1, "step": 0, "epoch": 0,
  "epoch_position": 0, "rng_state": ["0000000000000000", "0000000000000000", "0000000000000000", "0000000000000000"],
  "world_size": 1, "zero_level": 0, "num_params": 0, "num_buffers": 0, "vectors": [], "ranks": [], "metadata": {}}""")
-put("ckpt_manifest", "version_2", manifest.replace('"format_version": 1', '"format_version": 2'))
+put("ckpt_manifest", "version_2", manifest.replace('"format_version": 1', '"format_version": 2'))  # no generation
+manifest_v2 = (manifest.replace('"format_version": 1,', '"format_version": 2,\n  "generation": 5,')
+               .replace("rank-00000.bin", "rank-00000.g5.bin").replace("rank-00001.bin", "rank-00001.g5.bin"))
+put("ckpt_manifest", "valid_v2", manifest_v2)
+put("ckpt_manifest", "version_3", manifest_v2.replace('"format_version": 2', '"format_version": 3'))
+put("ckpt_manifest", "v2_old_file_name", manifest_v2.replace("rank-00001.g5.bin", "rank-00001.bin"))
 put("ckpt_manifest", "truncated", manifest[:300])
 put("ckpt_manifest", "rank_outside_world", manifest.replace('"world_size": 2', '"world_size": 1'))
 put("ckpt_manifest", "range_beyond_vector", manifest.replace('"offset": 5, "count": 5', '"offset": 8, "count": 5'))

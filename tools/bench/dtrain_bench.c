@@ -80,7 +80,9 @@ static void usage(FILE *f) {
         "      --json FILE       append one JSON object per row and placement to FILE\n"
         "      --seed S          data seed (default 1)\n"
         "  -h, --help            this text\n"
-        "Exit status: 0 ok, 1 wrong results or a failing call, 2 bad command line.\n");
+        "Every rank must be started with the same options (checked at start; --json is rank 0's).\n"
+        "Exit status: 0 ok, 1 wrong results, a failing call or sizes that do not fit in memory,\n"
+        "2 bad command line (also: options that differ between ranks).\n");
 }
 
 /* SIZE: decimal integer with optional K/M/G (powers of 1024), optional B. */
@@ -111,11 +113,12 @@ static int parse_int(const char *s, long lo, long hi, int *out) {
     return 0;
 }
 
+static char g_bad[512]; /* this rank's command-line error */
+
 static int bad(int rank, const char *fmt, const char *a, const char *b) {
-    if (rank == 0) {
-        fprintf(stderr, "dtrain-bench: ");
-        fprintf(stderr, fmt, a, b);
-        fprintf(stderr, "\n");
+    snprintf(g_bad, sizeof g_bad, fmt, a, b);
+    if (rank == 0) { /* the others say it only if rank 0's command line was fine (agree_command_line) */
+        fprintf(stderr, "dtrain-bench: %s\n", g_bad);
         usage(stderr);
     }
     return 2;
@@ -546,8 +549,13 @@ static int run_op(const opts *o, bench_op op, FILE *jf, const char *backend, int
             prev = row.bytes;
             row_result res[2];
             if (run_row(o, &row, &g, res) != 0) {
-                if (g_rank == 0) printf("# size %zu: out of memory on some rank, stopping\n", b);
-                break;
+                if (g_rank == 0) {
+                    printf("# size %zu: out of memory on some rank, stopping\n", b);
+                    fflush(stdout);
+                    fprintf(stderr, "dtrain-bench: %s size %zu bytes: the buffers could not be allocated on some rank "
+                            "(out of memory); choose smaller sizes (-b / -e)\n", oi->name, b);
+                }
+                return 1;
             }
             for (int p = 0; p < 2; p++) {
                 if (!res[p].measured) continue;
@@ -599,12 +607,81 @@ static int run_op(const opts *o, bench_op op, FILE *jf, const char *backend, int
     return 0;
 }
 
+/* ---- the same command line on every rank ---------------------------------------- */
+
+static unsigned long long fnv(const char *s) {
+    unsigned long long h = 1469598103934665603ull;
+    for (; *s; s++) { h ^= (unsigned char)*s; h *= 1099511628211ull; }
+    return h;
+}
+
+/* Every rank must run the same benchmark: a rank with another option (say
+ * --vs-mpi on one rank) would wait in a collective the others never call. The
+ * parse results are agreed first (a command line refused on one rank refuses
+ * it everywhere), then every option but --json (rank 0's). Returns the exit
+ * code to use (0: go on). Collective. */
+static int agree_command_line(int prc, const opts *o) {
+    if (g_size == 1) return prc;
+    int v[2] = {prc, -prc};
+    int rc = dt_allreduce(v, v, 2, DT_I32, DT_MAX, g_world);
+    if (rc != DT_OK) die("dt_allreduce(command line)", rc);
+    if (v[0] != -v[1]) { /* refused or -h on some ranks only */
+        if (prc == 2 && g_rank != 0)
+            fprintf(stderr, "dtrain-bench[rank %d]: %s (start every rank with the same command line)\n", g_rank, g_bad);
+        else if (prc == 0)
+            fprintf(stderr, "dtrain-bench[rank %d]: the command line of another rank was refused or asked for --help: "
+                    "start every rank with the same command line\n", g_rank);
+        return 2;
+    }
+    if (prc != 0) return prc;
+    char val[24][48];
+    static const char *const names[24] = {"-o", "-b", "-e", "-f", "-n", "-w", "-c", "-d", "-r", "-R", "--vs-mpi",
+                                          "--vs-single", "--rounds", "--list/--separate", "--async", "--shared-mem",
+                                          "--seed"};
+    int n = 0;
+    snprintf(val[n++], 48, "%s", o->all_ops ? "all" : bench_op_get(o->op)->name);
+    snprintf(val[n++], 48, "%zu", o->minb);
+    snprintf(val[n++], 48, "%zu", o->maxb);
+    snprintf(val[n++], 48, "%zu", o->factor);
+    snprintf(val[n++], 48, "%d", o->iters);
+    snprintf(val[n++], 48, "%d", o->warmup);
+    snprintf(val[n++], 48, "%d", o->check);
+    snprintf(val[n++], 48, "%s", dt_dtype_name(o->dtype));
+    snprintf(val[n++], 48, "%s", dt_op_name(o->redop));
+    snprintf(val[n++], 48, "%d", o->root);
+    snprintf(val[n++], 48, "%s", o->vs_mpi && !o->vs_single ? "on" : "off");
+    snprintf(val[n++], 48, "%s", o->vs_single ? "on" : "off");
+    snprintf(val[n++], 48, "%d", o->rounds);
+    snprintf(val[n++], 48, "%s %d", o->mode == M_LIST ? "list" : o->mode == M_SEPARATE ? "separate" : "none",
+             o->ntensors);
+    snprintf(val[n++], 48, "%s", o->async ? "on" : "off");
+    snprintf(val[n++], 48, "%s", o->shared_mem ? "on" : "off");
+    snprintf(val[n++], 48, "%llu", (unsigned long long)o->seed);
+    long long h[2 * 24];
+    for (int i = 0; i < n; i++) {
+        h[i] = (long long)(fnv(val[i]) >> 1);
+        h[n + i] = -h[i];
+    }
+    rc = dt_allreduce(h, h, 2 * (size_t)n, DT_I64, DT_MAX, g_world);
+    if (rc != DT_OK) die("dt_allreduce(options)", rc);
+    char msg[1024] = "";
+    size_t k = 0;
+    for (int i = 0; i < n; i++)
+        if (h[i] != -h[n + i] && k < sizeof msg)
+            k += (size_t)snprintf(msg + k, sizeof msg - k, "%s%s %s", k ? ", " : "", names[i], val[i]);
+    if (!k) return 0;
+    fprintf(stderr, "dtrain-bench[rank %d]: options differ between ranks (this rank has %s): start every rank with "
+            "the same command line\n", g_rank, msg);
+    return 2;
+}
+
 int main(int argc, char **argv) {
     int rc = dt_init();
     if (rc != DT_OK) {
         fprintf(stderr, "dtrain-bench: dt_init failed: %s (%s)\n", dt_status_str(rc),
                 dt_last_error());
-        return 1;
+        /* a malformed DTRAIN_* setting is a usage error, like a bad option */
+        return rc == DT_ERR_INVALID || rc == DT_ERR_UNSUPPORTED ? 2 : 1;
     }
     g_world = dt_comm_world();
     g_rank = dt_comm_rank(g_world);
@@ -617,6 +694,7 @@ int main(int argc, char **argv) {
         snprintf(ns, sizeof ns, "%d", g_size);
         prc = bad(g_rank, "root %s is not a world rank (%s ranks)", rs, ns);
     }
+    prc = agree_command_line(prc, &o);
     if (prc != 0) {
         dt_finalize();
         return prc == 1 ? 0 : 2;
@@ -643,11 +721,12 @@ int main(int argc, char **argv) {
 
     summary sum;
     memset(&sum, 0, sizeof sum);
-    for (int op = 0; op < B_NUM_OPS; op++) {
+    int failed = 0;
+    for (int op = 0; op < B_NUM_OPS && !failed; op++) {
         if (!o.all_ops && op != (int)o.op) continue;
         summary s1;
         memset(&s1, 0, sizeof s1);
-        run_op(&o, (bench_op)op, jf, backend, hosts, &s1);
+        failed = run_op(&o, (bench_op)op, jf, backend, hosts, &s1);
         if (g_rank == 0 && o.all_ops && s1.busbw_n) {
             printf("# %s: avg bus bandwidth %.3f GB/s", bench_op_get((bench_op)op)->name,
                    s1.busbw_sum / s1.busbw_n);
@@ -682,7 +761,11 @@ int main(int argc, char **argv) {
         printf("#\n");
         fflush(stdout);
     }
-    if (jf) fclose(jf);
+    int jerr = 0;
+    if (jf && (ferror(jf) || fclose(jf) != 0)) {
+        fprintf(stderr, "dtrain-bench: writing %s failed: %s\n", o.json, strerror(errno));
+        jerr = 1;
+    }
     dt_finalize();
-    return sum.wrong ? 1 : 0;
+    return sum.wrong || failed || jerr ? 1 : 0;
 }

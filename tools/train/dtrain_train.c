@@ -1,5 +1,6 @@
 /* dtrain-train: train a model on Fashion-MNIST, single process or data
- * parallel under mpirun. Exit codes: 0 ok, 1 runtime error, 2 usage error. */
+ * parallel under mpirun. Exit codes: 0 ok, 1 runtime error, 2 usage error (a
+ * bad flag, config file or DTRAIN_* environment value). */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,8 +28,12 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     if ((rc = dt_init())) {
+        /* DT_ERR_INVALID / DT_ERR_UNSUPPORTED: a malformed DTRAIN_* setting
+         * (DTRAIN_SHM_*, DTRAIN_CHECK_*, DTRAIN_TIMEOUT, DTRAIN_BACKEND): a
+         * usage error like a bad flag, nothing was started */
+        int usage = rc == DT_ERR_INVALID || rc == DT_ERR_UNSUPPORTED;
         fprintf(stderr, "dtrain-train: %s\n", dt_last_error());
-        return 1;
+        return usage ? 2 : 1;
     }
     dt_comm_info ci;
     dt_comm_info_get(dt_comm_world(), &ci);
@@ -48,7 +53,12 @@ int main(int argc, char **argv) {
     dt_train_result r;
     if (!rc) rc = dt_trainer_fit(t, &r);
     if (!rc && !o.quiet) dt_trainer_print_memory(t, stdout, "end");
-    if (!rc && ci.rank == 0 && !o.quiet) {
+    if (!rc && ci.rank == 0 && !o.quiet && r.epochs == 0) {
+        /* resumed from a checkpoint that is already where the flags end */
+        printf("done: nothing to train: the run is already at step %ld (--epochs %d", r.steps, o.epochs);
+        if (o.max_steps > 0) printf(", --max-steps %ld", o.max_steps);
+        printf(" reached); raise --epochs or --max-steps to train further\n");
+    } else if (!rc && ci.rank == 0 && !o.quiet) {
         printf("done: %ld steps, final train loss %.4f, train acc %.2f%%", r.steps, r.last_loss, 100 * r.train_acc);
         if (r.test_acc >= 0) printf(", test acc %.2f%%", 100 * r.test_acc);
         printf(", median step %.2f ms", 1e3 * r.median_step_s);

@@ -31,6 +31,14 @@ typedef struct dt_train_options {
     char model[16];          /* "mlp" | "lenet" | "cnn" (default lenet) */
     int hidden1, hidden2;    /* model sizes, 0 = the model's default */
     float dropout;           /* cnn dropout; < 0 = default */
+    /* gpt (--model gpt): sizes from a preset, each overridable */
+    char preset[16];         /* "gpt-test" | "gpt-demo" | "gpt2-124m"; "" = gpt-demo's sizes */
+    int n_layer, n_head, n_embd, block_size; /* 0 = the preset's (vocabulary: 256 bytes) */
+    int recompute;           /* activation recomputation (gpt), default 0 */
+    char sample_prompt[256]; /* gpt: the end-of-run sample continues this (default "The ") */
+    double sample_temperature; /* default 0.8 (0 = greedy) */
+    int sample_length;       /* bytes sampled at the end (gpt; default 200, 0 = none) */
+    long eval_every;         /* also evaluate every K optimizer steps (0 = only after each epoch) */
     int epochs;              /* default 10 */
     int batch_size;          /* per rank, default 64 */
     double lr;               /* default 0.01 for sgd, 1e-3 for adam/adamw (if 0) */
@@ -42,9 +50,11 @@ typedef struct dt_train_options {
     long warmup_steps;       /* default 0 */
     double min_lr;           /* cosine floor, default 0 */
     uint64_t seed;           /* default 0 */
-    char data_dir[256];      /* default /usr/share/datasets/fashion-mnist */
-    long train_limit;        /* use the first N training samples (0 = all) */
-    long test_limit;         /* use the first N test samples (0 = all) */
+    char data_dir[256];      /* "" (default) = the family's data: /usr/share/datasets/fashion-mnist
+                              * (classifiers), /usr/share/games/fortunes (gpt: a file or directory) */
+    long train_limit;        /* use the first N training samples (0 = all); gpt: N windows per epoch */
+    long test_limit;         /* use the first N test samples (0 = all); gpt: N validation windows
+                              * spread evenly over the validation split */
     long max_steps;          /* stop after N optimizer steps (0 = no limit) */
     int accum_steps;         /* micro-batches per optimizer step (no_sync), default 1 */
     double clip_grad_norm;   /* clip the global gradient L2 norm to this (0 = off) */
@@ -82,6 +92,10 @@ typedef struct dt_train_result {
     double grad_norm;        /* global gradient norm of the last step (before clipping);
                               * computed only when clipping or on the last planned
                               * step (-1 if the run stopped before it) */
+    double test_loss;        /* loss of the last evaluation (gpt: validation loss per
+                              * token = per byte, nats); NaN if none */
+    double tokens_per_s;     /* global training throughput of the last epoch in
+                              * positions (gpt: tokens; classifiers: = samples_per_s) */
 } dt_train_result;
 
 typedef struct dt_trainer dt_trainer;
@@ -130,6 +144,14 @@ int dt_trainer_gather_params(dt_trainer *t, float *dst, int root);
  * end of dt_trainer_create ("start") and of dt_trainer_fit ("end"). */
 void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when);
 void dt_trainer_free(dt_trainer *t);
+/* 1 when the last dt_trainer_create on this thread failed because the input
+ * does not fit the flags: a model size that cannot be built, a data set that
+ * cannot feed the model (an empty or too short text corpus, a block size
+ * larger than a split, an epoch shorter than --accum-steps batches), a
+ * checkpoint written for another model or size (--resume). dtrain-train
+ * exits 2 for these, as for a bad flag; nothing was written (the output
+ * paths are opened last). 0 otherwise. */
+int dt_trainer_usage_error(void);
 
 /* Consolidated model: parameters and batch-norm buffers by state_dict name in
  * the safetensors format, written by the rank with world rank 0 (ZeRO-3:

@@ -11,7 +11,7 @@
 
 /* ---- one record: a flat JSON object built in a buffer ------------------------- */
 typedef struct rec {
-    char buf[2048];
+    char buf[16384];
     size_t n;
     int overflow;
 } rec;
@@ -32,6 +32,20 @@ static void put(rec *r, const char *fmt, ...) {
 static void put_str(rec *r, const char *s) {
     put(r, "\"");
     for (; *s; s++) put(r, "%c", (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) ? '_' : *s);
+    put(r, "\"");
+}
+
+/* Any bytes as a JSON string: control characters, quotes and backslashes
+ * escaped, bytes >= 0x80 written as the code points U+0080..U+00FF. */
+static void put_bytes(rec *r, const char *s, size_t n) {
+    put(r, "\"");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') put(r, "\\%c", c);
+        else if (c == '\n') put(r, "\\n");
+        else if (c < 0x20 || c >= 0x7f) put(r, "\\u%04x", c);
+        else put(r, "%c", c);
+    }
     put(r, "\"");
 }
 
@@ -126,7 +140,7 @@ void dtm_step(dt_metrics *m, long step, int epoch, long long epoch_pos, double l
 }
 
 void dtm_epoch(dt_metrics *m, int epoch, long steps, double loss, double train_acc, double samples_per_s,
-               double time_s, int eval, double test_loss, double test_acc) {
+               double time_s, int eval, double test_loss, double test_acc, double tokens_per_s) {
     if (!WRITABLE(m)) return;
     rec r;
     begin(&r, "epoch");
@@ -135,6 +149,7 @@ void dtm_epoch(dt_metrics *m, int epoch, long steps, double loss, double train_a
     field_num(&r, "loss", "%.9g", loss);
     field_num(&r, "train_acc", "%.6f", train_acc);
     field_num(&r, "samples_per_s", "%.1f", samples_per_s);
+    field_num(&r, "tokens_per_s", "%.1f", tokens_per_s);
     field_num(&r, "time_s", "%.3f", time_s);
     if (eval) {
         field_num(&r, "test_loss", "%.9g", test_loss);
@@ -143,7 +158,39 @@ void dtm_epoch(dt_metrics *m, int epoch, long steps, double loss, double train_a
     end(m, &r);
 }
 
-void dtm_memory(dt_metrics *m, const char *when, size_t num_params, int ranks, int zero_opt_level) {
+void dtm_eval(dt_metrics *m, long step, int epoch, double train_loss, double tokens_per_s, int eval,
+              double test_loss, double test_acc) {
+    if (!WRITABLE(m)) return;
+    rec r;
+    begin(&r, "eval");
+    field_int(&r, "step", step);
+    field_int(&r, "epoch", epoch);
+    field_num(&r, "loss", "%.9g", train_loss);
+    field_num(&r, "tokens_per_s", "%.1f", tokens_per_s);
+    if (eval) {
+        field_num(&r, "test_loss", "%.9g", test_loss);
+        field_num(&r, "test_acc", "%.6f", test_acc);
+    }
+    end(m, &r);
+}
+
+void dtm_sample(dt_metrics *m, long step, const char *prompt, const char *text, size_t n, double temperature) {
+    if (!WRITABLE(m)) return;
+    rec r;
+    begin(&r, "sample");
+    field_int(&r, "step", step);
+    field_num(&r, "temperature", "%.6g", temperature);
+    key(&r, "prompt");
+    put_bytes(&r, prompt, strlen(prompt));
+    /* a record is at most 16 KiB: the first 2048 bytes of a longer sample */
+    key(&r, "text");
+    put_bytes(&r, text, n < 2048 ? n : 2048);
+    if (n > 2048) field_int(&r, "text_bytes", (long long)n);
+    end(m, &r);
+}
+
+void dtm_memory(dt_metrics *m, const char *when, size_t num_params, int ranks, int zero_opt_level,
+                size_t act_off, size_t act_on) {
     if (!WRITABLE(m)) return;
     rec r;
     begin(&r, "memory");
@@ -158,11 +205,16 @@ void dtm_memory(dt_metrics *m, const char *when, size_t num_params, int ranks, i
         field_int(&r, name, dt_mem_current((dt_mem_category)c));
         field_int(&r, peak, dt_mem_peak((dt_mem_category)c));
     }
+    if (act_off || act_on) {
+        field_int(&r, "activations_recompute_off", (long long)act_off);
+        field_int(&r, "activations_recompute_on", (long long)act_on);
+    }
     end(m, &r);
 }
 
 void dtm_summary(dt_metrics *m, long steps, int ranks, int zero_opt_level, double median_step_s,
-                 double comm_hidden, double comm_hidden_compute, double grad_norm, double test_acc) {
+                 double comm_hidden, double comm_hidden_compute, double grad_norm, double test_acc,
+                 double test_loss, double tokens_per_s) {
     if (!WRITABLE(m)) return;
     rec r;
     begin(&r, "summary");
@@ -174,5 +226,7 @@ void dtm_summary(dt_metrics *m, long steps, int ranks, int zero_opt_level, doubl
     field_num(&r, "comm_hidden_compute", "%.4f", comm_hidden_compute);
     field_num(&r, "grad_norm", "%.6g", grad_norm);
     field_num(&r, "test_acc", "%.6f", test_acc);
+    field_num(&r, "test_loss", "%.9g", test_loss);
+    field_num(&r, "tokens_per_s", "%.1f", tokens_per_s);
     end(m, &r);
 }

@@ -745,13 +745,56 @@ static const row g_rows[] = {
     /* checkpoints through the trainer (fixture: @ck_train written by dtrain-train --checkpoint-dir) */
     TRAIN("train-resume-missing", "--resume DIR that does not exist", 1, "no checkpoint: directory does not exist",
           "check the path given to --resume", "--data", "@fm", "--resume", "@no-such-ckpt", QUICK),
-    TRAIN("train-resume-foreign", "--resume DIR written for another model (8 parameters)", 1, "was written for model '(none)', this run uses 'lenet'",
+    TRAIN("train-resume-foreign", "--resume DIR written for another model (8 parameters)", 2, "was written for model '(none)', this run uses 'lenet'",
           "resume with the model, optimizer and flags the checkpoint was written with", "--data", "@fm", "--resume",
           "@ckpt_foreign", QUICK),
     TRAIN("train-resume-checksum", "--resume DIR whose rank-00000.g1.bin has a changed byte", 1, "checksum mismatch",
           "the checkpoint is corrupt: resume from an older one", "--data", "@fm", "--resume", "@ck_train_crc", QUICK),
     TRAIN("train-resume-truncated", "--resume DIR whose manifest.json is cut", 1, "manifest JSON syntax error",
           "the checkpoint is damaged: resume from an older one", "--data", "@fm", "--resume", "@ck_train_trunc", QUICK),
+    /* the GPT on text: input that does not fit the flags is a usage error (exit 2)
+     * and nothing is written (the run's --json, --checkpoint-dir and --save-model
+     * paths are checked not to exist afterwards) */
+    TRAIN("train-gpt-corpus-empty", "--model gpt --data FILE of 0 bytes", 2, "is empty: no bytes in 1 file(s)",
+          "give a text file or directory with text in it (a directory's .dat/.u8 files are skipped)", "--model", "gpt",
+          "--preset", "gpt-test", "--data", "@text_empty.txt", "--json", "@gpt_out/a.json", "--checkpoint-dir",
+          "@gpt_ck_a", "--save-model", "@gpt_out/a.safetensors", QUICK),
+    TRAIN("train-gpt-corpus-short", "--model gpt --data FILE of 3 bytes", 2, "is too short",
+          "more text: each split (the last 10% is validation) needs a window of block size + 1 bytes", "--model",
+          "gpt", "--preset", "gpt-test", "--data", "@text_short.txt", "--json", "@gpt_out/b.json", "--checkpoint-dir",
+          "@gpt_ck_b", QUICK),
+    TRAIN("train-gpt-block", "--model gpt --block-size 128 over a 100-byte corpus (90 training bytes)", 2,
+          "block size T=128 needs T+1 = 129 bytes, the training split has only 90",
+          "a smaller --block-size or more text", "--model", "gpt", "--preset", "gpt-test", "--block-size", "128",
+          "--data", "@text_100.txt", "--json", "@gpt_out/c.json", "--checkpoint-dir", "@gpt_ck_c", QUICK),
+    TRAIN("train-gpt-accum", "--model gpt, an epoch of 8 windows (--train-limit 8) at batch 8 and --accum-steps 2", 2,
+          "an epoch has 1 batches per rank, fewer than accum_steps 2",
+          "more windows per epoch (--train-limit), a smaller batch or fewer accumulation steps", "--model", "gpt",
+          "--preset", "gpt-test", "--data", "@text_4k.txt", "--batch-size", "8", "--train-limit", "8",
+          "--accum-steps", "2", "--json", "@gpt_out/d.json", QUICK),
+    TRAIN("train-gpt-resume-vocab", "--resume DIR of a gpt whose vocab_size was 50257", 2,
+          "was written for vocab_size '50257', this run uses '256'",
+          "resume with the sizes the checkpoint was written with (dtrain's text models have 256 tokens)", "--model",
+          "gpt", "--preset", "gpt-test", "--data", "@text_4k.txt", "--resume", "@ck_gpt_vocab", "--json",
+          "@gpt_out/e.json", QUICK),
+    TRAIN("train-gpt-resume-layers", "--resume DIR of a 2-layer gpt with --n-layer 3", 2,
+          "was written for n_layer '2', this run uses '3'", "resume with the model sizes the checkpoint was written with",
+          "--model", "gpt", "--preset", "gpt-test", "--n-layer", "3", "--data", "@text_4k.txt", "--resume", "@ck_gpt",
+          "--save-model", "@gpt_out/f.safetensors", QUICK),
+    TRAIN("flag-gpt-heads", "--model gpt --preset gpt-test --n-head 5", 2, "n_embd=64 is not divisible by n_head=5",
+          "choose --n-head dividing --n-embd (head size = n_embd / n_head)", "--model", "gpt", "--preset", "gpt-test",
+          "--n-head", "5", QUICK),
+    TRAIN("flag-gpt-only", "--model mlp --n-layer 4", 2, "flag --n-layer applies to --model gpt only (model mlp)",
+          "drop the gpt flags (--preset, --n-layer, --n-head, --n-embd, --block-size, --recompute, --sample-*)",
+          "--model", "mlp", "--n-layer", "4", QUICK),
+    TRAIN("flag-recompute-lenet", "--model lenet --recompute 1", 2, "flag --recompute applies to --model gpt only",
+          "recomputation is for the gpt's blocks", "--model", "lenet", "--recompute", "1", QUICK),
+    TRAIN("flag-gpt-hidden", "--model gpt --hidden1 128", 2, "--hidden1: model gpt has no hidden sizes",
+          "size a gpt with --n-embd (the MLP is 4 x n_embd wide)", "--model", "gpt", "--hidden1", "128", QUICK),
+    TRAIN("flag-gpt-shuffle", "--model gpt --shuffle 0", 2, "gpt trains on random text windows",
+          "drop --shuffle / --drop-last (they are the image sampler's)", "--model", "gpt", "--shuffle", "0", QUICK),
+    TRAIN("flag-gpt-sync-bn", "--model gpt --sync-bn 1", 2, "sync_bn: model gpt has no batch norm",
+          "drop --sync-bn (the gpt uses LayerNorm)", "--model", "gpt", "--sync-bn", "1", QUICK),
     TRAIN("train-resume-unit", "--resume DIR whose epoch position is in an unknown unit ('tokens')", 1,
           "epoch_position_unit 'tokens' (this build knows 'samples')",
           "resume it with the dtrain version that wrote it", "--data", "@fm", "--resume", "@ck_train_unit", QUICK),
@@ -889,6 +932,12 @@ static void write_fixtures(void) {
     write_text(path("cfg_unknown.json"), "{\"bucket_size\": 4}");
     write_text(path("cfg_int.json"), "{\"zero_opt_level\": 1.5}");
     write_text(path("text_empty.txt"), "");
+    {
+        static char t4k[4096];
+        for (size_t i = 0; i + 1 < sizeof t4k; i++) t4k[i] = "the quick brown fox jumps over the lazy dog.\n"[i % 45];
+        write_text(path("text_4k.txt"), t4k);
+        if (mkdir(path("gpt_out"), 0700) != 0 && errno != EEXIST) die("mkdir gpt_out");
+    }
     write_text(path("text_short.txt"), "abc");
     {
         char t100[101];
@@ -991,6 +1040,21 @@ static void make_train_ckpts(void) {
     truncate_file(p, 40);
     snprintf(p, sizeof p, "%s/manifest.json", path("ck_train_unit"));
     edit_file(p, "\"epoch_position_unit\": \"samples\"", "\"epoch_position_unit\": \"tokens\"");
+    /* gpt checkpoints: one as written, one whose vocabulary is not 256 */
+    const char *gnames[2] = {"@ck_gpt", "@ck_gpt_vocab"};
+    for (int i = 0; i < 2; i++) {
+        struct row r;
+        memset(&r, 0, sizeof r);
+        const char *argv[] = {"$T", "--model", "gpt", "--preset", "gpt-test", "--data", "@text_4k.txt", "--epochs", "1",
+                              "--max-steps", "1", "--quiet", "--sample-length", "0", "--checkpoint-dir", gnames[i], NULL};
+        memcpy(r.argv, argv, sizeof argv);
+        char *out = NULL;
+        int code = run_proc(&r, &out);
+        if (code != 0) die("dtrain-train --model gpt --checkpoint-dir failed (%d):\n%s", code, out);
+        free(out);
+    }
+    snprintf(p, sizeof p, "%s/manifest.json", path("ck_gpt_vocab"));
+    edit_file(p, "\"vocab_size\": \"256\"", "\"vocab_size\": \"50257\"");
 }
 
 static void rm_rf(const char *p) {
@@ -1093,6 +1157,16 @@ static int run_row(const row *r) {
                 ok = 0;
                 printf("%-28s rank %d did not print the message\n", r->id, k);
             }
+        /* a usage error writes nothing: the row's output paths do not exist */
+        for (int k = 0; r->want == 2 && k + 1 < MAXARG && r->argv[k] && r->argv[k + 1]; k++) {
+            const char *f = r->argv[k], *v = r->argv[k + 1];
+            struct stat st;
+            if ((!strcmp(f, "--json") || !strcmp(f, "--checkpoint-dir") || !strcmp(f, "--save-model") ||
+                 !strcmp(f, "--timeline")) && v[0] == '@' && stat(path(v + 1), &st) == 0) {
+                ok = 0;
+                printf("%-28s %s was written: a usage error must leave nothing behind\n", r->id, v + 1);
+            }
+        }
         const char *first = strstr(out, r->msg);
         const char *ls = first ? first : out;
         while (ls > out && ls[-1] != '\n') ls--;

@@ -875,6 +875,12 @@ static const row g_rows[] = {
       "exec \"$0\" --data \"$1\" $s --zero 1 --epochs 1 --max-steps 1 --quiet",
       "$T", "@fm", NULL}, NULL, 1, "--clip-grad-norm differs between ranks (world rank 1 has --clip-grad-norm 1)", 0,
      "start every rank with the same flags"},
+    {"launch-gpt-recompute", "launch", "--model gpt with --recompute 1 on rank 1 only", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; s=; [ $r = 1 ] && s=\"--recompute 1\"; "
+      "exec \"$0\" --model gpt --preset gpt-test --data \"$1\" $s --epochs 1 --max-steps 1 --quiet",
+      "$T", "@text_4k.txt", NULL}, NULL, 1, "--recompute differs between ranks (world rank 1 has --recompute 1)", 0,
+     "start every rank with the same flags"},
     {"launch-different-data", "launch", "rank 1 reads a data set of 32 training images, rank 0 one of 64", K_PROC, NULL,
      {"$MPI", "-n", "2", "sh", "-c",
       "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; d=$1; [ $r = 1 ] && d=$1/../fm32; "

@@ -1,18 +1,26 @@
-/* dtrain/train.h - the trainer: Fashion-MNIST training of a dtrain model,
- * single process or data parallel over a communicator (what dtrain-train runs;
- * usable from any C program and from Python through ctypes).
+/* dtrain/train.h - the trainer: a dtrain model trained on its family's data
+ * (classifiers on Fashion-MNIST, the gpt on byte-level text), single process
+ * or data parallel over a communicator (what dtrain-train runs; usable from
+ * any C program and from Python through ctypes).
+ *
+ * The trainer asks the model for its io description (dtrain/model.h) and its
+ * family's data source for batches (src/train/source.h), and drives one
+ * parallel strategy (src/parallel/strategy.h: none, ddp, zero1-3, chosen
+ * from the dist config).
  *
  * Data parallelism (cfg.dist.enable_data_parallel, the default): every rank
  * builds the same model, parameters and batch-norm buffers are broadcast from
- * rank 0, each rank trains on its part of every epoch (distributed sampler:
- * a permutation seeded by (seed, epoch), identical on all ranks, split into N
- * strided parts, padded by wrapping unless drop_last), gradients are averaged
- * in buckets overlapped with backward (dtrain/ddp.h), and (with overlap on and
- * no gradient clipping) the optimizer steps each bucket's parameters as soon
- * as that bucket is reduced (dt_ddp_finish_each + dt_optim_step_range: the
- * same values as one step over all parameters). batch_size is PER RANK:
- * the global batch is batch_size x N (x accum_steps). Metrics printed by rank 0
- * are reduced over all ranks; the test set is split across ranks.
+ * rank 0, each rank trains on its part of every global batch (images: the
+ * distributed sampler, a permutation seeded by (seed, epoch), identical on all
+ * ranks, split into N strided parts, padded by wrapping unless drop_last;
+ * text: the global micro-batch of B x N windows cut into N contiguous parts,
+ * dtrain/text.h), gradients are averaged in buckets overlapped with backward
+ * (dtrain/ddp.h), and (with overlap on and no gradient clipping) the
+ * optimizer steps each bucket's parameters as soon as that bucket is reduced
+ * (dt_ddp_finish_each + dt_optim_step_range: the same values as one step over
+ * all parameters). batch_size is PER RANK: the global batch is batch_size x N
+ * (x accum_steps). Metrics printed by rank 0 are reduced over all ranks; the
+ * evaluation set is split across ranks.
  */
 #ifndef DTRAIN_TRAIN_H
 #define DTRAIN_TRAIN_H
@@ -28,7 +36,7 @@ extern "C" {
 #endif
 
 typedef struct dt_train_options {
-    char model[16];          /* "mlp" | "lenet" | "cnn" (default lenet) */
+    char model[16];          /* "mlp" | "lenet" | "cnn" | "gpt" (default lenet) */
     int hidden1, hidden2;    /* model sizes, 0 = the model's default */
     float dropout;           /* cnn dropout; < 0 = default */
     /* gpt (--model gpt): sizes from a preset, each overridable */
@@ -107,10 +115,13 @@ void dt_train_options_default(dt_train_options *o);
  * stdout), or DT_ERR_INVALID naming the flag and value. Flags that contradict
  * each other or would have no effect are refused too: --momentum or
  * --nesterov with adam/adamw, --nesterov 1 with momentum 0, sync_bn with a
- * model without batch norm (mlp), zero_opt_level > 0 with
- * enable_data_parallel off, --dropout with mlp/lenet, --hidden1/2 with lenet,
- * --min-lr without --schedule cosine, --checkpoint-every without
- * --checkpoint-dir. The precedence of the
+ * model without batch norm (mlp, gpt), zero_opt_level > 0 with
+ * enable_data_parallel off, --dropout with mlp/lenet/gpt, --hidden1/2 with
+ * lenet/gpt, --min-lr without --schedule cosine, --checkpoint-every without
+ * --checkpoint-dir, the gpt flags (--preset, --n-layer, --n-head, --n-embd,
+ * --block-size, --recompute, --sample-*) with a classifier, --shuffle /
+ * --drop-last with gpt, and gpt sizes whose n_embd (the flag's or the
+ * preset's) is not divisible by n_head. The precedence of the
  * dist config: defaults < --config FILE < DTRAIN_* environment < flags. */
 int dt_train_parse_args(dt_train_options *o, int argc, char **argv);
 /* Usage text. */
@@ -133,7 +144,9 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out);
  * itself is never stopped by a failed metrics write (reported once on stderr
  * when it happens). */
 int dt_trainer_fit(dt_trainer *t, dt_train_result *res);
-/* Evaluate on the test set split across ranks: accuracy in [0,1]. */
+/* Evaluate on the evaluation set (classifiers: the test set; gpt: the
+ * validation windows) split across ranks: accuracy in [0,1] (gpt: of the
+ * next-byte predictions) and the mean loss per prediction (gpt: per token). */
 int dt_trainer_evaluate(dt_trainer *t, double *acc, double *loss);
 dt_model *dt_trainer_model(dt_trainer *t);
 /* Copy the full parameter vector into dst (num_params floats) on the rank with

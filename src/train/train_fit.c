@@ -176,7 +176,12 @@ static int sample_text(dt_trainer *t) {
             if (!o->quiet) {
                 printf("sample (prompt \"%s\", temperature %g, %d bytes, seed %llu):\n%s", o->sample_prompt,
                        o->sample_temperature, n, (unsigned long long)o->seed, o->sample_prompt);
-                fwrite(txt, 1, (size_t)n, stdout);
+                /* control bytes other than newline and tab shown as '?' (the
+                 * JSON record has every byte) */
+                for (int i = 0; i < n; i++) {
+                    unsigned char c = (unsigned char)txt[i];
+                    putchar((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? '?' : c);
+                }
                 printf("\n");
                 fflush(stdout);
             }

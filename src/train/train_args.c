@@ -52,7 +52,7 @@ const char *dt_train_usage(void) {
 "  --lr LR                    learning rate (default sgd 0.01, adam/adamw 0.001)\n"
 "  --optimizer sgd|adam|adamw (default sgd)\n"
 "  --momentum M               sgd momentum (default 0.9)   --nesterov 0|1\n"
-"  --weight-decay WD          (default 0; adamw 0.01)\n"
+"  --weight-decay WD          (default 0; adamw 0.01; gpt: on matrices and embeddings only)\n"
 "  --schedule const|cosine    lr decay after warm-up (default const)\n"
 "  --warmup-steps W           linear warm-up steps (default 0)   --min-lr LR (cosine floor)\n"
 "  --seed S                   seed for init, shuffling, dropout (default 0)\n"

@@ -139,7 +139,7 @@ static int setup_model(dt_trainer *t) {
     int rc = dt_model_config_init(&mc, dt_train_model_name(&t->o));
     if (!rc) rc = t->fam->configure(&mc, &t->o);
     /* a size that cannot make a model is the flags' fault: exit 2 */
-    if (!rc && (rc = dt_model_create(&mc, &t->model))) return dt_trainer_mark_input(rc);
+    if (!rc && (rc = dt_model_create(&mc, &t->model))) return rc == DT_ERR_INVALID ? dt_trainer_mark_input(rc) : rc;
     if (!rc) rc = dt_model_seed_dropout(t->model, t->o.seed * 1000003ull + (uint64_t)t->ci.rank);
     if (!rc) rc = dt_model_get_io(t->model, &t->io);
     t->positions = t->io.max_seq > 0 ? t->io.max_seq : 1;
@@ -191,8 +191,10 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     FAIL(dt_set_num_threads(o->threads));
     FAIL(dt_set_timeout(o->dist.timeout_s)); /* the watchdog's limit on every blocking call */
 
-    FAIL(setup_model(t));
-    FAIL(build_table(t));
+    /* every rank builds the same model: one failing (out of memory) ends all */
+    rc = setup_model(t);
+    if (!rc) rc = build_table(t);
+    FAIL(dt_trainer_agree_error(t, rc));
     FAIL(setup_optimizer(t)); /* the strategy: DDP, ZeRO or none, and the optimizer */
 
     /* the data, cut into the strategy's data-parallel parts; a data set

@@ -37,7 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "coll/coll_internal.h"
-#include "comm/mpi_internal.h"
+#include "transport/mpi/mpi_internal.h"
 #include "comm/watchdog.h"
 #include "core/error.h"
 #include "dtrain/reliability.h"

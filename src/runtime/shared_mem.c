@@ -1,4 +1,4 @@
-/* src/comm/shared_mem.c - dt_comm_alloc_shared / dt_comm_free_shared:
+/* src/runtime/shared_mem.c - dt_comm_alloc_shared / dt_comm_free_shared:
  * memory that every member of an intra-node communicator can load directly
  * (the backend's alloc_shared op), so that in-place allreduces within it
  * skip the staging copies; plain memory where the backend has none. */

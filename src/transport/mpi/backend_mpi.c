@@ -1,4 +1,4 @@
-/* src/comm/backend_mpi.c - the MPI backend (CPU memory).
+/* src/transport/mpi/backend_mpi.c - the MPI backend (CPU memory).
  *
  * Each communicator holds its own MPI communicator (a duplicate of
  * MPI_COMM_WORLD for the world, MPI_Comm_split of it for groups), with
@@ -20,8 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "comm/mpi_internal.h"
-#include "comm/reduce_kernels.h"
+#include "transport/mpi/mpi_internal.h"
+#include "transport/reduce_kernels.h"
 #include "core/error.h"
 
 static int g_thread_level = -1;

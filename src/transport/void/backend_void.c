@@ -1,9 +1,9 @@
-/* src/comm/backend_void.c - the standalone backend: a group of one process.
+/* src/transport/void/backend_void.c - the standalone backend: a group of one process.
  * Every collective reduces to a copy (a reduction over one rank is the value
  * itself; avg divides by 1). Point to point has no peer: the collective layer
  * rejects it before it gets here. */
 #include <string.h>
-#include "comm/comm_internal.h"
+#include "transport/transport.h"
 #include "core/error.h"
 
 static int copy(const void *send, void *recv, size_t count, dt_dtype dt) {

@@ -1,11 +1,11 @@
-/* src/comm/mpi_internal.h - internal: state shared by the MPI backend files
+/* src/transport/mpi/mpi_internal.h - internal: state shared by the MPI backend files
  * (backend_mpi.c: data movement; check_mpi.c: fingerprint checks;
  * watchdog.c: stall and dead-rank watchdog). */
 #ifndef DT_MPI_INTERNAL_H
 #define DT_MPI_INTERNAL_H
 
 #include <mpi.h>
-#include "comm/comm_internal.h"
+#include "transport/transport.h"
 
 /* The check channel of a set of members: a duplicate of the first MPI
  * communicator created with those members, shared (refcounted) by every

@@ -1,4 +1,4 @@
-/* src/comm/pool.c - rank_list parsing, validation and the sub-communicator
+/* src/runtime/pool.c - rank_list parsing, validation and the sub-communicator
  * pool (created on first use, cached by canonical rank_list). */
 #include <ctype.h>
 #include <stdio.h>

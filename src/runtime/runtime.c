@@ -1,4 +1,4 @@
-/* src/comm/runtime.c - dt_init / dt_finalize, the world communicator and the
+/* src/runtime/runtime.c - dt_init / dt_finalize, the world communicator and the
  * reliability settings (dtrain/reliability.h). */
 #include <errno.h>
 #include <math.h>

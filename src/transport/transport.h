@@ -1,8 +1,27 @@
-/* src/transport/transport.h - internal: the communicator object and the
- * backend vtable. A backend implements the data movement for one transport
- * (void = standalone size-1, mpi; nccl later) on arguments the collective layer
- * has already validated: counts fit, buffers non-NULL, roots/peers are GROUP
- * ranks, in-place requests follow coll.h's conventions. */
+/* src/transport/transport.h - internal: the communicator object, the
+ * transport vtable and the table of transports.
+ *
+ * A transport moves the data of collectives for one kind of communicator:
+ *   void  a group of one process (every collective is a copy); on a world of
+ *         several processes without a data transport (a tcp bootstrap and no
+ *         MPI), it knows the groups but refuses to move data
+ *         (DT_ERR_UNSUPPORTED, naming the transport that would);
+ *   mpi   host memory between processes over MPI (transport/mpi/), with the
+ *         shared-memory allreduce on one host.
+ * Its ops run on arguments the collective layer has already validated:
+ * counts fit, buffers non-NULL, roots/peers are GROUP ranks, in-place
+ * requests follow coll.h's conventions.
+ *
+ * Adding one (nccl next) = a folder transport/<name>/ with its dt_backend_ops
+ * and one dt_transport entry in transport.c's table: its probe says whether
+ * it can serve the job the open bootstrap (bootstrap/bootstrap.h) describes,
+ * and `world` builds its state for the world communicator (an out-of-band
+ * exchange, e.g. NCCL's unique id, goes over dt_boot_allgather). Where a
+ * device transport will need more than this vtable has today: the memory
+ * kind and the caller's stream travel with each call (the collective layer
+ * decides them and picks host or device ops), and its asynchronous work
+ * completes on a CUDA event instead of the engine's thread (async_ok then
+ * says no thread is needed). */
 #ifndef DT_TRANSPORT_H
 #define DT_TRANSPORT_H
 
@@ -10,6 +29,7 @@
 #include <stdint.h>
 #include "dtrain/comm.h"
 #include "dtrain/dtype.h"
+#include "transport/settings.h"
 
 /* ---- collective fingerprints (reliability.h) -------------------------------
  * The wire header every checked call exchanges before (or together with) its
@@ -90,11 +110,17 @@ typedef struct dt_backend_ops {
     int (*p2p_check)(dt_comm *c, int peer, const dt_fp_hdr *mine, dt_fp_hdr *theirs);
     /* Collective over the world communicator `world`: build the communicator of
      * this rank's group (color >= 0, members sorted by world rank) into `out`
-     * (info and world_ranks filled by the caller except local_rank/local_size,
-     * which the backend sets). Only called with color >= 0 and size > 1.
+     * (info and world_ranks filled by the caller, local attributes from the
+     * bootstrap's hosts). Every world rank calls it: with color >= 0 and a
+     * group of more than one rank, or with color -1 and out NULL (a rank
+     * alone, or in no group).
      * `same_members` is an existing communicator with exactly out's members
      * (identical on every member), or NULL: out then shares its check group. */
     int (*split)(dt_comm *world, int color, dt_comm *out, dt_comm *same_members);
+    /* Optional: 1 if asynchronous calls on c may run on the engine's
+     * communication thread (a second thread in the transport); 0: they run at
+     * submission instead. NULL: always. */
+    int (*async_ok)(const dt_comm *c);
     /* Largest element count one call can move per rank block. */
     size_t max_count;
     void (*destroy)(dt_comm *c);
@@ -120,64 +146,30 @@ struct dt_comm {
 #define DT_COMM_MAGIC 0xd7c0330du
 
 extern const dt_backend_ops dt_backend_void;
-extern const dt_backend_ops dt_backend_mpi;
 
-/* shared_mem.c: free the plain dt_comm_alloc_shared memory left on c (destroy). */
-void dt_comm_shared_release(dt_comm *c);
+/* ---- the table of transports (transport.c) ---------------------------------- */
+typedef struct dt_transport {
+    const char *name;
+    const dt_backend_ops *ops;
+    /* The bootstrap this transport implies when it is asked for by name
+     * (DTRAIN_BACKEND) and DTRAIN_BOOTSTRAP is auto; NULL: detect one. */
+    const char *boot;
+    /* DT_OK if it can serve the job of the open bootstrap, else
+     * DT_ERR_UNSUPPORTED with a message saying why. Collective-free. */
+    int (*probe)(void);
+    /* Set up w->impl for the world communicator (info, world_ranks and ops
+     * filled by the caller). Collective over the world. */
+    int (*world)(dt_comm *w);
+    /* After every communicator of this transport is destroyed (NULL: none). */
+    void (*finalize)(void);
+} dt_transport;
 
-/* Build a standalone (size 1, void backend) communicator for this process. */
-int dt_comm_make_standalone(int world_rank, int world_size, int group_id, int group_size,
-                            dt_comm **out);
-void dt_comm_destroy(dt_comm *c);
-/* DT_OK if comm is usable (runtime initialised, comm non-NULL and alive). */
-int dt_comm_check(const dt_comm *comm, const char *func);
-
-/* MPI backend entry points used by the runtime. */
-int dt_mpi_world_create(dt_comm **out, int *we_initialized);
-int dt_mpi_finalize(int we_initialized);
-/* Thread level MPI granted (MPI_THREAD_* value), -1 when MPI is not in use. */
-int dt_mpi_thread_level(void);
-/* Collective over c's members (all take the same branch): share `same`'s
- * shared-memory window (shm_mpi.c), or create one when every member is on
- * this host, the group has more than one rank and the feature is on. */
-int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same);
-/* Max-combine `n` uint64 words over the world (used to compare rank_lists). */
-int dt_mpi_world_max_u64(dt_comm *world, unsigned long long *vals, int n);
-
-/* Pool, called by the runtime at finalize. */
-void dt_pool_clear(void);
-
-/* ---- reliability settings (runtime.c) ---- */
-/* 1 if collectives are fingerprint-checked (DTRAIN_CHECK_COLLECTIVES, agreed
- * over the world at dt_init). */
-int dt_rel_check_on(void);
-/* Largest allreduce (bytes) whose check travels with the data. */
-size_t dt_rel_inline_max(void);
-/* Benchmarks and tests only: switch the check / set the inline limit at run
- * time. Every rank must make the same call at the same point (between
- * collectives), or checked and unchecked calls will meet and hang. */
-void dt_rel_set_for_testing(int check, size_t inline_max);
-/* Shared-memory allreduce (DTRAIN_SHM_ALLREDUCE, DTRAIN_SHM_MIN_BYTES,
- * DTRAIN_SHM_CHUNK_BYTES, agreed over the world at dt_init): on/off, the
- * smallest call (bytes) it takes, the bytes of each per-rank buffer (larger
- * calls run in chunks of it). */
-int dt_rel_shm_on(void);
-size_t dt_rel_shm_min(void);
-size_t dt_rel_shm_chunk(void);
-/* DTRAIN_SHM_STREAM_BYTES (this rank's own, not agreed: results do not depend
- * on it): out-of-place shared-memory allreduces of at least this many bytes
- * write their outputs with streaming stores. */
-size_t dt_rel_shm_stream(void);
-/* MPI: agree on the settings over the world (max of `check`, min of
- * `inline_max`, min of `shm_on`, max of `shm_min` and of `shm_chunk`);
- * collective. */
-int dt_mpi_agree_settings(dt_comm *world, int *check, size_t *inline_max, int *shm_on, size_t *shm_min,
-                          size_t *shm_chunk);
-/* 64-bit FNV-1a of a string, continuing from h (start: DT_FNV_BASIS). */
-#define DT_FNV_BASIS 1469598103934665603ull
-uint64_t dt_fnv1a(uint64_t h, const void *data, size_t n);
-/* Set cid / gkey of a new communicator and register its name and members for
- * messages (stall reports, mismatches). */
-void dt_comm_set_identity(dt_comm *c, uint32_t cid);
+/* This build's transports, in the order DTRAIN_BACKEND=auto tries them,
+ * NULL-terminated. */
+extern const dt_transport *const dt_transports[];
+/* The transport named `name`, or NULL. */
+const dt_transport *dt_transport_find(const char *name);
+/* "mpi or void": the names, for messages. */
+const char *dt_transport_names(char *buf, size_t cap);
 
 #endif

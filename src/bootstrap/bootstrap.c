@@ -44,6 +44,7 @@ static const dt_boot_ops boot_none = {
 
 /* ---- the table ------------------------------------------------------------- */
 
+extern const dt_boot_ops dt_boot_tcp;
 #ifdef DTRAIN_HAVE_MPI
 extern const dt_boot_ops dt_boot_mpi;
 #endif
@@ -52,6 +53,7 @@ const dt_boot_ops *const dt_bootstraps[] = {
 #ifdef DTRAIN_HAVE_MPI
     &dt_boot_mpi,
 #endif
+    &dt_boot_tcp,
     &boot_none,
     NULL,
 };

@@ -102,7 +102,8 @@ static int pick_transport(const dt_transport *want, const dt_transport **tp) {
         int rc = want->probe();
         if (rc) {
             char msg[900];
-            snprintf(msg, sizeof msg, "%s", dt_last_error());
+            const char *m = dt_last_error(), *sep = strstr(m, ": ");
+            snprintf(msg, sizeof msg, "%s", sep ? sep + 2 : m);
             return dt_error(rc, "dt_init", "DTRAIN_BACKEND=%s: %s", want->name, msg);
         }
         *tp = want;

@@ -108,7 +108,8 @@ typedef struct dt_launch_env {
     int local_rank;       /* -1 if the launcher gives none */
     char addr[256];       /* rank 0's host (torchrun/slurm) */
     int port;
-    const char *addr_var; /* where addr came from, for messages */
+    const char *addr_var; /* where addr and port came from, for messages */
+    const char *port_var;
 } dt_launch_env;
 
 /* Which launcher started this process (variables only, not validated). */

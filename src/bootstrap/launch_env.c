@@ -10,6 +10,10 @@
  *              MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
  *   either     DTRAIN_BOOTSTRAP_ADDR=host:port ([v6addr]:port) overrides
  *              MASTER_ADDR / MASTER_PORT.
+ * torchrun's static rendezvous (--node-rank, --master-addr/--master-port)
+ * keeps its agent's store listening on MASTER_PORT for the whole job and
+ * says so with TORCHELASTIC_USE_AGENT_STORE=True: rank 0 then listens on
+ * MASTER_PORT + 1. (Its c10d rendezvous hands the workers a free port.)
  * torchrun's variables win over Slurm's (torchrun started by srun sets its
  * own for its workers). */
 #include <errno.h>
@@ -50,13 +54,13 @@ static int env_int(const char *var, int req, long lo, long hi, int *out, const c
     const char *v = set(var);
     if (!v) {
         if (!req) return DT_OK;
-        return DT_ERR(DT_ERR_INVALID, "%s is not set (%s launch: set %s)", var, which, var);
+        return dt_error(DT_ERR_INVALID, "dt_init", "%s is not set (%s launch: set %s)", var, which, var);
     }
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
     if (end == v || *end || errno || x < lo || x > hi)
-        return DT_ERR(DT_ERR_INVALID, "%s='%s' is not an integer in [%ld, %ld] (%s launch)", var, v, lo, hi, which);
+        return dt_error(DT_ERR_INVALID, "dt_init", "%s='%s' is not an integer in [%ld, %ld] (%s launch)", var, v, lo, hi, which);
     *out = (int)x;
     return DT_OK;
 }
@@ -66,7 +70,7 @@ static int parse_port(const char *var, const char *v, int *port) {
     errno = 0;
     long p = strtol(v, &end, 10);
     if (end == v || *end || errno || p < 1 || p > 65535)
-        return DT_ERR(DT_ERR_INVALID, "%s='%s' is not a TCP port (1..65535)", var, v);
+        return dt_error(DT_ERR_INVALID, "dt_init", "%s='%s' is not a TCP port (1..65535)", var, v);
     *port = (int)p;
     return DT_OK;
 }
@@ -86,21 +90,31 @@ static int read_addr(dt_launch_env *e, const char *which) {
             hn = colon ? (size_t)(colon - a) : 0;
         }
         if (!colon || hn == 0 || hn >= sizeof e->addr)
-            return DT_ERR(DT_ERR_INVALID, "DTRAIN_BOOTSTRAP_ADDR='%s' is not host:port (or [ipv6]:port)", a);
+            return dt_error(DT_ERR_INVALID, "dt_init", "DTRAIN_BOOTSTRAP_ADDR='%s' is not host:port (or [ipv6]:port)", a);
         memcpy(e->addr, h, hn);
         e->addr[hn] = '\0';
-        e->addr_var = "DTRAIN_BOOTSTRAP_ADDR";
+        e->addr_var = e->port_var = "DTRAIN_BOOTSTRAP_ADDR";
         int rc = parse_port("DTRAIN_BOOTSTRAP_ADDR's port", colon + 1, &e->port);
         return rc;
     }
     const char *m = set("MASTER_ADDR"), *p = set("MASTER_PORT");
     if (!m || !p)
-        return DT_ERR(DT_ERR_INVALID, "%s is not set: the %s launch needs rank 0's address (MASTER_ADDR and MASTER_PORT, "
+        return dt_error(DT_ERR_INVALID, "dt_init", "%s is not set: the %s launch needs rank 0's address (MASTER_ADDR and MASTER_PORT, "
                       "or DTRAIN_BOOTSTRAP_ADDR=host:port)", !m ? "MASTER_ADDR" : "MASTER_PORT", which);
-    if (strlen(m) >= sizeof e->addr) return DT_ERR(DT_ERR_INVALID, "MASTER_ADDR is longer than %zu characters", sizeof e->addr - 1);
+    if (strlen(m) >= sizeof e->addr) return dt_error(DT_ERR_INVALID, "dt_init", "MASTER_ADDR is longer than %zu characters", sizeof e->addr - 1);
     snprintf(e->addr, sizeof e->addr, "%s", m);
     e->addr_var = "MASTER_ADDR";
-    return parse_port("MASTER_PORT", p, &e->port);
+    e->port_var = "MASTER_PORT";
+    int rc = parse_port("MASTER_PORT", p, &e->port);
+    const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+    if (!rc && e->kind == DT_LAUNCH_TORCHRUN && agent && strcmp(agent, "True") == 0) {
+        if (e->port == 65535)
+            return dt_error(DT_ERR_INVALID, "dt_init", "MASTER_PORT=65535 is torchrun's agent store, and the port after it (which "
+                          "dtrain's rank 0 would use) does not exist: pick a lower port or set DTRAIN_BOOTSTRAP_ADDR");
+        e->port++;
+        e->port_var = "MASTER_PORT + 1, beside torchrun's agent store";
+    }
+    return rc;
 }
 
 int dt_launch_env_read(dt_launch_env *e) {
@@ -113,7 +127,7 @@ int dt_launch_env_read(dt_launch_env *e) {
     } else if (e->kind == DT_LAUNCH_SLURM) {
         rank_var = "SLURM_PROCID", size_var = "SLURM_NTASKS", local_var = "SLURM_LOCALID", which = "srun";
     } else {
-        return DT_ERR(DT_ERR_INVALID, "no torchrun (RANK, WORLD_SIZE) or srun (SLURM_PROCID, SLURM_NTASKS, "
+        return dt_error(DT_ERR_INVALID, "dt_init", "no torchrun (RANK, WORLD_SIZE) or srun (SLURM_PROCID, SLURM_NTASKS, "
                       "SLURM_STEP_ID) variables in the environment");
     }
     /* 1 << 24 ranks: far beyond any job, small enough for every size computation */

@@ -94,20 +94,46 @@ static double timeout_setting(int *rc) {
     errno = 0;
     double x = strtod(v, &end);
     if (end == v || *end || errno || !isfinite(x) || x < 0 || x > 1e9) {
-        *rc = DT_ERR(DT_ERR_INVALID, "DTRAIN_BOOTSTRAP_TIMEOUT='%s' is not a number of seconds in [0, 1e9]", v);
+        *rc = dt_error(DT_ERR_INVALID, "dt_init", "DTRAIN_BOOTSTRAP_TIMEOUT='%s' is not a number of seconds in [0, 1e9]", v);
         return 0;
     }
     return x;
 }
 
-static void close_all(tcp_impl *t) {
+/* Close every connection without losing what is in flight: a socket closed
+ * with unread data sends a reset, which can make the other end drop a frame
+ * it has not read yet (an ERROR). So: end our side (FIN after what we sent),
+ * read what still comes until the other end closes too, or linger_ms. */
+static void close_all(tcp_impl *t, int linger_ms) {
+    int n = 0;
+    struct pollfd *q = t->p ? malloc(sizeof *q * (size_t)t->size) : NULL;
+    for (int r = 0; t->p && r < t->size; r++)
+        if (t->p[r].fd >= 0) {
+            shutdown(t->p[r].fd, SHUT_WR);
+            if (q) q[n++] = (struct pollfd){.fd = t->p[r].fd, .events = POLLIN};
+        }
+    long long dl = dt_tcp_now_ms() + linger_ms;
+    for (int open = n; q && open > 0;) {
+        int k = poll(q, (nfds_t)n, dt_tcp_remaining(dl));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        for (int i = 0; i < n; i++) {
+            if (q[i].fd < 0 || !q[i].revents) continue;
+            char junk[4096];
+            ssize_t got = recv(q[i].fd, junk, sizeof junk, 0);
+            if (got > 0 || (got < 0 && (errno == EINTR || errno == EAGAIN))) continue;
+            q[i].fd = -1; /* end of stream or error: done with it */
+            open--;
+        }
+    }
+    free(q);
     for (int r = 0; t->p && r < t->size; r++)
         if (t->p[r].fd >= 0) { close(t->p[r].fd); t->p[r].fd = -1; }
 }
 
-static void free_impl(tcp_impl *t) {
+static void free_impl(tcp_impl *t, int linger_ms) {
     if (!t) return;
-    close_all(t);
+    close_all(t, linger_ms);
     pthread_mutex_destroy(&t->send_mu);
     free(t->p);
     free(t);
@@ -205,8 +231,8 @@ static int take_hello(tcp_impl *t, int fd, const unsigned char *mine, long long 
 static int root_rendezvous(tcp_impl *t, const dt_launch_env *e, const unsigned char *mine) {
     int lfd = dt_tcp_listen(e->port, t->size < 4096 ? t->size : 4096);
     if (lfd < 0)
-        return DT_ERR(DT_ERR_BACKEND, "rank 0 cannot listen on TCP port %d: %s (is another job, or an earlier run, "
-                      "using it? pick another MASTER_PORT)", e->port, strerror(errno));
+        return dt_error(DT_ERR_BACKEND, "dt_init", "rank 0 cannot listen on TCP port %d (%s): %s (is another job, or an earlier "
+                      "run, using it? pick another port)", e->port, e->port_var, strerror(errno));
     long long deadline = dt_tcp_deadline_in(t->timeout_s);
     int need = t->size - 1, npend = 0, cap = 16;
     int *pend = malloc(sizeof *pend * (size_t)cap);
@@ -229,8 +255,8 @@ static int root_rendezvous(tcp_impl *t, const dt_launch_env *e, const unsigned c
                 if (t->p[r].fd < 0) k += (size_t)snprintf(miss + k, sizeof miss - k, "%s%d", shown++ ? "," : "", r);
             if (k >= sizeof miss - 16) snprintf(miss + k, sizeof miss - k, ",...");
             dt_error(DT_ERR_TIMEOUT, "dt_init", "rank 0: %d of %d ranks did not join within %g s (DTRAIN_BOOTSTRAP_TIMEOUT): "
-                     "rank%s %s; were they started, with %s=%s and port %d, and can they reach this host?",
-                     need, t->size, t->timeout_s, need > 1 ? "s" : "", miss, e->addr_var, e->addr, e->port);
+                     "rank%s %s; were they started, and can they reach %s (%s, %s)?", need, t->size, t->timeout_s,
+                     need > 1 ? "s" : "", miss, t->addr, e->addr_var, e->port_var);
             rc = fail_all(t, DT_ERR_TIMEOUT, -1);
             break;
         }
@@ -275,7 +301,7 @@ static int root_rendezvous(tcp_impl *t, const dt_launch_env *e, const unsigned c
     for (int r = 1; r < t->size && !rc; r++) {
         int s = send_frame(t, t->p[r].fd, T_WELCOME, 0, tab, tb, dl);
         char w[128];
-        if (s) rc = DT_ERR(DT_ERR_BACKEND, "rank 0: sending the rank table to rank %d (host %s) failed: %s", r,
+        if (s) rc = dt_error(DT_ERR_BACKEND, "dt_init", "rank 0: sending the rank table to rank %d (host %s) failed: %s", r,
                            t->p[r].host, dt_tcp_why(s, w, sizeof w));
     }
     free(tab);
@@ -321,8 +347,8 @@ static int connect_to_root(tcp_impl *t, const dt_launch_env *e, long long deadli
         if (pause < 1000) pause *= 2;
     }
     dt_error(DT_ERR_TIMEOUT, "dt_init", "rank %d could not connect to rank 0 at %s within %g s (DTRAIN_BOOTSTRAP_TIMEOUT; "
-             "last error: %s): is rank 0 running, are %s and the port right, can this host reach it?", t->rank,
-             t->addr, t->timeout_s, last, e->addr_var);
+             "last error: %s): is rank 0 running, are %s and %s right, can this host reach it?", t->rank,
+             t->addr, t->timeout_s, last, e->addr_var, e->port_var);
     return -1;
 }
 
@@ -333,7 +359,7 @@ static int join(tcp_impl *t, const dt_launch_env *e, const unsigned char *mine) 
     t->p[0].fd = fd;
     char w[128];
     int s = send_frame(t, fd, T_HELLO, 0, mine, HELLO_BYTES, deadline);
-    if (s) return DT_ERR(DT_ERR_BACKEND, "rank %d: sending its HELLO to rank 0 at %s failed: %s", t->rank, t->addr,
+    if (s) return dt_error(DT_ERR_BACKEND, "dt_init", "rank %d: sending its HELLO to rank 0 at %s failed: %s", t->rank, t->addr,
                          dt_tcp_why(s, w, sizeof w));
     /* rank 0 waits for the others as long as we do: a little longer, so
      * that its message naming who is missing reaches us first */
@@ -341,18 +367,18 @@ static int join(tcp_impl *t, const dt_launch_env *e, const unsigned char *mine) 
     dt_tcp_frame f;
     s = dt_tcp_recv_header(fd, &f, dl);
     if (s == -EPROTO || s == -EPROTONOSUPPORT)
-        return DT_ERR(DT_ERR_MISMATCH, "rank %d: the process at %s is not a dtrain rank 0 of this version", t->rank, t->addr);
+        return dt_error(DT_ERR_MISMATCH, "dt_init", "rank %d: the process at %s is not a dtrain rank 0 of this version", t->rank, t->addr);
     if (s) return dt_error(s == -ETIMEDOUT ? DT_ERR_TIMEOUT : DT_ERR_BACKEND, "dt_init", "rank %d: waiting for rank 0 "
                            "at %s to complete the rendezvous: %s", t->rank, t->addr, dt_tcp_why(s, w, sizeof w));
     if (f.type == T_ERROR) return peer_error("dt_init", fd, &f, dl, "rank 0 ended the rendezvous: ");
     size_t tb = (size_t)t->size * ENTRY_BYTES;
     if (f.type != T_WELCOME || f.len != tb)
-        return DT_ERR(DT_ERR_BACKEND, "rank %d: unexpected reply from rank 0 at %s (frame type %u, %llu bytes)", t->rank,
+        return dt_error(DT_ERR_BACKEND, "dt_init", "rank %d: unexpected reply from rank 0 at %s (frame type %u, %llu bytes)", t->rank,
                       t->addr, (unsigned)f.type, (unsigned long long)f.len);
     unsigned char *tab = malloc(tb);
     if (!tab) return DT_ERR(DT_ERR_NOMEM, "out of memory for the rank table");
     s = dt_tcp_recv_all(fd, tab, tb, dl);
-    if (s) { free(tab); return DT_ERR(DT_ERR_BACKEND, "rank %d: reading the rank table: %s", t->rank, dt_tcp_why(s, w, sizeof w)); }
+    if (s) { free(tab); return dt_error(DT_ERR_BACKEND, "dt_init", "rank %d: reading the rank table: %s", t->rank, dt_tcp_why(s, w, sizeof w)); }
     for (int r = 0; r < t->size; r++) {
         const unsigned char *x = tab + (size_t)r * ENTRY_BYTES;
         t->p[r].key = dt_tcp_get64(x);
@@ -426,7 +452,7 @@ static int tcp_open(dt_boot *b) {
         rc = t->rank == 0 ? root_rendezvous(t, &e, mine) : join(t, &e, mine);
     }
     if (!rc) rc = check_locals(t, keys);
-    if (rc) { free_impl(t); free(keys); return rc; }
+    if (rc) { free_impl(t, 2000); free(keys); return rc; }
     b->rank = t->rank;
     b->size = t->size;
     b->hostkey = keys;
@@ -519,9 +545,11 @@ static int tcp_allgather(dt_boot *b, const void *mine, void *all, size_t bytes) 
         return rc ? broken(t, rc) : DT_OK;
     }
     char w[128];
-    int fd = t->p[0].fd, s = send_frame(t, fd, T_DATA, seq, mine, bytes, dl);
+    int fd = t->p[0].fd, sent = send_frame(t, fd, T_DATA, seq, mine, bytes, dl);
+    /* a failed send: rank 0 may have told us why before it closed */
     dt_tcp_frame f;
-    if (!s) s = dt_tcp_recv_header(fd, &f, dl);
+    int s = dt_tcp_recv_header(fd, &f, sent ? dt_tcp_now_ms() + 1000 : dl);
+    if (s && sent) s = sent;
     if (s)
         return broken(t, dt_error(s == -ETIMEDOUT ? DT_ERR_TIMEOUT : DT_ERR_BACKEND, "dt_boot", "bootstrap exchange #%u "
                                   "with rank 0 at %s: %s", (unsigned)seq, t->addr, dt_tcp_why(s, w, sizeof w)));
@@ -567,7 +595,7 @@ static int tcp_close(dt_boot *b, int clean) {
     /* leave together, as MPI_Finalize does: no rank sees another's exit as
      * a lost connection while it still needs it */
     if (clean && t && !t->broken && t->size > 1) rc = tcp_barrier(b);
-    free_impl(t);
+    free_impl(t, 2000);
     b->impl = NULL;
     return rc;
 }

@@ -71,7 +71,7 @@ static int want_transport(const dt_transport **tp) {
     *tp = NULL;
     if (!v || !*v || strcmp(v, "auto") == 0) return DT_OK;
     if ((*tp = dt_transport_find(v))) return DT_OK;
-    return DT_ERR(DT_ERR_UNSUPPORTED, "DTRAIN_BACKEND='%s' is not a backend of this build (expected %s)", v,
+    return dt_error(DT_ERR_UNSUPPORTED, "dt_init", "DTRAIN_BACKEND='%s' is not a backend of this build (expected %s)", v,
                   choices(dt_transport_names, c, sizeof c));
 }
 
@@ -82,12 +82,12 @@ static int want_boot(const dt_transport *tp, const dt_boot_ops **bo) {
     char c[200];
     if (v && *v && strcmp(v, "auto") != 0) {
         if ((*bo = dt_boot_find(v))) return DT_OK;
-        return DT_ERR(DT_ERR_UNSUPPORTED, "DTRAIN_BOOTSTRAP='%s' is not a bootstrap of this build (expected %s)", v,
+        return dt_error(DT_ERR_UNSUPPORTED, "dt_init", "DTRAIN_BOOTSTRAP='%s' is not a bootstrap of this build (expected %s)", v,
                       choices(dt_boot_names, c, sizeof c));
     }
     if (tp && tp->boot && (*bo = dt_boot_find(tp->boot))) return DT_OK;
     if (dt_launch_detect(&var) == DT_LAUNCH_MPI && !dt_boot_find("mpi"))
-        return DT_ERR(DT_ERR_UNSUPPORTED, "this process was started by an MPI launcher (%s is set), but this build of "
+        return dt_error(DT_ERR_UNSUPPORTED, "dt_init", "this process was started by an MPI launcher (%s is set), but this build of "
                       "dtrain has no MPI (configured with DTRAIN_WITH_MPI=OFF or without MPI found): rebuild it with "
                       "MPI, start the job with torchrun or srun (the tcp bootstrap), or set DTRAIN_BOOTSTRAP=none to "
                       "run each process on its own", var);
@@ -115,7 +115,7 @@ static int pick_transport(const dt_transport *want, const dt_transport **tp) {
             *tp = dt_transports[i];
             return DT_OK;
         }
-    return DT_ERR(DT_ERR_UNSUPPORTED, "no transport of this build can serve this job");
+    return dt_error(DT_ERR_UNSUPPORTED, "dt_init", "no transport of this build can serve this job");
 }
 
 /* The world communicator on transport tp: every rank of the bootstrap's job. */

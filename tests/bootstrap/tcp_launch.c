@@ -3,12 +3,15 @@
  * this host with the variables those launchers set, and reports how they
  * ended.
  *
- *   tcp_launch [-n N] [-s] [-H K] [-t SECONDS] [-e RANK:VAR=VALUE]... -- PROG ARGS...
+ *   tcp_launch [-n N] [-s] [-A] [-H K] [-t SECONDS] [-e RANK:VAR=VALUE]... -- PROG ARGS...
  *
  *   -n N      processes (default 2)
  *   -s        Slurm's variables (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
  *             SLURM_STEP_ID) instead of torchrun's (RANK, WORLD_SIZE,
  *             LOCAL_RANK, LOCAL_WORLD_SIZE); MASTER_ADDR/MASTER_PORT either way
+ *   -A        as torchrun's static rendezvous does: the launcher itself listens
+ *             on MASTER_PORT (its agent's store) for as long as the job runs,
+ *             and sets TORCHELASTIC_USE_AGENT_STORE=True
  *   -H K      pretend the ranks run on hosts of K ranks each (DTRAIN_HOSTID
  *             h0, h1, ...; local ranks accordingly); also exported as
  *             DTRAIN_TEST_RANKS_PER_HOST for the program's own checks
@@ -25,6 +28,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,18 +67,19 @@ static void setint(const char *var, int v) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: tcp_launch [-n N] [-s] [-H K] [-t SECONDS] [-e RANK:VAR=VALUE]... -- PROG ARGS...\n");
+    fprintf(stderr, "usage: tcp_launch [-n N] [-s] [-A] [-H K] [-t SECONDS] [-e RANK:VAR=VALUE]... -- PROG ARGS...\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
-    int n = 2, slurm = 0, per_host = 0, ne = 0;
+    int n = 2, slurm = 0, agent = 0, per_host = 0, ne = 0;
     double limit = 120;
     const char *ev[MAXE];
     int i = 1;
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
         if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-s")) slurm = 1;
+        else if (!strcmp(argv[i], "-A")) agent = 1;
         else if (!strcmp(argv[i], "-H") && i + 1 < argc) per_host = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-t") && i + 1 < argc) limit = atof(argv[++i]);
         else if (!strcmp(argv[i], "-e") && i + 1 < argc && ne < MAXE) ev[ne++] = argv[++i];
@@ -82,8 +87,22 @@ int main(int argc, char **argv) {
     }
     if (i + 1 >= argc || n < 1 || n > 256 || per_host < 0) return usage();
     char **prog = argv + i + 1;
-    int port = free_port();
+    int port = free_port(), store = -1;
     if (port < 0) { perror("tcp_launch: no free port"); return 1; }
+    if (agent) { /* the agent's store holds MASTER_PORT */
+        struct sockaddr_in a;
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_ANY);
+        a.sin_port = htons((uint16_t)port);
+        int one = 1;
+        store = socket(AF_INET, SOCK_STREAM, 0);
+        if (store < 0 || setsockopt(store, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+            bind(store, (struct sockaddr *)&a, sizeof a) != 0 || listen(store, 8) != 0) {
+            perror("tcp_launch: the agent store's port");
+            return 1;
+        }
+    }
     static const char *const mpi_vars[] = {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE", "PMI_RANK",
                                            "PMIX_RANK", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_SIZE", "HYDI_CONTROL_FD"};
     pid_t *pid = calloc((size_t)n, sizeof *pid);
@@ -95,6 +114,8 @@ int main(int argc, char **argv) {
         if (pid[r] < 0) { perror("tcp_launch: fork"); return 1; }
         if (pid[r] > 0) continue;
         for (size_t k = 0; k < sizeof mpi_vars / sizeof mpi_vars[0]; k++) unsetenv(mpi_vars[k]);
+        if (store >= 0) close(store);
+        if (agent) setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
         int k = per_host ? per_host : n, local = r % k;
         setint(slurm ? "SLURM_PROCID" : "RANK", r);
         setint(slurm ? "SLURM_NTASKS" : "WORLD_SIZE", n);
@@ -152,6 +173,7 @@ int main(int argc, char **argv) {
     }
     for (int r = 0; r < n; r++)
         if (status[r]) fprintf(stderr, "tcp_launch: rank %d exited with status %d\n", r, status[r]);
+    if (store >= 0) close(store);
     int rc = first_bad >= 0 ? status[first_bad] : 0;
     free(pid);
     free(status);

@@ -31,7 +31,7 @@ static int mb_detect(void) { return dt_launch_detect(NULL) == DT_LAUNCH_MPI; }
 static int mb_open(dt_boot *b) {
     int inited = 0, fin = 0, rc = DT_OK;
     MPI_Finalized(&fin);
-    if (fin) return DT_ERR(DT_ERR_STATE, "MPI was finalised (by dt_finalize or the application): it cannot be initialised again");
+    if (fin) return dt_error(DT_ERR_STATE, "dt_init", "MPI was finalised (by dt_finalize or the application): it cannot be initialised again");
     mpi_boot *m = calloc(1, sizeof *m);
     if (!m) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     m->comm = MPI_COMM_NULL;

@@ -5,11 +5,11 @@
  * completed one, written by whichever thread runs the operation (the engine
  * serialises them) under a sequence lock, and read by watchdogs. In jobs of
  * more than one process the slots of the ranks of one host (the bootstrap's
- * hosts) live in one POSIX shared-memory segment:
- * created by local rank 0 with mode 0600 and a random name, opened by the
- * others, and unlinked as soon as every local rank has it mapped (so nothing
- * is left in /dev/shm, whatever happens later). Without a segment the slot is
- * private and reports show this rank's own view only.
+ * hosts) live in one POSIX shared-memory segment: created by local rank 0
+ * with mode 0600 and a random name, opened by the others, and unlinked as soon
+ * as every local rank has it mapped (so nothing is left in /dev/shm, whatever
+ * happens later). Without a segment the slot is private and reports show this
+ * rank's own view only.
  *
  * The watchdog thread (started by dt_init, joined by dt_finalize) never calls
  * a transport, and the bootstrap only to abort the job (dt_boot_abort: under

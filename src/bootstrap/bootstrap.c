@@ -117,7 +117,7 @@ int dt_boot_open(const dt_boot_ops *ops) {
             if (r < b.rank) b.local_rank++;
             b.local_size++;
         }
-    g_boot = b;
+    g_boot = b; /* no abort can be using the last one: the watchdog has stopped */
     atomic_store(&g_open, &g_boot);
     return DT_OK;
 }
@@ -147,8 +147,11 @@ int dt_boot_close(int clean) {
     if (!b) return DT_OK;
     int rc = b->ops->close(b, clean);
     atomic_store(&g_open, NULL);
+    /* ops and impl stay: an abort that loaded b just before may still use them */
     free(b->hostkey);
     free(b->host);
-    memset(b, 0, sizeof *b);
+    b->hostkey = NULL;
+    b->host = NULL;
+    b->rank = b->size = b->nhosts = 0;
     return rc;
 }

@@ -48,9 +48,11 @@ typedef struct dt_boot_ops {
      * bootstrap reaches (see each one). Called from any thread, also while
      * another thread is inside allgather/barrier. Never returns. */
     void (*abort)(dt_boot *b, int code);
-    /* Leave the job and free b->impl. clean: every rank is closing (a normal
-     * end: where the bootstrap needs one, a barrier first so that ranks leave
-     * together); 0: this rank gives up alone (dt_init failed here). */
+    /* Leave the job. clean: every rank is closing (a normal end: where the
+     * bootstrap needs one, a barrier first so that ranks leave together); 0:
+     * this rank gives up alone (dt_init failed here). What abort uses must
+     * stay valid afterwards (the watchdog's thread stops after the close); it
+     * may be freed by the next open. */
     int (*close)(dt_boot *b, int clean);
 } dt_boot_ops;
 

@@ -72,6 +72,11 @@ typedef struct tcp_impl {
     char broken_msg[1024];
 } tcp_impl;
 
+/* The state of the last closed bootstrap: the watchdog's thread may still
+ * abort through it until dt_finalize stops the thread, so it is freed by the
+ * next open (or stays, reachable, until the process ends). */
+static tcp_impl *g_retired;
+
 static int send_frame(tcp_impl *t, int fd, uint32_t type, uint32_t aux, const void *a, size_t na, long long deadline) {
     return dt_tcp_send_frame(&t->send_mu, fd, (uint32_t)t->rank, type, aux, a, na, deadline);
 }
@@ -127,8 +132,11 @@ static void close_all(tcp_impl *t, int linger_ms) {
         }
     }
     free(q);
+    /* under the send lock: an abort on another thread sends on none of them */
+    pthread_mutex_lock(&t->send_mu);
     for (int r = 0; t->p && r < t->size; r++)
         if (t->p[r].fd >= 0) { close(t->p[r].fd); t->p[r].fd = -1; }
+    pthread_mutex_unlock(&t->send_mu);
 }
 
 static void free_impl(tcp_impl *t, int linger_ms) {
@@ -421,6 +429,8 @@ static int tcp_detect(void) {
 }
 
 static int tcp_open(dt_boot *b) {
+    free_impl(g_retired, 0);
+    g_retired = NULL;
     dt_launch_env e;
     int rc = dt_launch_env_read(&e);
     if (rc) return rc;
@@ -595,8 +605,8 @@ static int tcp_close(dt_boot *b, int clean) {
     /* leave together, as MPI_Finalize does: no rank sees another's exit as
      * a lost connection while it still needs it */
     if (clean && t && !t->broken && t->size > 1) rc = tcp_barrier(b);
-    free_impl(t, 2000);
-    b->impl = NULL;
+    if (t) close_all(t, 2000);
+    g_retired = t;
     return rc;
 }
 

@@ -53,7 +53,7 @@ t0=$(date +%s)
 newest_hdr=$(find "$src/include" "$src/src" -name '*.h' -printf '%T@\n' | sort -n | tail -1)
 : > "$out/objs.txt"
 : > "$out/todo.txt"
-for f in "$src"/src/{core,comm,coll,parallel,nn,optim,data,train}/*.c; do
+for f in "$src"/src/{core,io,comm,coll,parallel,nn,optim,data,train}/*.c; do
   [ -f "$f" ] || continue
   rel="${f#$src/src/}"
   o="$out/obj/${rel//\//_}.o"

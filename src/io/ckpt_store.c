@@ -1,4 +1,4 @@
-/* src/core/ckpt_store.c - sharded checkpoint directories: rank files, manifest,
+/* src/io/ckpt_store.c - sharded checkpoint directories: rank files, manifest,
  * atomic commit, resharding reads. See include/dtrain/ckpt.h. */
 #include "dtrain/ckpt.h"
 
@@ -12,8 +12,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "core/ckpt_json.h"
-#include "core/ckpt_util.h"
+#include "io/ckpt_json.h"
+#include "io/ckpt_util.h"
 #include "core/error.h"
 
 #define RF_MAGIC "DTCKPT01"

@@ -1,8 +1,8 @@
-/* src/core/ckpt_util.h - internal: small POSIX file helpers shared by the
+/* src/io/ckpt_util.h - internal: small POSIX file helpers shared by the
  * safetensors reader/writer and the checkpoint store. All return 0 on success
  * or -1 with errno set (callers turn that into DT_ERR messages). */
-#ifndef DT_CORE_CKPT_UTIL_H
-#define DT_CORE_CKPT_UTIL_H
+#ifndef DT_IO_CKPT_UTIL_H
+#define DT_IO_CKPT_UTIL_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* src/core/ckpt_json.h - internal: a strict JSON (RFC 8259) reader producing a
+/* src/io/ckpt_json.h - internal: a strict JSON (RFC 8259) reader producing a
  * small DOM, and a growable text buffer with JSON string escaping. Used by the
  * safetensors header and the checkpoint manifest.
  *
@@ -8,8 +8,8 @@
  * DTJ_MAX_DEPTH. Numbers keep their source text; dtj_u64 converts exact
  * non-negative integers. Never aborts: every failure is a NULL result with a
  * message in the caller's buffer. */
-#ifndef DT_CORE_CKPT_JSON_H
-#define DT_CORE_CKPT_JSON_H
+#ifndef DT_IO_CKPT_JSON_H
+#define DT_IO_CKPT_JSON_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* src/core/safetensors.c - strict .safetensors reader and streaming writer. */
+/* src/io/safetensors.c - strict .safetensors reader and streaming writer. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "dtrain/safetensors.h"
 
@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/ckpt_json.h"
-#include "core/ckpt_util.h"
+#include "io/ckpt_json.h"
+#include "io/ckpt_util.h"
 #include "core/error.h"
 
 static const char *const k_st_names[DT_NUM_DTYPES] = {"F32", "F64", "F16", "BF16", "I8", "U8", "I32", "I64"};

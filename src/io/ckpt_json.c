@@ -1,5 +1,5 @@
-/* src/core/ckpt_json.c - strict JSON reader (DOM in an arena) and writer helpers. */
-#include "core/ckpt_json.h"
+/* src/io/ckpt_json.c - strict JSON reader (DOM in an arena) and writer helpers. */
+#include "io/ckpt_json.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
-/* src/core/ckpt_util.c - POSIX file helpers for safetensors and the checkpoint store. */
-#include "core/ckpt_util.h"
+/* src/io/ckpt_util.c - POSIX file helpers for safetensors and the checkpoint store. */
+#include "io/ckpt_util.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* src/io/ckpt_store.c - sharded checkpoint directories: rank files, manifest,
+/* src/io/ckpt_manifest.c - sharded checkpoint directories: rank files, manifest,
  * atomic commit, resharding reads. See include/dtrain/ckpt.h. */
 #include "dtrain/ckpt.h"
 

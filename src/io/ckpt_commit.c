@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "io/ckpt_json.h"
-#include "io/ckpt_util.h"
+#include "io/fileio.h"
 #include "core/error.h"
 
 /* ---- fault injection -------------------------------------------------------- */
@@ -45,7 +45,7 @@ static int scan_dir(const char *dir, char **foreign, uint64_t *max_gen) {
         if (ck_parse_rank_name(n, &g)) {
             if (g > *max_gen) *max_gen = g;
         } else if (!*foreign) {
-            *foreign = dtck_cat(n, "");
+            *foreign = dtio_cat(n, "");
             if (!*foreign) { closedir(d); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
         }
         errno = 0;
@@ -61,7 +61,7 @@ static int scan_dir(const char *dir, char **foreign, uint64_t *max_gen) {
  * cannot identify as its own. */
 static int current_generation(const char *dir, int64_t *gen_or_none) {
     *gen_or_none = -1;
-    char *path = dtck_join(dir, MANIFEST);
+    char *path = dtio_join(dir, MANIFEST);
     if (!path) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     struct stat st;
     int rc = DT_OK;
@@ -72,7 +72,7 @@ static int current_generation(const char *dir, int64_t *gen_or_none) {
     }
     char *text = NULL;
     size_t len = 0;
-    int r = S_ISREG(st.st_mode) ? dtck_read_file(path, DT_CKPT_MAX_MANIFEST, &text, &len) : -3;
+    int r = S_ISREG(st.st_mode) ? dtio_read_file(path, DT_CKPT_MAX_MANIFEST, &text, &len) : -3;
     ck_holder *h = NULL;
     if (r == 0) rc = ck_parse_manifest(path, text, len, &h);
     if (r != 0 || rc) {
@@ -101,7 +101,7 @@ static int prepare_impl(const char *dir, uint64_t *generation) {
         if (errno != ENOENT) return DT_ERR(DT_ERR_IO, "%s: %s", dir, strerror(errno));
         if (mkdir(dir, 0700) != 0 && errno != EEXIST)
             return DT_ERR(DT_ERR_IO, "%s: cannot create the checkpoint directory: %s", dir, strerror(errno));
-        if (dtck_fsync_dir_of(dir, 0) != 0) return DT_ERR(DT_ERR_IO, "%s: fsync of its parent: %s", dir, strerror(errno));
+        if (dtio_fsync_dir_of(dir, 0) != 0) return DT_ERR(DT_ERR_IO, "%s: fsync of its parent: %s", dir, strerror(errno));
         if (stat(dir, &st) != 0) return DT_ERR(DT_ERR_IO, "%s: %s", dir, strerror(errno));
     }
     if (!S_ISDIR(st.st_mode))
@@ -128,7 +128,7 @@ static int prepare_impl(const char *dir, uint64_t *generation) {
     uint64_t g = cur > 0 && (uint64_t)cur > max_gen ? (uint64_t)cur : max_gen;
     if (g >= UINT64_MAX / 2) return DT_ERR(DT_ERR_INVALID, "%s: generation %llu too large", dir, (unsigned long long)g);
     /* a file can be created here (read-only file system, permissions) */
-    char *probe = dtck_join(dir, MANIFEST_TMP);
+    char *probe = dtio_join(dir, MANIFEST_TMP);
     if (!probe) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) rc = DT_ERR(DT_ERR_IO, "%s: cannot create files in the checkpoint directory: %s", probe, strerror(errno));
@@ -238,7 +238,7 @@ static int remove_generations(const char *dir, uint64_t lo, uint64_t hi) {
     while ((e = readdir(d)) != NULL) {
         uint64_t g;
         if (!ck_parse_rank_name(e->d_name, &g) || g < lo || g > hi) continue;
-        char *p = dtck_join(dir, e->d_name);
+        char *p = dtio_join(dir, e->d_name);
         if (!p || (unlink(p) != 0 && errno != ENOENT)) rc = -1;
         free(p);
     }
@@ -261,7 +261,7 @@ static int commit_impl(const char *dir, const dt_ckpt_manifest *m_in) {
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return DT_ERR(DT_ERR_IO, "%s: missing or not a directory (call dt_ckpt_prepare, then dt_ckpt_write_shard)", dir);
-    char *mpath = dtck_join(dir, MANIFEST), *tpath = dtck_join(dir, MANIFEST_TMP);
+    char *mpath = dtio_join(dir, MANIFEST), *tpath = dtio_join(dir, MANIFEST_TMP);
     found_table ft = {0};
     dtj_buf b = {0};
     int fd = -1, renamed = 0, crashed = 0;
@@ -291,7 +291,7 @@ static int commit_impl(const char *dir, const dt_ckpt_manifest *m_in) {
     if (f) { rc = DT_ERR(DT_ERR_IO, "%s: injected %s", tpath, crashed ? "crash" : "failure"); goto done; }
     fd = open(tpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) { rc = DT_ERR(DT_ERR_IO, "%s: cannot create: %s", tpath, strerror(errno)); goto done; }
-    if (dtck_write_all(fd, b.p, b.len)) { rc = DT_ERR(DT_ERR_IO, "%s: write: %s", tpath, strerror(errno)); goto done; }
+    if (dtio_write_all(fd, b.p, b.len)) { rc = DT_ERR(DT_ERR_IO, "%s: write: %s", tpath, strerror(errno)); goto done; }
     f = ck_fault("manifest_sync");
     if ((crashed = f == DT_CKPT_FAULT_CRASH)) { rc = DT_ERR(DT_ERR_IO, "%s: injected crash", tpath); goto done; }
     if (f || fsync(fd) != 0) {
@@ -302,7 +302,7 @@ static int commit_impl(const char *dir, const dt_ckpt_manifest *m_in) {
     fd = -1;
     if (close(cfd) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: close: %s", tpath, strerror(errno)); goto done; }
     /* the rank files' and the temporary manifest's entries are on disk before the switch */
-    if (dtck_fsync_dir_of(dir, 1) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", dir, strerror(errno)); goto done; }
+    if (dtio_fsync_dir_of(dir, 1) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", dir, strerror(errno)); goto done; }
     /* the switch: one atomic rename within the directory */
     f = ck_fault("rename_manifest");
     if ((crashed = f == DT_CKPT_FAULT_CRASH)) { rc = DT_ERR(DT_ERR_IO, "%s: injected crash", mpath); goto done; }
@@ -311,7 +311,7 @@ static int commit_impl(const char *dir, const dt_ckpt_manifest *m_in) {
         goto done;
     }
     renamed = 1;
-    if (dtck_fsync_dir_of(dir, 1) != 0) {
+    if (dtio_fsync_dir_of(dir, 1) != 0) {
         rc = DT_ERR(DT_ERR_IO, "%s: fsync after the switch to generation %llu: %s", dir, (unsigned long long)gen,
                     strerror(errno));
         goto done;

@@ -30,7 +30,7 @@
 
 #define BE_CHECK()                                                                       \
     do {                                                                                 \
-        if (!dtck_little_endian())                                                       \
+        if (!dtio_little_endian())                                                       \
             return DT_ERR(DT_ERR_UNSUPPORTED, "checkpoints need a little-endian host");  \
     } while (0)
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "io/ckpt_json.h"
-#include "io/ckpt_util.h"
+#include "io/fileio.h"
 #include "core/error.h"
 
 int ck_name_ok(const char *s) {

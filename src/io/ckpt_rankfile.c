@@ -12,7 +12,7 @@
 #include <zlib.h>
 
 #include "io/ckpt_json.h"
-#include "io/ckpt_util.h"
+#include "io/fileio.h"
 #include "core/error.h"
 
 /* ---- names in a checkpoint directory ---------------------------------------- */
@@ -26,7 +26,7 @@ void ck_rank_name(char *buf, size_t cap, int rank, uint64_t gen) {
 char *ck_rank_path(const char *dir, int rank, uint64_t gen) {
     char name[64];
     ck_rank_name(name, sizeof name, rank, gen);
-    return dtck_join(dir, name);
+    return dtio_join(dir, name);
 }
 
 /* 1 if name is exactly what rank_name writes for some rank and generation
@@ -126,11 +126,11 @@ static int write_shard_impl(const char *dir, uint64_t gen, int rank, const dt_ck
     int rc = DT_OK, fd = -1;
     if (!path || !hdr) { rc = DT_ERR(DT_ERR_NOMEM, "out of memory"); goto done; }
     memcpy(hdr, RF_MAGIC, 8);
-    dtck_put_u32(hdr + 8, RF_VERSION);
-    dtck_put_u32(hdr + 12, (uint32_t)rank);
-    dtck_put_u32(hdr + 16, (uint32_t)shard->nranges);
-    dtck_put_u32(hdr + 20, (uint32_t)hb);
-    dtck_put_u64(hdr + 24, db);
+    dtio_put_u32(hdr + 8, RF_VERSION);
+    dtio_put_u32(hdr + 12, (uint32_t)rank);
+    dtio_put_u32(hdr + 16, (uint32_t)shard->nranges);
+    dtio_put_u32(hdr + 20, (uint32_t)hb);
+    dtio_put_u64(hdr + 24, db);
     size_t p = RF_FIXED;
     for (int j = 0; j < shard->nranges; j++) {
         const dt_ckpt_range *g = &shard->ranges[j];
@@ -138,8 +138,8 @@ static int write_shard_impl(const char *dir, uint64_t gen, int rank, const dt_ck
         hdr[p] = (unsigned char)(nl & 0xFF);
         hdr[p + 1] = (unsigned char)(nl >> 8);
         memcpy(hdr + p + 2, g->vector, nl);
-        dtck_put_u64(hdr + p + 2 + nl, g->offset);
-        dtck_put_u64(hdr + p + 10 + nl, g->count);
+        dtio_put_u64(hdr + p + 2 + nl, g->offset);
+        dtio_put_u64(hdr + p + 10 + nl, g->count);
         p += 18 + nl;
     }
     fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -154,12 +154,12 @@ static int write_shard_impl(const char *dir, uint64_t gen, int rank, const dt_ck
     if (f == DT_CKPT_FAULT_CRASH) { rc = DT_ERR(DT_ERR_IO, "%s: injected crash", path); goto done_keep; }
     if (f) { errno = EIO; rc = DT_ERR(DT_ERR_IO, "%s: injected write failure", path); goto done; }
     uint32_t crc = crc_update(0, hdr, (size_t)hb);
-    if (dtck_write_all(fd, hdr, (size_t)hb)) { rc = DT_ERR(DT_ERR_IO, "%s: write: %s", path, strerror(errno)); goto done; }
+    if (dtio_write_all(fd, hdr, (size_t)hb)) { rc = DT_ERR(DT_ERR_IO, "%s: write: %s", path, strerror(errno)); goto done; }
     for (int j = 0; j < shard->nranges; j++) {
         const dt_ckpt_range *g = &shard->ranges[j];
         size_t nb = (size_t)g->count * 4;
         crc = crc_update(crc, g->data, nb);
-        if (nb && dtck_write_all(fd, g->data, nb)) {
+        if (nb && dtio_write_all(fd, g->data, nb)) {
             rc = DT_ERR(DT_ERR_IO, "%s: write: %s", path, strerror(errno));
             goto done;
         }
@@ -173,7 +173,7 @@ static int write_shard_impl(const char *dir, uint64_t gen, int rank, const dt_ck
     int cfd = fd;
     fd = -1;
     if (close(cfd) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: close: %s", path, strerror(errno)); goto done; }
-    if (dtck_fsync_dir_of(dir, 1) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", dir, strerror(errno)); goto done; }
+    if (dtio_fsync_dir_of(dir, 1) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", dir, strerror(errno)); goto done; }
     if (info) {
         info->bytes = hb + db;
         info->crc32 = crc;
@@ -205,19 +205,19 @@ void ck_rf_hdr_free(rf_hdr *h) {
 int ck_rf_read_header(const char *path, int fd, uint64_t fsize, rf_hdr *h) {
     memset(h, 0, sizeof *h);
     unsigned char fixed[RF_FIXED];
-    if (fsize < RF_FIXED || dtck_pread_all(fd, fixed, RF_FIXED, 0) != RF_FIXED)
+    if (fsize < RF_FIXED || dtio_pread_all(fd, fixed, RF_FIXED, 0) != RF_FIXED)
         return DT_ERR(DT_ERR_IO, "%s: truncated: %llu bytes, shorter than the %u-byte header", path,
                       (unsigned long long)fsize, RF_FIXED);
     if (memcmp(fixed, RF_MAGIC, 8) != 0)
         return DT_ERR(DT_ERR_IO, "%s: bad magic (not a dtrain checkpoint rank file)", path);
-    uint32_t ver = dtck_get_u32(fixed + 8);
+    uint32_t ver = dtio_get_u32(fixed + 8);
     if (ver != RF_VERSION)
         return DT_ERR(DT_ERR_UNSUPPORTED, "%s: rank file format version %u not supported (this build reads %u)", path,
                       ver, RF_VERSION);
-    h->rank = dtck_get_u32(fixed + 12);
-    h->nranges = dtck_get_u32(fixed + 16);
-    h->hbytes = dtck_get_u32(fixed + 20);
-    h->dbytes = dtck_get_u64(fixed + 24);
+    h->rank = dtio_get_u32(fixed + 12);
+    h->nranges = dtio_get_u32(fixed + 16);
+    h->hbytes = dtio_get_u32(fixed + 20);
+    h->dbytes = dtio_get_u64(fixed + 24);
     if (h->hbytes < RF_FIXED || h->hbytes > RF_MAX_HEADER || h->hbytes % 8 ||
         h->nranges > (h->hbytes - RF_FIXED) / 18)
         return DT_ERR(DT_ERR_IO, "%s: corrupt header (header size %u, %u ranges)", path, h->hbytes, h->nranges);
@@ -228,7 +228,7 @@ int ck_rf_read_header(const char *path, int fd, uint64_t fsize, rf_hdr *h) {
     h->ranges = calloc(h->nranges ? h->nranges : 1, sizeof *h->ranges);
     h->names = calloc(h->nranges ? h->nranges : 1, sizeof *h->names);
     if (!h->buf || !h->ranges || !h->names) { ck_rf_hdr_free(h); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
-    if (dtck_pread_all(fd, h->buf, h->hbytes, 0) != (long long)h->hbytes) {
+    if (dtio_pread_all(fd, h->buf, h->hbytes, 0) != (long long)h->hbytes) {
         ck_rf_hdr_free(h);
         return DT_ERR(DT_ERR_IO, "%s: read error", path);
     }
@@ -244,8 +244,8 @@ int ck_rf_read_header(const char *path, int fd, uint64_t fsize, rf_hdr *h) {
         h->names[j][nl] = '\0';
         if (strlen(h->names[j]) != nl) goto corrupt;
         h->ranges[j].vector = h->names[j];
-        h->ranges[j].offset = dtck_get_u64(h->buf + p + 2 + nl);
-        h->ranges[j].count = dtck_get_u64(h->buf + p + 10 + nl);
+        h->ranges[j].offset = dtio_get_u64(h->buf + p + 2 + nl);
+        h->ranges[j].count = dtio_get_u64(h->buf + p + 10 + nl);
         if (h->ranges[j].count > MAX_VECTOR_LEN || h->ranges[j].offset > MAX_VECTOR_LEN) goto corrupt;
         data += 4 * h->ranges[j].count;
         if (data > (1ull << 62)) goto corrupt;
@@ -276,7 +276,7 @@ int ck_file_crc(const char *path, int fd, uint64_t size, uint32_t *out) {
     uint64_t off = 0;
     while (off < size) {
         size_t want = size - off < cap ? (size_t)(size - off) : cap;
-        long long got = dtck_pread_all(fd, buf, want, off);
+        long long got = dtio_pread_all(fd, buf, want, off);
         if (got != (long long)want) {
             free(buf);
             return DT_ERR(DT_ERR_IO, "%s: truncated or unreadable at byte %llu", path, (unsigned long long)off);

@@ -12,14 +12,14 @@
 #include <unistd.h>
 
 #include "io/ckpt_json.h"
-#include "io/ckpt_util.h"
+#include "io/fileio.h"
 #include "core/error.h"
 
 /* 1 if dir/name exists (any type), 0 if not, -1 on another error (errno). */
 static int exists_in(const char *dir, const char *name) {
-    char *p = dtck_join(dir, name);
+    char *p = dtio_join(dir, name);
     if (!p) { errno = ENOMEM; return -1; }
-    int r = dtck_exists(p);
+    int r = dtio_exists(p);
     free(p);
     return r;
 }
@@ -28,12 +28,12 @@ static int load_impl(const char *dir, dt_ckpt_manifest **out) {
     BE_CHECK();
     if (!dir || !*dir || !out) return DT_ERR(DT_ERR_INVALID, "NULL argument");
     *out = NULL;
-    char *resolved = dtck_cat(dir, "");
+    char *resolved = dtio_cat(dir, "");
     if (!resolved) return DT_ERR(DT_ERR_NOMEM, "out of memory");
-    int have_dir = dtck_exists(dir);
+    int have_dir = dtio_exists(dir);
     if (have_dir == 0 || exists_in(dir, MANIFEST) == 0) {
         /* a format version 1 writer crashed between its two renames */
-        char *old = dtck_cat(dir, ".old");
+        char *old = dtio_cat(dir, ".old");
         int have_old = old ? exists_in(old, MANIFEST) : -1;
         if (have_old == 1) {
             free(resolved);
@@ -46,11 +46,11 @@ static int load_impl(const char *dir, dt_ckpt_manifest **out) {
             }
         }
     }
-    char *path = dtck_join(resolved, MANIFEST);
+    char *path = dtio_join(resolved, MANIFEST);
     if (!path) { free(resolved); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
     char *text;
     size_t len;
-    int r = dtck_read_file(path, DT_CKPT_MAX_MANIFEST, &text, &len);
+    int r = dtio_read_file(path, DT_CKPT_MAX_MANIFEST, &text, &len);
     if (r != 0) {
         int rc = r == -2 ? DT_ERR(DT_ERR_IO, "%s: larger than %u bytes", path, DT_CKPT_MAX_MANIFEST)
                          : DT_ERR(DT_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
@@ -63,7 +63,7 @@ static int load_impl(const char *dir, dt_ckpt_manifest **out) {
     free(text);
     free(path);
     if (rc) { free(resolved); return rc; }
-    h->p.dir_arg = dtck_cat(dir, "");
+    h->p.dir_arg = dtio_cat(dir, "");
     h->p.dir_resolved = resolved;
     if (!h->p.dir_arg) { dt_ckpt_manifest_free(&h->m); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
     *out = &h->m;
@@ -95,7 +95,7 @@ static int resolve(const char *dir, dt_ckpt_manifest *m, const char **out) {
         return DT_ERR(DT_ERR_INVALID, "no directory given and the manifest was not loaded from one");
     }
     if (!p->cache_dir || strcmp(p->cache_dir, d) != 0) {
-        char *c = dtck_cat(d, "");
+        char *c = dtio_cat(d, "");
         if (!c) { free(nd); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
         free(p->cache_dir);
         p->cache_dir = c;
@@ -184,7 +184,7 @@ int dt_ckpt_read_range(const char *dir, dt_ckpt_manifest *m, const char *vector,
         if (fd < 0) {
             rc = DT_ERR(DT_ERR_IO, "%s: missing rank file: %s", path, strerror(errno));
         } else {
-            long long got = dtck_pread_all(fd, dst + (pos - offset), nb, best->fpos + 4 * (pos - best->off));
+            long long got = dtio_pread_all(fd, dst + (pos - offset), nb, best->fpos + 4 * (pos - best->off));
             if (got != (long long)nb)
                 rc = DT_ERR(DT_ERR_IO, "%s: truncated (changed after verification?)", path);
             close(fd);

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "io/ckpt_json.h"
-#include "io/ckpt_util.h"
+#include "io/fileio.h"
 #include "core/error.h"
 
 static const char *const k_st_names[DT_NUM_DTYPES] = {"F32", "F64", "F16", "BF16", "I8", "U8", "I32", "I64"};
@@ -24,7 +24,7 @@ const char *dt_st_dtype_name(dt_dtype d) {
 
 #define BE_CHECK()                                                                     \
     do {                                                                               \
-        if (!dtck_little_endian())                                                     \
+        if (!dtio_little_endian())                                                     \
             return DT_ERR(DT_ERR_UNSUPPORTED, "safetensors needs a little-endian host"); \
     } while (0)
 
@@ -175,7 +175,7 @@ static int parse_image(dt_st_file *f, const unsigned char *buf, size_t len, uint
     if (file_size < 8 || len < 8)
         return DT_ERR(DT_ERR_IO, "%s: truncated: %llu bytes, a safetensors file starts with an 8-byte header length",
                       fname, (unsigned long long)(file_size < len ? file_size : len));
-    uint64_t hn = dtck_get_u64(buf);
+    uint64_t hn = dtio_get_u64(buf);
     if (hn > DT_ST_MAX_HEADER)
         return DT_ERR(DT_ERR_IO, "%s: header length %llu too large (limit %llu)", fname, (unsigned long long)hn,
                       (unsigned long long)DT_ST_MAX_HEADER);
@@ -264,7 +264,7 @@ static dt_st_file *new_file(const char *fname) {
     dt_st_file *f = calloc(1, sizeof *f);
     if (!f) return NULL;
     f->fd = -1;
-    f->fname = dtck_cat(fname, "");
+    f->fname = dtio_cat(fname, "");
     if (!f->fname) { free(f); return NULL; }
     return f;
 }
@@ -306,7 +306,7 @@ int dt_st_open(const char *path, dt_st_file **out) {
     f->fd = fd;
     uint64_t size = (uint64_t)st.st_size;
     unsigned char head[8];
-    long long got = dtck_pread_all(fd, head, 8, 0);
+    long long got = dtio_pread_all(fd, head, 8, 0);
     if (got < 0) { dt_st_close(f); return DT_ERR(DT_ERR_IO, "%s: read error: %s", path, strerror(errno)); }
     int rc;
     if (got < 8) {
@@ -314,7 +314,7 @@ int dt_st_open(const char *path, dt_st_file **out) {
         dt_st_close(f);
         return rc;
     }
-    uint64_t hn = dtck_get_u64(head);
+    uint64_t hn = dtio_get_u64(head);
     if (hn > DT_ST_MAX_HEADER || hn > size - 8 || hn < 2) { /* let parse_image word the error */
         rc = parse_image(f, head, 8, size);
         dt_st_close(f);
@@ -323,7 +323,7 @@ int dt_st_open(const char *path, dt_st_file **out) {
     unsigned char *buf = malloc((size_t)hn + 8);
     if (!buf) { dt_st_close(f); return DT_ERR(DT_ERR_NOMEM, "%s: out of memory for a %llu-byte header", path,
                                               (unsigned long long)hn); }
-    got = dtck_pread_all(fd, buf, (size_t)hn + 8, 0);
+    got = dtio_pread_all(fd, buf, (size_t)hn + 8, 0);
     if (got != (long long)hn + 8) {
         free(buf);
         dt_st_close(f);
@@ -382,7 +382,7 @@ int dt_st_read(dt_st_file *f, int i, void *dst, size_t dst_bytes) {
         memcpy(dst, f->mem + f->data_start + t->begin, (size_t)nb);
         return DT_OK;
     }
-    long long got = dtck_pread_all(f->fd, dst, (size_t)nb, f->data_start + t->begin);
+    long long got = dtio_pread_all(f->fd, dst, (size_t)nb, f->data_start + t->begin);
     if (got < 0) return DT_ERR(DT_ERR_IO, "%s: read error: %s", f->fname, strerror(errno));
     if ((uint64_t)got != nb)
         return DT_ERR(DT_ERR_IO, "%s: truncated: tensor '" NAMEFMT "' (file shrank after opening)", f->fname, t->name);
@@ -463,9 +463,9 @@ static int resolve_target(const char *path, char **out) {
     struct stat st;
     if (lstat(path, &st) != 0) {
         if (errno != ENOENT) return DT_ERR(DT_ERR_IO, "%s: %s", path, strerror(errno));
-        *out = dtck_cat(path, "");
+        *out = dtio_cat(path, "");
     } else if (S_ISREG(st.st_mode)) {
-        *out = dtck_cat(path, "");
+        *out = dtio_cat(path, "");
     } else if (S_ISLNK(st.st_mode)) {
         struct stat t;
         if (stat(path, &t) != 0)
@@ -494,7 +494,7 @@ int dt_st_writer_check(const char *path) {
     if (rc) return rc;
     char pidbuf[32];
     snprintf(pidbuf, sizeof pidbuf, ".tmp.%ld", (long)getpid());
-    char *tmp = dtck_cat(target, pidbuf);
+    char *tmp = dtio_cat(target, pidbuf);
     if (!tmp) { free(target); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -558,7 +558,7 @@ int dt_st_writer_open(const char *path, const dt_st_info *ts, int n, const char 
     dtj_buf b = {0};
     int rc = resolve_target(path, &w->path);
     if (rc) goto fail;
-    w->tmp = dtck_cat(w->path, pidbuf);
+    w->tmp = dtio_cat(w->path, pidbuf);
     if (!w->off || !w->nb || !w->written || !w->names || !sorted || !w->path || !w->tmp) {
         rc = DT_ERR(DT_ERR_NOMEM, "out of memory");
         goto fail;
@@ -589,7 +589,7 @@ int dt_st_writer_open(const char *path, const dt_st_info *ts, int n, const char 
             goto fail;
         }
         sorted[i] = t->name;
-        w->names[i] = dtck_cat(t->name, "");
+        w->names[i] = dtio_cat(t->name, "");
         if (!w->names[i]) { rc = DT_ERR(DT_ERR_NOMEM, "out of memory"); goto fail; }
     }
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_cstr_ptr);
@@ -632,8 +632,8 @@ int dt_st_writer_open(const char *path, const dt_st_info *ts, int n, const char 
     w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0) { rc = DT_ERR(DT_ERR_IO, "%s: cannot create: %s", w->tmp, strerror(errno)); goto fail; }
     unsigned char len8[8];
-    dtck_put_u64(len8, (uint64_t)b.len);
-    if (dtck_write_all(w->fd, len8, 8) || dtck_write_all(w->fd, b.p, b.len)) {
+    dtio_put_u64(len8, (uint64_t)b.len);
+    if (dtio_write_all(w->fd, len8, 8) || dtio_write_all(w->fd, b.p, b.len)) {
         rc = DT_ERR(DT_ERR_IO, "%s: write error: %s", w->tmp, strerror(errno));
         goto fail;
     }
@@ -655,7 +655,7 @@ int dt_st_writer_write(dt_st_writer *w, int i, const void *data) {
         return DT_ERR(DT_ERR_INVALID, "%s: tensor '" NAMEFMT "' written twice", w->path, w->names[i]);
     if (w->nb[i] > SIZE_MAX) return DT_ERR(DT_ERR_UNSUPPORTED, "%s: tensor too large", w->path);
     if (w->nb[i] && !data) return DT_ERR(DT_ERR_INVALID, "%s: NULL data for tensor '" NAMEFMT "'", w->path, w->names[i]);
-    if (w->nb[i] && dtck_pwrite_all(w->fd, data, (size_t)w->nb[i], w->off[i])) {
+    if (w->nb[i] && dtio_pwrite_all(w->fd, data, (size_t)w->nb[i], w->off[i])) {
         w->failed = 1;
         return DT_ERR(DT_ERR_IO, "%s: write error: %s", w->tmp, strerror(errno));
     }
@@ -688,7 +688,7 @@ int dt_st_writer_close(dt_st_writer *w) {
         rc = DT_ERR(DT_ERR_IO, "%s: cannot rename %s into place: %s", w->path, w->tmp, strerror(errno));
         goto fail;
     }
-    if (dtck_fsync_dir_of(w->path, 0) != 0) {
+    if (dtio_fsync_dir_of(w->path, 0) != 0) {
         /* The file is complete under its name; report the durability problem. */
         rc = DT_ERR(DT_ERR_IO, "%s: fsync of the directory: %s", w->path, strerror(errno));
         writer_free(w);

@@ -12,7 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/ckpt_json.h"
 #include "io/fileio.h"
 #include "core/error.h"
 
@@ -263,7 +262,8 @@ static int commit_impl(const char *dir, const dt_ckpt_manifest *m_in) {
         return DT_ERR(DT_ERR_IO, "%s: missing or not a directory (call dt_ckpt_prepare, then dt_ckpt_write_shard)", dir);
     char *mpath = dtio_join(dir, MANIFEST), *tpath = dtio_join(dir, MANIFEST_TMP);
     found_table ft = {0};
-    dtj_buf b = {0};
+    char *text = NULL;
+    size_t len = 0;
     int fd = -1, renamed = 0, crashed = 0;
     if (!mpath || !tpath) { rc = DT_ERR(DT_ERR_NOMEM, "out of memory"); goto done; }
     /* the checkpoint being replaced: of an earlier generation, and readable */
@@ -284,14 +284,13 @@ static int commit_impl(const char *dir, const dt_ckpt_manifest *m_in) {
             if ((rc = ck_verify_rank_file(dir, gen, &m.ranks[r], 0))) goto done;
     }
     if ((rc = check_coverage(dir, &m))) goto done;
-    ck_to_json(&b, &m);
-    if (b.oom) { rc = DT_ERR(DT_ERR_NOMEM, "out of memory"); goto done; }
+    if (!(text = ck_to_json(&m, &len))) { rc = DT_ERR(DT_ERR_NOMEM, "out of memory"); goto done; }
     int f = ck_fault("manifest_write");
     crashed = f == DT_CKPT_FAULT_CRASH;
     if (f) { rc = DT_ERR(DT_ERR_IO, "%s: injected %s", tpath, crashed ? "crash" : "failure"); goto done; }
     fd = open(tpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) { rc = DT_ERR(DT_ERR_IO, "%s: cannot create: %s", tpath, strerror(errno)); goto done; }
-    if (dtio_write_all(fd, b.p, b.len)) { rc = DT_ERR(DT_ERR_IO, "%s: write: %s", tpath, strerror(errno)); goto done; }
+    if (dtio_write_all(fd, text, len)) { rc = DT_ERR(DT_ERR_IO, "%s: write: %s", tpath, strerror(errno)); goto done; }
     f = ck_fault("manifest_sync");
     if ((crashed = f == DT_CKPT_FAULT_CRASH)) { rc = DT_ERR(DT_ERR_IO, "%s: injected crash", tpath); goto done; }
     if (f || fsync(fd) != 0) {
@@ -328,7 +327,7 @@ done:
         if (tpath) unlink(tpath);
         remove_generations(dir, gen, gen);
     }
-    dtj_buf_free(&b);
+    free(text);
     found_free(&ft);
     free(mpath);
     free(tpath);

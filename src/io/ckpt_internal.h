@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "dtrain/ckpt.h"
-#include "io/ckpt_json.h"
+#include "io/json.h"
 
 #define RF_MAGIC "DTCKPT01"
 #define RF_VERSION 1u
@@ -37,7 +37,7 @@
 /* ---- the manifest (ckpt_manifest.c) ------------------------------------------ */
 /* What a manifest made by the store owns besides the public fields. */
 typedef struct ck_priv {
-    dtj_doc *doc;
+    json_t *doc;               /* the parsed manifest; strings point into it */
     dt_ckpt_vector *vectors;
     dt_ckpt_rank_file *ranks;
     dt_ckpt_range *ranges;
@@ -57,8 +57,9 @@ int ck_name_ok(const char *s);
 int ck_validate(const char *fname, const dt_ckpt_manifest *m, int st);
 /* Parses and validates manifest text; fname names it in messages. */
 int ck_parse_manifest(const char *fname, const char *json, size_t len, ck_holder **out);
-/* Appends m as manifest.json text (m validated). */
-void ck_to_json(dtj_buf *b, const dt_ckpt_manifest *m);
+/* m (validated) as manifest.json text, malloc'd, *len its length (if len);
+ * NULL when out of memory. */
+char *ck_to_json(const dt_ckpt_manifest *m, size_t *len);
 
 /* ---- rank files (ckpt_rankfile.c) ---------------------------------------------- */
 /* A parsed rank file header; names point into buf. */

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/ckpt_json.h"
+#include "io/json.h"
 #include "io/fileio.h"
 #include "core/error.h"
 
@@ -65,6 +65,14 @@ int ck_validate(const char *fname, const dt_ckpt_manifest *m, int st) {
         return DT_ERR(st, "%s: negative count or NULL array", fname);
     if (m->nranks > m->world_size)
         return DT_ERR(st, "%s: %d rank files for world_size %d", fname, m->nranks, m->world_size);
+    /* JSON readers (jansson among them) take integers up to 2^63-1 */
+    const struct { const char *name; uint64_t v; } big[] = {
+        {"generation", m->generation}, {"step", m->step}, {"epoch", m->epoch},
+        {"epoch_position", m->epoch_position}, {"num_params", m->num_params}, {"num_buffers", m->num_buffers}};
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
+        if (big[i].v > (uint64_t)INT64_MAX)
+            return DT_ERR(st, "%s: %s %llu too large (at most 2^63-1)", fname, big[i].name,
+                          (unsigned long long)big[i].v);
     for (int i = 0; i < m->nvectors; i++) {
         if (!ck_name_ok(m->vectors[i].name))
             return DT_ERR(st, "%s: vector %d: name missing, empty, longer than %d bytes or not UTF-8", fname, i,
@@ -139,7 +147,7 @@ int ck_validate(const char *fname, const dt_ckpt_manifest *m, int st) {
 void dt_ckpt_manifest_free(dt_ckpt_manifest *m) {
     if (!m || !m->priv_) return; /* caller-built: nothing of ours */
     ck_holder *h = (ck_holder *)m;
-    dtj_free(h->p.doc);
+    json_decref(h->p.doc);
     free(h->p.vectors);
     free(h->p.ranks);
     free(h->p.ranges);
@@ -151,11 +159,12 @@ void dt_ckpt_manifest_free(dt_ckpt_manifest *m) {
     free(h);
 }
 
-static int parse_hex(const dtj_val *v, int maxdig, uint64_t *out) {
-    if (!dtj_is_cstr(v) || v->len == 0 || v->len > (size_t)maxdig) return -1;
+static int parse_hex(const json_t *v, int maxdig, uint64_t *out) {
+    size_t len = json_string_length(v);
+    if (!json_is_string(v) || len == 0 || len > (size_t)maxdig) return -1;
     uint64_t x = 0;
-    for (size_t k = 0; k < v->len; k++) {
-        char c = v->str[k];
+    for (size_t k = 0; k < len; k++) {
+        char c = json_string_value(v)[k];
         unsigned d;
         if (c >= '0' && c <= '9') d = (unsigned)(c - '0');
         else if (c >= 'a' && c <= 'f') d = (unsigned)(c - 'a' + 10);
@@ -168,25 +177,27 @@ static int parse_hex(const dtj_val *v, int maxdig, uint64_t *out) {
 }
 
 /* Checks that obj is an object whose keys are all in allowed (NULL-terminated). */
-static int check_keys(const char *fname, const dtj_val *obj, const char *what, const char *const *allowed) {
-    if (!obj || obj->type != DTJ_OBJ) return DT_ERR(DT_ERR_IO, "%s: %s is not a JSON object", fname, what);
-    for (size_t k = 0; k < obj->len; k++) {
+static int check_keys(const char *fname, const json_t *obj, const char *what, const char *const *allowed) {
+    if (!json_is_object(obj)) return DT_ERR(DT_ERR_IO, "%s: %s is not a JSON object", fname, what);
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
         int ok = 0;
         for (const char *const *a = allowed; *a; a++)
-            if (obj->members[k].key_len == strlen(*a) && strcmp(obj->members[k].key, *a) == 0) ok = 1;
-        if (!ok) return DT_ERR(DT_ERR_IO, "%s: %s: unknown field '%.100s'", fname, what, obj->members[k].key);
+            if (strcmp(key, *a) == 0) ok = 1;
+        if (!ok) return DT_ERR(DT_ERR_IO, "%s: %s: unknown field '%.100s'", fname, what, key);
     }
     return DT_OK;
 }
 
-static int get_u64(const char *fname, const dtj_val *obj, const char *what, const char *key, uint64_t *out) {
-    const dtj_val *v = dtj_get(obj, key);
+static int get_u64(const char *fname, const json_t *obj, const char *what, const char *key, uint64_t *out) {
+    const json_t *v = json_object_get(obj, key);
     if (!v) return DT_ERR(DT_ERR_IO, "%s: %s: missing field '%s'", fname, what, key);
     if (dtj_u64(v, out)) return DT_ERR(DT_ERR_IO, "%s: %s: '%s' is not a non-negative integer", fname, what, key);
     return DT_OK;
 }
 
-static int get_int(const char *fname, const dtj_val *obj, const char *what, const char *key, int64_t max, int *out) {
+static int get_int(const char *fname, const json_t *obj, const char *what, const char *key, int64_t max, int *out) {
     uint64_t x;
     int rc = get_u64(fname, obj, what, key, &x);
     if (rc) return rc;
@@ -196,24 +207,24 @@ static int get_int(const char *fname, const dtj_val *obj, const char *what, cons
     return DT_OK;
 }
 
-static const char *get_cstr(const dtj_val *obj, const char *key) {
-    const dtj_val *v = dtj_get(obj, key);
-    return dtj_is_cstr(v) ? v->str : NULL;
+/* The string value of obj[key] (jansson's strings hold no NUL), NULL if absent or not a string. */
+static const char *get_cstr(const json_t *obj, const char *key) {
+    return json_string_value(json_object_get(obj, key));
 }
 
 int ck_parse_manifest(const char *fname, const char *json, size_t len, ck_holder **out) {
     *out = NULL;
     char jerr[256];
-    dtj_doc *doc = dtj_parse(json, len, jerr, sizeof jerr);
+    json_t *doc = dtj_parse(json, len, jerr, sizeof jerr);
     if (!doc) return DT_ERR(DT_ERR_IO, "%s: manifest JSON syntax error %s", fname, jerr);
     ck_holder *h = calloc(1, sizeof *h);
-    if (!h) { dtj_free(doc); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
+    if (!h) { json_decref(doc); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
     h->m.priv_ = &h->p;
     h->p.doc = doc;
     dt_ckpt_manifest *m = &h->m;
-    const dtj_val *root = dtj_root(doc);
+    const json_t *root = doc;
     int rc;
-    if (root->type != DTJ_OBJ) { rc = DT_ERR(DT_ERR_IO, "%s: manifest is not a JSON object", fname); goto fail; }
+    if (!json_is_object(root)) { rc = DT_ERR(DT_ERR_IO, "%s: manifest is not a JSON object", fname); goto fail; }
     const char *fmt = get_cstr(root, "format");
     if (!fmt || strcmp(fmt, FORMAT_NAME) != 0) {
         rc = DT_ERR(DT_ERR_IO, "%s: not a dtrain checkpoint manifest (\"format\" is not \"" FORMAT_NAME "\")", fname);
@@ -235,7 +246,7 @@ int ck_parse_manifest(const char *fname, const char *json, size_t len, ck_holder
     if (ver >= 2) {
         if ((rc = get_u64(fname, root, "manifest", "generation", &m->generation))) goto fail;
         if (m->generation == 0) { rc = DT_ERR(DT_ERR_IO, "%s: generation 0 (must be >= 1)", fname); goto fail; }
-    } else if (dtj_get(root, "generation")) {
+    } else if (json_object_get(root, "generation")) {
         rc = DT_ERR(DT_ERR_IO, "%s: manifest: unknown field 'generation' in format version 1", fname);
         goto fail;
     }
@@ -247,58 +258,60 @@ int ck_parse_manifest(const char *fname, const char *json, size_t len, ck_holder
         (rc = get_int(fname, root, "manifest", "world_size", DT_CKPT_MAX_WORLD, &m->world_size)) ||
         (rc = get_int(fname, root, "manifest", "zero_level", 1000, &m->zero_level)))
         goto fail;
-    const dtj_val *rng = dtj_get(root, "rng_state");
-    if (!rng || rng->type != DTJ_ARR || rng->len != 4) {
+    const json_t *rng = json_object_get(root, "rng_state");
+    if (!json_is_array(rng) || json_array_size(rng) != 4) {
         rc = DT_ERR(DT_ERR_IO, "%s: rng_state is not an array of 4 hex strings", fname);
         goto fail;
     }
     for (int k = 0; k < 4; k++)
-        if (parse_hex(rng->items[k], 16, &m->rng_state[k])) {
+        if (parse_hex(json_array_get(rng, (size_t)k), 16, &m->rng_state[k])) {
             rc = DT_ERR(DT_ERR_IO, "%s: rng_state[%d] is not a hex string of 1-16 digits", fname, k);
             goto fail;
         }
     /* vectors */
-    const dtj_val *vecs = dtj_get(root, "vectors");
-    if (!vecs || vecs->type != DTJ_ARR || vecs->len > INT32_MAX) {
+    const json_t *vecs = json_object_get(root, "vectors");
+    size_t nvecs = json_array_size(vecs);
+    if (!json_is_array(vecs) || nvecs > INT32_MAX) {
         rc = DT_ERR(DT_ERR_IO, "%s: missing or invalid 'vectors' array", fname);
         goto fail;
     }
-    h->p.vectors = calloc(vecs->len ? vecs->len : 1, sizeof *h->p.vectors);
+    h->p.vectors = calloc(nvecs ? nvecs : 1, sizeof *h->p.vectors);
     if (!h->p.vectors) { rc = DT_ERR(DT_ERR_NOMEM, "out of memory"); goto fail; }
     static const char *const vec_keys[] = {"name", "length", NULL};
-    for (size_t i = 0; i < vecs->len; i++) {
-        const dtj_val *e = vecs->items[i];
+    for (size_t i = 0; i < nvecs; i++) {
+        const json_t *e = json_array_get(vecs, i);
         if ((rc = check_keys(fname, e, "vectors entry", vec_keys))) goto fail;
         h->p.vectors[i].name = get_cstr(e, "name");
         if (!h->p.vectors[i].name) { rc = DT_ERR(DT_ERR_IO, "%s: vectors[%zu]: missing name", fname, i); goto fail; }
         if ((rc = get_u64(fname, e, "vectors entry", "length", &h->p.vectors[i].length))) goto fail;
     }
     m->vectors = h->p.vectors;
-    m->nvectors = (int)vecs->len;
+    m->nvectors = (int)nvecs;
     /* ranks */
-    const dtj_val *rks = dtj_get(root, "ranks");
-    if (!rks || rks->type != DTJ_ARR || rks->len > DT_CKPT_MAX_WORLD) {
+    const json_t *rks = json_object_get(root, "ranks");
+    size_t nrks = json_array_size(rks);
+    if (!json_is_array(rks) || nrks > DT_CKPT_MAX_WORLD) {
         rc = DT_ERR(DT_ERR_IO, "%s: missing or invalid 'ranks' array", fname);
         goto fail;
     }
     size_t total = 0;
-    for (size_t i = 0; i < rks->len; i++) {
-        const dtj_val *g = dtj_get(rks->items[i], "ranges");
-        if (!g || g->type != DTJ_ARR || g->len > INT32_MAX) {
+    for (size_t i = 0; i < nrks; i++) {
+        const json_t *g = json_object_get(json_array_get(rks, i), "ranges");
+        if (!json_is_array(g) || json_array_size(g) > INT32_MAX) {
             rc = DT_ERR(DT_ERR_IO, "%s: ranks[%zu]: missing or invalid 'ranges' array", fname, i);
             goto fail;
         }
-        total += g->len;
+        total += json_array_size(g);
     }
-    h->p.ranks = calloc(rks->len ? rks->len : 1, sizeof *h->p.ranks);
+    h->p.ranks = calloc(nrks ? nrks : 1, sizeof *h->p.ranks);
     h->p.ranges = calloc(total ? total : 1, sizeof *h->p.ranges);
-    h->p.verified = calloc(rks->len ? rks->len : 1, 1);
+    h->p.verified = calloc(nrks ? nrks : 1, 1);
     if (!h->p.ranks || !h->p.ranges || !h->p.verified) { rc = DT_ERR(DT_ERR_NOMEM, "out of memory"); goto fail; }
     static const char *const rank_keys[] = {"rank", "file", "bytes", "crc32", "ranges", NULL};
     static const char *const range_keys[] = {"vector", "offset", "count", NULL};
     size_t used = 0;
-    for (size_t i = 0; i < rks->len; i++) {
-        const dtj_val *e = rks->items[i];
+    for (size_t i = 0; i < nrks; i++) {
+        const json_t *e = json_array_get(rks, i);
         dt_ckpt_rank_file *rf = &h->p.ranks[i];
         if ((rc = check_keys(fname, e, "ranks entry", rank_keys))) goto fail;
         if ((rc = get_int(fname, e, "ranks entry", "rank", DT_CKPT_MAX_WORLD, &rf->rank)) ||
@@ -312,46 +325,47 @@ int ck_parse_manifest(const char *fname, const char *json, size_t len, ck_holder
             goto fail;
         }
         uint64_t crc;
-        if (parse_hex(dtj_get(e, "crc32"), 8, &crc)) {
+        if (parse_hex(json_object_get(e, "crc32"), 8, &crc)) {
             rc = DT_ERR(DT_ERR_IO, "%s: ranks[%zu]: crc32 is not a hex string of 1-8 digits", fname, i);
             goto fail;
         }
         rf->crc32 = (uint32_t)crc;
-        const dtj_val *g = dtj_get(e, "ranges");
+        const json_t *g = json_object_get(e, "ranges"), *ge;
         rf->ranges = &h->p.ranges[used];
-        rf->nranges = (int)g->len;
-        for (size_t j = 0; j < g->len; j++) {
+        rf->nranges = (int)json_array_size(g);
+        size_t j;
+        json_array_foreach(g, j, ge) {
             dt_ckpt_range *r = &h->p.ranges[used++];
-            if ((rc = check_keys(fname, g->items[j], "range", range_keys))) goto fail;
-            r->vector = get_cstr(g->items[j], "vector");
+            if ((rc = check_keys(fname, ge, "range", range_keys))) goto fail;
+            r->vector = get_cstr(ge, "vector");
             if (!r->vector) { rc = DT_ERR(DT_ERR_IO, "%s: ranks[%zu]: range without vector", fname, i); goto fail; }
-            if ((rc = get_u64(fname, g->items[j], "range", "offset", &r->offset)) ||
-                (rc = get_u64(fname, g->items[j], "range", "count", &r->count)))
+            if ((rc = get_u64(fname, ge, "range", "offset", &r->offset)) ||
+                (rc = get_u64(fname, ge, "range", "count", &r->count)))
                 goto fail;
         }
     }
     m->ranks = h->p.ranks;
-    m->nranks = (int)rks->len;
+    m->nranks = (int)nrks;
     /* metadata (optional) */
-    const dtj_val *md = dtj_get(root, "metadata");
+    const json_t *md = json_object_get(root, "metadata");
     if (md) {
-        if (md->type != DTJ_OBJ || md->len > INT32_MAX) {
+        if (!json_is_object(md) || json_object_size(md) > INT32_MAX) {
             rc = DT_ERR(DT_ERR_IO, "%s: metadata is not a JSON object", fname);
             goto fail;
         }
-        h->p.meta = calloc(md->len ? md->len : 1, sizeof *h->p.meta);
+        h->p.meta = calloc(json_object_size(md) ? json_object_size(md) : 1, sizeof *h->p.meta);
         if (!h->p.meta) { rc = DT_ERR(DT_ERR_NOMEM, "out of memory"); goto fail; }
-        for (size_t k = 0; k < md->len; k++) {
-            const dtj_member *mm = &md->members[k];
-            if (strlen(mm->key) != mm->key_len || !dtj_is_cstr(mm->val)) {
-                rc = DT_ERR(DT_ERR_IO, "%s: metadata '%.100s' is not a string", fname, mm->key);
+        const char *key;
+        json_t *val;
+        json_object_foreach((json_t *)md, key, val) {
+            if (!json_is_string(val)) {
+                rc = DT_ERR(DT_ERR_IO, "%s: metadata '%.100s' is not a string", fname, key);
                 goto fail;
             }
-            h->p.meta[k].key = mm->key;
-            h->p.meta[k].value = mm->val->str;
+            h->p.meta[m->nmeta].key = key;
+            h->p.meta[m->nmeta++].value = json_string_value(val);
         }
         m->meta = h->p.meta;
-        m->nmeta = (int)md->len;
     }
     if ((rc = ck_validate(fname, m, DT_ERR_IO))) goto fail;
     *out = h;
@@ -386,47 +400,73 @@ const char *dt_ckpt_meta_get(const dt_ckpt_manifest *m, const char *key) {
     return NULL;
 }
 
-void ck_to_json(dtj_buf *b, const dt_ckpt_manifest *m) {
-    /* generation 0 is a format version 1 checkpoint (no generation field) */
-    dtj_printf(b, "{\n  \"format\": \"" FORMAT_NAME "\",\n  \"format_version\": %d,\n",
-               m->generation ? DT_CKPT_FORMAT_VERSION : 1);
-    if (m->generation) dtj_printf(b, "  \"generation\": %llu,\n", (unsigned long long)m->generation);
-    dtj_printf(b, "  \"step\": %llu,\n  \"epoch\": %llu,\n  \"epoch_position\": %llu,\n",
-               (unsigned long long)m->step, (unsigned long long)m->epoch, (unsigned long long)m->epoch_position);
-    dtj_printf(b, "  \"rng_state\": [\"%016llx\", \"%016llx\", \"%016llx\", \"%016llx\"],\n",
-               (unsigned long long)m->rng_state[0], (unsigned long long)m->rng_state[1],
-               (unsigned long long)m->rng_state[2], (unsigned long long)m->rng_state[3]);
-    dtj_printf(b, "  \"world_size\": %d,\n  \"zero_level\": %d,\n  \"num_params\": %llu,\n  \"num_buffers\": %llu,\n",
-               m->world_size, m->zero_level, (unsigned long long)m->num_params, (unsigned long long)m->num_buffers);
-    dtj_puts(b, "  \"vectors\": [");
+/* obj[key] = v, arr += v (v a new reference or NULL; taken even on failure):
+ * 1 on failure (out of memory), else 0. One call per statement: the order of
+ * the calls is the order of the keys. */
+static int set(json_t *obj, const char *key, json_t *v) { return json_object_set_new(obj, key, v) != 0; }
+static int add(json_t *arr, json_t *v) { return json_array_append_new(arr, v) != 0; }
+static json_t *hex(uint64_t x, int digits) {
+    char b[24];
+    snprintf(b, sizeof b, "%0*llx", digits, (unsigned long long)x);
+    return json_string(b);
+}
+static json_t *u64(uint64_t x) { return json_integer((json_int_t)x); } /* x <= INT64_MAX: ck_validate */
+
+static json_t *range_entry(const dt_ckpt_range *g) {
+    json_t *e = json_object();
+    int bad = set(e, "vector", json_string(g->vector));
+    bad |= set(e, "offset", u64(g->offset));
+    bad |= set(e, "count", u64(g->count));
+    if (bad) json_decref(e);
+    return bad ? NULL : e;
+}
+
+static json_t *rank_entry(const dt_ckpt_rank_file *rf, uint64_t gen) {
+    json_t *ranges = json_array(), *e = json_object();
+    int bad = 0;
+    for (int j = 0; j < rf->nranges; j++) bad |= add(ranges, range_entry(&rf->ranges[j]));
+    char name[64];
+    ck_rank_name(name, sizeof name, rf->rank, gen);
+    bad |= set(e, "rank", json_integer(rf->rank));
+    bad |= set(e, "file", json_string(name));
+    bad |= set(e, "bytes", u64(rf->bytes));
+    bad |= set(e, "crc32", hex(rf->crc32, 8));
+    bad |= set(e, "ranges", ranges);
+    if (bad) json_decref(e);
+    return bad ? NULL : e;
+}
+
+char *ck_to_json(const dt_ckpt_manifest *m, size_t *len) {
+    json_t *root = json_object(), *rng = json_array(), *vecs = json_array(), *ranks = json_array(),
+           *meta = json_object();
+    int bad = 0;
+    for (int k = 0; k < 4; k++) bad |= add(rng, hex(m->rng_state[k], 16));
     for (int i = 0; i < m->nvectors; i++) {
-        dtj_puts(b, i ? ",\n    {\"name\": " : "\n    {\"name\": ");
-        dtj_put_str(b, m->vectors[i].name, strlen(m->vectors[i].name));
-        dtj_printf(b, ", \"length\": %llu}", (unsigned long long)m->vectors[i].length);
+        json_t *v = json_object();
+        bad |= set(v, "name", json_string(m->vectors[i].name));
+        bad |= set(v, "length", u64(m->vectors[i].length));
+        bad |= add(vecs, v);
     }
-    dtj_puts(b, m->nvectors ? "\n  ],\n  \"ranks\": [" : "],\n  \"ranks\": [");
-    for (int r = 0; r < m->nranks; r++) {
-        const dt_ckpt_rank_file *rf = &m->ranks[r];
-        char name[64];
-        ck_rank_name(name, sizeof name, rf->rank, m->generation);
-        dtj_printf(b, "%s\n    {\"rank\": %d, \"file\": \"%s\", \"bytes\": %llu, \"crc32\": \"%08x\", \"ranges\": [",
-                   r ? "," : "", rf->rank, name, (unsigned long long)rf->bytes, (unsigned)rf->crc32);
-        for (int j = 0; j < rf->nranges; j++) {
-            dtj_puts(b, j ? ", {\"vector\": " : "{\"vector\": ");
-            dtj_put_str(b, rf->ranges[j].vector, strlen(rf->ranges[j].vector));
-            dtj_printf(b, ", \"offset\": %llu, \"count\": %llu}", (unsigned long long)rf->ranges[j].offset,
-                       (unsigned long long)rf->ranges[j].count);
-        }
-        dtj_puts(b, "]}");
-    }
-    dtj_puts(b, m->nranks ? "\n  ],\n  \"metadata\": {" : "],\n  \"metadata\": {");
-    for (int i = 0; i < m->nmeta; i++) {
-        dtj_puts(b, i ? ",\n    " : "\n    ");
-        dtj_put_str(b, m->meta[i].key, strlen(m->meta[i].key));
-        dtj_puts(b, ": ");
-        dtj_put_str(b, m->meta[i].value, strlen(m->meta[i].value));
-    }
-    dtj_puts(b, m->nmeta ? "\n  }\n}\n" : "}\n}\n");
+    for (int r = 0; r < m->nranks; r++) bad |= add(ranks, rank_entry(&m->ranks[r], m->generation));
+    for (int i = 0; i < m->nmeta; i++) bad |= set(meta, m->meta[i].key, json_string(m->meta[i].value));
+    bad |= set(root, "format", json_string(FORMAT_NAME));
+    /* generation 0 is a format version 1 checkpoint (no generation field) */
+    bad |= set(root, "format_version", json_integer(m->generation ? DT_CKPT_FORMAT_VERSION : 1));
+    if (m->generation) bad |= set(root, "generation", u64(m->generation));
+    bad |= set(root, "step", u64(m->step));
+    bad |= set(root, "epoch", u64(m->epoch));
+    bad |= set(root, "epoch_position", u64(m->epoch_position));
+    bad |= set(root, "rng_state", rng);
+    bad |= set(root, "world_size", json_integer(m->world_size));
+    bad |= set(root, "zero_level", json_integer(m->zero_level));
+    bad |= set(root, "num_params", u64(m->num_params));
+    bad |= set(root, "num_buffers", u64(m->num_buffers));
+    bad |= set(root, "vectors", vecs);
+    bad |= set(root, "ranks", ranks);
+    bad |= set(root, "metadata", meta);
+    char *text = bad ? NULL : dtj_dump_outline(root, len);
+    json_decref(root);
+    return text;
 }
 
 int dt_ckpt_manifest_to_json(const dt_ckpt_manifest *m, char **out, size_t *len) {
@@ -435,10 +475,6 @@ int dt_ckpt_manifest_to_json(const dt_ckpt_manifest *m, char **out, size_t *len)
     *out = NULL;
     int rc = ck_validate("manifest", m, DT_ERR_INVALID);
     if (rc) return rc;
-    dtj_buf b = {0};
-    ck_to_json(&b, m);
-    if (b.oom) { dtj_buf_free(&b); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
-    *out = b.p;
-    if (len) *len = b.len;
-    return DT_OK;
+    *out = ck_to_json(m, len);
+    return *out ? DT_OK : DT_ERR(DT_ERR_NOMEM, "out of memory");
 }

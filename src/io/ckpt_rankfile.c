@@ -11,7 +11,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "io/ckpt_json.h"
 #include "io/fileio.h"
 #include "core/error.h"
 

@@ -11,7 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/ckpt_json.h"
 #include "io/fileio.h"
 #include "core/error.h"
 

@@ -291,17 +291,8 @@ static int commit_impl(const char *dir, const dt_ckpt_manifest *m_in) {
     fd = open(tpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) { rc = DT_ERR(DT_ERR_IO, "%s: cannot create: %s", tpath, strerror(errno)); goto done; }
     if (dtio_write_all(fd, text, len)) { rc = DT_ERR(DT_ERR_IO, "%s: write: %s", tpath, strerror(errno)); goto done; }
-    f = ck_fault("manifest_sync");
-    if ((crashed = f == DT_CKPT_FAULT_CRASH)) { rc = DT_ERR(DT_ERR_IO, "%s: injected crash", tpath); goto done; }
-    if (f || fsync(fd) != 0) {
-        rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", tpath, f ? "injected failure" : strerror(errno));
-        goto done;
-    }
-    int cfd = fd;
-    fd = -1;
-    if (close(cfd) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: close: %s", tpath, strerror(errno)); goto done; }
     /* the rank files' and the temporary manifest's entries are on disk before the switch */
-    if (dtio_fsync_dir_of(dir, 1) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", dir, strerror(errno)); goto done; }
+    if ((rc = ck_sync_close(dir, tpath, &fd, "manifest_sync", &crashed))) goto done;
     /* the switch: one atomic rename within the directory */
     f = ck_fault("rename_manifest");
     if ((crashed = f == DT_CKPT_FAULT_CRASH)) { rc = DT_ERR(DT_ERR_IO, "%s: injected crash", mpath); goto done; }
@@ -334,20 +325,6 @@ done:
     return rc;
 }
 
-int dt_ckpt_prepare(const char *dir, uint64_t *generation) {
-    char *d;
-    int rc = ck_norm_dir(dir, &d);
-    if (rc) return rc;
-    rc = prepare_impl(d, generation);
-    free(d);
-    return rc;
-}
+int dt_ckpt_prepare(const char *dir, uint64_t *generation) { CK_RETURN_IN_DIR(dir, prepare_impl, generation); }
 
-int dt_ckpt_commit(const char *dir, const dt_ckpt_manifest *m) {
-    char *d;
-    int rc = ck_norm_dir(dir, &d);
-    if (rc) return rc;
-    rc = commit_impl(d, m);
-    free(d);
-    return rc;
-}
+int dt_ckpt_commit(const char *dir, const dt_ckpt_manifest *m) { CK_RETURN_IN_DIR(dir, commit_impl, m); }

@@ -34,6 +34,17 @@
             return DT_ERR(DT_ERR_UNSUPPORTED, "checkpoints need a little-endian host");  \
     } while (0)
 
+/* The body of a public entry point: returns IMPL(dir without trailing
+ * slashes, ...) (ck_norm_dir's status if dir is NULL, empty or "/"). */
+#define CK_RETURN_IN_DIR(dir, IMPL, ...)                 \
+    do {                                                 \
+        char *ck_dir_;                                   \
+        int ck_rc_ = ck_norm_dir((dir), &ck_dir_);       \
+        if (!ck_rc_) ck_rc_ = IMPL(ck_dir_, __VA_ARGS__); \
+        free(ck_dir_);                                   \
+        return ck_rc_;                                   \
+    } while (0)
+
 /* ---- the manifest (ckpt_manifest.c) ------------------------------------------ */
 /* What a manifest made by the store owns besides the public fields. */
 typedef struct ck_priv {
@@ -88,6 +99,11 @@ int ck_rf_read_header(const char *path, int fd, uint64_t fsize, rf_hdr *h);
 void ck_rf_hdr_free(rf_hdr *h);
 /* CRC32 of the first size bytes of fd. */
 int ck_file_crc(const char *path, int fd, uint64_t size, uint32_t *out);
+/* The end of writing a file of the checkpoint (fd open on path, in dir): the
+ * fault hook at `step`, fsync, close, fsync of dir. *fd is closed and set to
+ * -1 in every case; *crashed tells whether the hook simulated a crash (then
+ * the caller leaves its files as a crash would). DT_ERR_IO naming the file. */
+int ck_sync_close(const char *dir, const char *path, int *fd, const char *step, int *crashed);
 /* Full verification of one rank file against its manifest entry (its CRC32
  * too if check_crc). */
 int ck_verify_rank_file(const char *dir, uint64_t gen, const dt_ckpt_rank_file *rf, int check_crc);

@@ -99,6 +99,19 @@ static uint32_t crc_update(uint32_t crc, const void *p, size_t n) {
     }
     return (uint32_t)c;
 }
+int ck_sync_close(const char *dir, const char *path, int *fd, const char *step, int *crashed) {
+    int f = ck_fault(step);
+    *crashed = f == DT_CKPT_FAULT_CRASH;
+    int rc = DT_OK;
+    if (*crashed) rc = DT_ERR(DT_ERR_IO, "%s: injected crash", path);
+    else if (f || fsync(*fd) != 0) rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", path, f ? "injected failure" : strerror(errno));
+    int cfd = *fd;
+    *fd = -1;
+    if (close(cfd) != 0 && !rc) rc = DT_ERR(DT_ERR_IO, "%s: close: %s", path, strerror(errno));
+    if (!rc && dtio_fsync_dir_of(dir, 1) != 0) rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", dir, strerror(errno));
+    return rc;
+}
+
 static int write_shard_impl(const char *dir, uint64_t gen, int rank, const dt_ckpt_shard *shard,
                             dt_ckpt_shard_info *info) {
     BE_CHECK();
@@ -163,16 +176,11 @@ static int write_shard_impl(const char *dir, uint64_t gen, int rank, const dt_ck
             goto done;
         }
     }
-    f = ck_fault("shard_sync");
-    if (f == DT_CKPT_FAULT_CRASH) { rc = DT_ERR(DT_ERR_IO, "%s: injected crash", path); goto done_keep; }
-    if (f || fsync(fd) != 0) {
-        rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", path, f ? "injected failure" : strerror(errno));
+    int crashed = 0;
+    if ((rc = ck_sync_close(dir, path, &fd, "shard_sync", &crashed))) {
+        if (crashed) goto done_keep;
         goto done;
     }
-    int cfd = fd;
-    fd = -1;
-    if (close(cfd) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: close: %s", path, strerror(errno)); goto done; }
-    if (dtio_fsync_dir_of(dir, 1) != 0) { rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", dir, strerror(errno)); goto done; }
     if (info) {
         info->bytes = hb + db;
         info->crc32 = crc;
@@ -342,10 +350,5 @@ done:
 
 int dt_ckpt_write_shard(const char *dir, uint64_t generation, int rank, const dt_ckpt_shard *shard,
                         dt_ckpt_shard_info *info) {
-    char *d;
-    int rc = ck_norm_dir(dir, &d);
-    if (rc) return rc;
-    rc = write_shard_impl(d, generation, rank, shard, info);
-    free(d);
-    return rc;
+    CK_RETURN_IN_DIR(dir, write_shard_impl, generation, rank, shard, info);
 }

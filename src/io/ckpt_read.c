@@ -199,11 +199,6 @@ int dt_ckpt_read_range(const char *dir, dt_ckpt_manifest *m, const char *vector,
 int dt_ckpt_load_manifest(const char *dir, dt_ckpt_manifest **out) {
     if (out) *out = NULL;
     if (!out) return DT_ERR(DT_ERR_INVALID, "NULL argument");
-    char *d;
-    int rc = ck_norm_dir(dir, &d);
-    if (rc) return rc;
-    rc = load_impl(d, out);
-    free(d);
-    return rc;
+    CK_RETURN_IN_DIR(dir, load_impl, out);
 }
 

@@ -52,17 +52,19 @@ put("idx", "empty", idx_seed(0, b"", b""))
 put("config", "valid_all", json.dumps({"enable_data_parallel": True, "zero_opt_level": 0,
     "bucket_size_mb": 25, "first_bucket_mb": 1, "overlap": True, "broadcast_buffers": True,
     "sync_bn": False, "timeout_s": 300}))
-put("config", "valid_strings", '{"overlap": "off", "sync_bn": "yes", "bucket_size_mb": "4.5"}')
-put("config", "empty_object", "{ }")
-put("config", "escapes", '{"sync\\u0062n": true, "a\\"b": 1}')
-put("config", "unknown_key", '{"bucket_size": 4}')
-put("config", "out_of_range", '{"zero_opt_level": 7}')
-put("config", "not_integer", '{"zero_opt_level": 1.5}')
-put("config", "trailing", '{"overlap": true} x')
-put("config", "nested", '{"overlap": {"a": 1}}')
-put("config", "unterminated", '{"overlap": tru')
-put("config", "duplicate_key", '{"overlap": true,\n "overlap": false}')
-put("config", "bare_word", '{"overlap": yes}')
+for name, text in [
+        ("valid_strings", '{"overlap": "off", "sync_bn": "yes", "bucket_size_mb": "4.5"}'),
+        ("empty_object", "{ }"),
+        ("escapes", '{"sync\\u0062n": true, "a\\"b": 1}'),
+        ("unknown_key", '{"bucket_size": 4}'),
+        ("out_of_range", '{"zero_opt_level": 7}'),
+        ("not_integer", '{"zero_opt_level": 1.5}'),
+        ("trailing", '{"overlap": true} x'),
+        ("nested", '{"overlap": {"a": 1}}'),
+        ("unterminated", '{"overlap": tru'),
+        ("duplicate_key", '{"overlap": true,\n "overlap": false}'),
+        ("bare_word", '{"overlap": yes}')]:
+    put("config", name, text)
 put("config", "set_bool", "=overlap=on")
 put("config", "set_num", "=timeout_s=1e-3")
 

@@ -7,13 +7,13 @@ EPOCHS ?= 10
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 # Debian packages the build and tests need (installed with apt-get when missing).
-DEB_PKGS = cmake make gcc libopenmpi-dev openmpi-bin libopenblas-dev zlib1g-dev \
+DEB_PKGS = cmake make gcc libopenmpi-dev openmpi-bin libopenblas-dev zlib1g-dev libjansson-dev \
            dataset-fashion-mnist fortunes python3 python3-numpy python3-torch iproute2
 export OMPI_ALLOW_RUN_AS_ROOT = 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
 MPIRUN = mpirun --oversubscribe
 
-.PHONY: all deps build run test bench install clean check check-tools check-deps sanitize valgrind fuzz
+.PHONY: all deps build run test test-nompi bench install clean check check-tools check-deps sanitize valgrind fuzz
 FUZZ_SECONDS ?= 60
 CHECK_PKGS = clang valgrind
 
@@ -43,6 +43,13 @@ run: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# The build without MPI (standalone and tcp bootstraps, void transport): the
+# suite with every MPI job skipped (exit 77).
+test-nompi: deps
+	cmake -S . -B $(BUILD)-nompi -DCMAKE_BUILD_TYPE=Release -DDTRAIN_WITH_MPI=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD)-nompi -j $(JOBS)
+	cd $(BUILD)-nompi && ctest --output-on-failure -j $(JOBS)
+
 # Reliability tooling (CI runs `make test` then `make check-tools`):
 #   sanitize  the whole suite, MPI tests included, in an ASan + UBSan build
 #   valgrind  memcheck over the unit tests
@@ -63,4 +70,4 @@ install: build
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD)-nompi

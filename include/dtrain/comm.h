@@ -1,9 +1,20 @@
 /* dtrain/comm.h - runtime start-up and communicators.
  *
- * dt_init() builds the world communicator. Started under a launcher (mpirun of
- * Open MPI or MPICH: detected from the launcher's environment variables) it is
- * backed by MPI; started without one it is standalone: size 1, backend "void".
- * DTRAIN_BACKEND=mpi|void|auto (default auto) overrides the detection.
+ * dt_init() builds the world communicator. How the processes of the job find
+ * each other (the bootstrap) follows from the launcher's environment:
+ *   - mpirun / mpiexec of Open MPI or MPICH, srun with PMI: MPI (bootstrap and
+ *     transport "mpi"), in builds with MPI;
+ *   - torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) or srun
+ *     without MPI (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID in a job step,
+ *     plus MASTER_ADDR/MASTER_PORT or DTRAIN_BOOTSTRAP_ADDR=host:port): the
+ *     "tcp" bootstrap, a TCP rendezvous through rank 0 that needs no MPI. The
+ *     world then has all its attributes and rank_list groups, on the "void"
+ *     transport: collectives between processes return DT_ERR_UNSUPPORTED
+ *     (host-memory collectives between processes need the mpi transport);
+ *   - no launcher: standalone, a world of 1 on the "void" transport.
+ * DTRAIN_BOOTSTRAP=auto|mpi|tcp|none and DTRAIN_BACKEND=auto|mpi|void (default
+ * auto) override the detection; DTRAIN_BACKEND=mpi implies the mpi bootstrap,
+ * void the standalone one ("none") unless DTRAIN_BOOTSTRAP says otherwise.
  *
  * Sub-communicators come from a rank_list: a list of disjoint groups of world
  * ranks, e.g. [[0,1],[2,3]]. Rank r joins the group that lists it; a rank in
@@ -17,7 +28,10 @@
  *
  * Attribute meaning (seed 003's table), for a communicator C seen from rank r:
  *   rank/size            r's index in C / number of ranks in C
- *   local_rank/size      the same, counting only C's ranks on r's host
+ *   local_rank/size      the same, counting only C's ranks on r's host (the
+ *                        ranks that can share memory: MPI_COMM_TYPE_SHARED
+ *                        under MPI; the same host name and boot id, or
+ *                        DTRAIN_HOSTID, under the tcp bootstrap)
  *   world_rank/size      r's index in the world / world size (same for all C)
  *   group_id/group_size  index of r's group in the rank_list / number of listed
  *                        groups; -1 if r is in no listed group. The world
@@ -39,16 +53,26 @@ typedef struct dt_comm_info {
     int group_id, group_size;
 } dt_comm_info;
 
-/* Start the runtime. Calls MPI_Init_thread when the MPI backend is chosen
+/* Start the runtime. Calls MPI_Init_thread when the MPI bootstrap is chosen
  * (unless MPI is already initialised by the caller, in which case dtrain uses
- * it and leaves finalisation to the caller). With MPI and more than one rank
- * it also agrees on DTRAIN_CHECK_COLLECTIVES over the world and starts the
- * watchdog thread (stalls and dead ranks, dtrain/reliability.h). Errors:
- * DT_ERR_STATE if already initialised; DT_ERR_BACKEND if MPI fails;
- * DT_ERR_UNSUPPORTED if DTRAIN_BACKEND asks for a backend this build lacks;
- * DT_ERR_INVALID (naming the variable) for a malformed DTRAIN_TIMEOUT,
- * DTRAIN_TIMEOUT_S, DTRAIN_CHECK_COLLECTIVES, DTRAIN_CHECK_INLINE_MAX,
- * DTRAIN_SHM_ALLREDUCE or DTRAIN_SHM_MIN_BYTES (coll.h). When all ranks of
+ * it and leaves finalisation to the caller). With more than one process it
+ * also agrees on the runtime settings (DTRAIN_CHECK_COLLECTIVES, coll.h's
+ * DTRAIN_SHM_*) over the world and starts the watchdog thread (stalls and
+ * dead ranks, dtrain/reliability.h). Under the tcp bootstrap it waits for
+ * every rank to join, at most DTRAIN_BOOTSTRAP_TIMEOUT seconds (default 300;
+ * 0: no limit). Errors: DT_ERR_STATE if already initialised (or MPI was
+ * finalised); DT_ERR_BACKEND if MPI or the network fails;
+ * DT_ERR_UNSUPPORTED if DTRAIN_BACKEND or DTRAIN_BOOTSTRAP asks for one this
+ * build lacks or that cannot serve the job (also: started by an MPI launcher
+ * in a build without MPI); DT_ERR_INVALID (naming the variable) for a
+ * malformed DTRAIN_TIMEOUT, DTRAIN_TIMEOUT_S, DTRAIN_CHECK_COLLECTIVES,
+ * DTRAIN_CHECK_INLINE_MAX, DTRAIN_SHM_ALLREDUCE, DTRAIN_SHM_MIN_BYTES (coll.h),
+ * launcher variable (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT,
+ * SLURM_*, DTRAIN_BOOTSTRAP_ADDR) or DTRAIN_BOOTSTRAP_TIMEOUT; under the tcp
+ * bootstrap DT_ERR_TIMEOUT when rank 0 cannot be reached or ranks are missing
+ * (naming them), DT_ERR_MISMATCH on every rank that joined when ranks were
+ * started with different world sizes, twice as one rank, or with a
+ * LOCAL_RANK that is not their place on their host. When all ranks of
  * the world share one host, it also creates the world's shared-memory window
  * (2 x 2 MiB + 64 bytes per rank; Open MPI maps it from a /dev/shm file it
  * unlinks as soon as every rank has mapped it, so nothing is left behind);
@@ -57,12 +81,13 @@ typedef struct dt_comm_info {
 int dt_init(void);
 
 /* Stop the runtime: waits for outstanding asynchronous work, frees every
- * communicator, finalises MPI if dt_init initialised it (a blocking wait for
- * every rank, watched by the timeout like any collective), stops the
- * watchdog. From its start, other ranks take this rank's exit as normal; a
- * process that ends without dt_finalize is reported as a lost rank. DT_ERR_STATE if not
- * initialised (including a second dt_finalize). dt_init may be called again
- * afterwards only for the void backend (MPI cannot be re-initialised). */
+ * communicator, leaves the job (finalises MPI if dt_init initialised it; the
+ * tcp bootstrap's last barrier): a blocking wait for every rank, watched by
+ * the timeout like any collective; stops the watchdog. From its start, other
+ * ranks take this rank's exit as normal; a process that ends without
+ * dt_finalize is reported as a lost rank. DT_ERR_STATE if not initialised
+ * (including a second dt_finalize). dt_init may be called again afterwards,
+ * except under MPI (MPI cannot be re-initialised). */
 int dt_finalize(void);
 
 /* 1 if dt_init succeeded and dt_finalize has not been called, else 0. */
@@ -76,7 +101,7 @@ int dt_comm_info_get(const dt_comm *comm, dt_comm_info *info);
 /* Single attributes; a negative dt_status if comm is NULL. */
 int dt_comm_rank(const dt_comm *comm);
 int dt_comm_size(const dt_comm *comm);
-/* "void" or "mpi" (later "nccl"); "?" for NULL. */
+/* The transport: "void" or "mpi" (later "nccl"); "?" for NULL. */
 const char *dt_comm_backend(const dt_comm *comm);
 
 /* Index in comm of the process with world rank `world_rank`, or a negative

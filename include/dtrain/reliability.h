@@ -65,7 +65,7 @@
  *    smallest value over the ranks is used; 0: every call uses the separate
  *    exchange).
  *
- * 2. Timeouts and stalls (MPI runs with more than one rank).
+ * 2. Timeouts and stalls (jobs of more than one process).
  *    Every blocking operation (each collective, point-to-point call,
  *    sub-communicator creation, dt_finalize; dt_work_wait and dt_coll_sync
  *    wait on such operations) has a timeout: default 300 s, DTRAIN_TIMEOUT=
@@ -95,9 +95,14 @@
  *    shared-memory segment (mode 0600, unlinked as soon as every local rank
  *    has mapped it, so nothing is left in /dev/shm even after a crash); ranks
  *    on other hosts are listed as "on other hosts (state not visible from
- *    here)". Then the watchdog ends the job with MPI_Abort, exit code
- *    DT_ABORT_EXIT_CODE, on every rank: the only place where the library ends
- *    the process itself (the watchdog never calls MPI otherwise).
+ *    here)". Then the watchdog ends the job, exit code DT_ABORT_EXIT_CODE: the
+ *    only place where the library ends the process itself. Under MPI this is
+ *    MPI_Abort, which ends every rank on every host (the watchdog never calls
+ *    MPI otherwise). Under the tcp bootstrap (torchrun, srun without MPI) the
+ *    rank tells rank 0 (rank 0: every rank) and exits; ranks inside a
+ *    bootstrap exchange fail naming it, the others are ended by their
+ *    launcher (torchrun ends every worker when one fails; srun needs
+ *    --kill-on-bad-exit=1) or by their own watchdog.
  *
  * 3. Dead ranks.
  *    The watchdog also watches the other processes of its host (a pidfd per

@@ -7,14 +7,6 @@
 #include "comm/watchdog.h"
 #include "core/error.h"
 
-const char *dt_coll_kind_name(dt_coll_kind k) {
-    static const char *const names[] = {
-        "allreduce", "allgather", "reduce_scatter", "reduce", "broadcast", "gather", "scatter",
-        "all_to_all", "send", "recv", "barrier", "allreduce_list", "allgather_list",
-        "reduce_scatter_fused", "reduce_scatter_per_rank"};
-    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
-}
-
 /* Largest element count whose byte size, times `mult`, stays addressable. */
 static int check_count(const char *fn, size_t count, dt_dtype dt, size_t mult) {
     size_t es = dt_dtype_size(dt);

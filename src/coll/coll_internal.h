@@ -1,17 +1,12 @@
-/* src/coll/coll_internal.h - internal: a validated collective call. */
+/* src/coll/coll_internal.h - internal: a validated collective call. The
+ * collective layer sits on the communicator layer (comm/: objects, operation
+ * kinds, registry, watchdog) and the transports; nothing below includes it. */
 #ifndef DT_COLL_INTERNAL_H
 #define DT_COLL_INTERNAL_H
 
-#include "dtrain/coll.h"
 #include "comm/comm_internal.h"
-
-typedef enum dt_coll_kind {
-    DT_COLL_ALLREDUCE, DT_COLL_ALLGATHER, DT_COLL_REDUCE_SCATTER, DT_COLL_REDUCE,
-    DT_COLL_BROADCAST, DT_COLL_GATHER, DT_COLL_SCATTER, DT_COLL_ALL_TO_ALL,
-    DT_COLL_SEND, DT_COLL_RECV, DT_COLL_BARRIER,
-    DT_COLL_ALLREDUCE_LIST, DT_COLL_ALLGATHER_LIST, DT_COLL_REDUCE_SCATTER_LIST,
-    DT_COLL_REDUCE_SCATTER_PER_RANK /* in: one tensor per rank; recv/count/dtype: the output */
-} dt_coll_kind;
+#include "comm/op_kind.h"
+#include "dtrain/coll.h"
 
 typedef struct dt_coll_desc {
     dt_coll_kind kind;
@@ -31,7 +26,6 @@ typedef struct dt_coll_desc {
     uint64_t list_sig;   /* FNV-1a over the tensors' (count, dtype) */
 } dt_coll_desc;
 
-const char *dt_coll_kind_name(dt_coll_kind k);
 /* Run one validated descriptor (called by the engine): assigns its sequence
  * number, publishes it for the watchdog, and runs it fingerprint-checked when
  * the check is on and the group has more than one rank. */

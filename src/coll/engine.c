@@ -8,10 +8,6 @@
 #include "core/error.h"
 #include "dtrain/trace.h"
 
-#ifndef MPI_THREAD_SERIALIZED_LEVEL
-#define MPI_THREAD_SERIALIZED_LEVEL 2 /* value of MPI_THREAD_SERIALIZED in Open MPI and MPICH */
-#endif
-
 struct dt_work {
     dt_coll_desc desc;
     dt_tensor *lists;      /* owned copies of desc.in / desc.out for list ops */
@@ -67,7 +63,7 @@ static void enqueue(dt_work *w) {
 }
 
 static int report(const dt_work *w) {
-    if (w->status) return dt_error(w->status, dt_coll_kind_name(w->desc.kind), "%s", w->msg);
+    if (w->status) return dt_error(w->status, dt_op_kind_name((int)w->desc.kind), "%s", w->msg);
     return DT_OK;
 }
 
@@ -97,12 +93,10 @@ int dt_engine_run(const dt_coll_desc *desc) {
     }
 }
 
-/* Asynchronous execution needs a second thread inside MPI: at least
- * MPI_THREAD_SERIALIZED. Without it, async work runs at submission. */
-static int async_possible(const dt_comm *c) {
-    if (c->ops != &dt_backend_mpi) return 1;
-    return dt_mpi_thread_level() >= MPI_THREAD_SERIALIZED_LEVEL;
-}
+/* Asynchronous execution puts a second thread into the transport; the
+ * transport says whether it may (MPI: at least MPI_THREAD_SERIALIZED).
+ * Otherwise async work runs at submission. */
+static int async_possible(const dt_comm *c) { return !c->ops->async_ok || c->ops->async_ok(c); }
 
 int dt_engine_submit(const dt_coll_desc *desc, dt_work **work) {
     dt_work *w = calloc(1, sizeof *w);

@@ -5,7 +5,13 @@
  * calls keep the order without a thread hand-off: when nothing is queued or
  * running they execute on the caller's thread; otherwise they queue behind
  * the pending work and wait. Exactly one thread is inside the transport at a
- * time (MPI_THREAD_SERIALIZED is enough). */
+ * time (for MPI, MPI_THREAD_SERIALIZED is enough).
+ *
+ * The runtime layer (the communicator pool, dt_comm_alloc_shared, dt_finalize)
+ * calls the exclusive section and the shutdown; nothing below the collective
+ * layer includes this header. A stream-ordered device transport (nccl) will complete its
+ * asynchronous work on a CUDA event rather than on this thread: its work
+ * handles then wait on the event (the transport's async_ok says no thread). */
 #ifndef DT_COLL_ENGINE_H
 #define DT_COLL_ENGINE_H
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "coll/coll_internal.h"
-#include "comm/watchdog.h"
+#include "comm/registry.h"
 #include "core/error.h"
 
 static uint64_t mix(uint64_t h, uint64_t v) {
@@ -85,7 +85,7 @@ int dt_fp_inline_ok(const dt_coll_desc *d) {
 }
 
 static void fn_name(char *buf, size_t cap, int kind) {
-    snprintf(buf, cap, "dt_%s", dt_coll_kind_name((dt_coll_kind)kind));
+    snprintf(buf, cap, "dt_%s", dt_op_kind_name(kind));
 }
 
 static const char *view(char *buf, size_t cap, const dt_fp_hdr *h) {

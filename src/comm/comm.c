@@ -1,10 +1,20 @@
-/* src/comm/comm.c - communicator attributes and rank translation. */
+/* src/comm/comm.c - communicator objects: creation with their attributes,
+ * attributes and rank translation, the world. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bootstrap/bootstrap.h"
 #include "comm/comm_internal.h"
-#include "comm/watchdog.h"
+#include "comm/registry.h"
 #include "core/error.h"
+
+static dt_comm *g_world; /* set by the runtime between dt_init and dt_finalize */
+
+void dt_comm_set_world(dt_comm *world) { g_world = world; }
+
+int dt_is_initialized(void) { return g_world != NULL; }
+
+dt_comm *dt_comm_world(void) { return g_world; }
 
 uint64_t dt_fnv1a(uint64_t h, const void *data, size_t n) {
     const unsigned char *p = data;
@@ -99,11 +109,38 @@ int dt_comm_make_standalone(int world_rank, int world_size, int group_id, int gr
     return DT_OK;
 }
 
+int dt_comm_make(const dt_backend_ops *ops, int *world_ranks, int size, int rank, int group_id, int group_size,
+                 dt_comm **out) {
+    const dt_boot *b = dt_boot_get();
+    dt_comm *c = calloc(1, sizeof *c);
+    if (!c) { free(world_ranks); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
+    c->magic = DT_COMM_MAGIC;
+    c->ops = ops;
+    c->world_ranks = world_ranks;
+    c->info = (dt_comm_info){.rank = rank, .size = size, .local_rank = 0, .local_size = 1,
+                             .world_rank = world_ranks[rank], .world_size = b ? b->size : 1,
+                             .group_id = group_id, .group_size = group_size};
+    /* local attributes: the members on this rank's host, by world rank */
+    if (b && b->host) {
+        int mine = b->host[c->info.world_rank];
+        c->info.local_rank = c->info.local_size = 0;
+        for (int i = 0; i < size; i++)
+            if (b->host[world_ranks[i]] == mine) {
+                if (i < rank) c->info.local_rank++;
+                c->info.local_size++;
+            }
+    }
+    *out = c;
+    return DT_OK;
+}
+
 void dt_comm_destroy(dt_comm *c) {
     if (!c) return;
     if (c->ops && c->ops->destroy) c->ops->destroy(c);
     c->magic = 0;
-    dt_comm_shared_release(c);
+    /* plain dt_comm_alloc_shared memory the caller did not give back */
+    for (int i = 0; i < c->n_plain_shared; i++) free(c->plain_shared[i]);
+    free(c->plain_shared);
     free(c->world_ranks);
     free(c->key);
     free(c->p2p_seq);

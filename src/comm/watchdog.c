@@ -1,25 +1,27 @@
-/* src/comm/watchdog.c - stall and dead-rank watchdog, communicator registry.
+/* src/comm/watchdog.c - stall and dead-rank watchdog.
  *
  * Publication: each process has a slot describing its current blocking
  * operation (communicator, sequence number, kind, start time) and its last
  * completed one, written by whichever thread runs the operation (the engine
- * serialises them) under a sequence lock, and read by watchdogs. Under MPI the
- * slots of the ranks of one host live in one POSIX shared-memory segment:
- * created by local rank 0 with mode 0600 and a random name, opened by the
- * others, and unlinked as soon as every local rank has it mapped (so nothing
- * is left in /dev/shm, whatever happens later). Without a segment the slot is
- * private and reports show this rank's own view only.
+ * serialises them) under a sequence lock, and read by watchdogs. In jobs of
+ * more than one process the slots of the ranks of one host (the bootstrap's
+ * hosts) live in one POSIX shared-memory segment: created by local rank 0
+ * with mode 0600 and a random name, opened by the others, and unlinked as soon
+ * as every local rank has it mapped (so nothing is left in /dev/shm, whatever
+ * happens later). Without a segment the slot is private and reports show this
+ * rank's own view only.
  *
  * The watchdog thread (started by dt_init, joined by dt_finalize) never calls
- * MPI except MPI_Abort. It sleeps in poll() on a wake-up pipe and on a pidfd of
+ * a transport, and the bootstrap only to abort the job (dt_boot_abort: under
+ * MPI, MPI_Abort). It sleeps in poll() on a wake-up pipe and on a pidfd of
  * every other local rank (kill(pid, 0) polling where pidfds are missing), and
  *  - when a local peer's process ends while its slot does not say it entered
  *    dt_finalize, prints one line naming the lost rank and aborts the job;
  *  - when this rank's current operation is older than the timeout, prints a
  *    stall report (the first rank of the host to notice prints the full
  *    report, the others one line) and aborts the job.
- * MPI_Abort is backed by a reaper thread that _exit()s 10 s later if the
- * abort does not end the process. */
+ * The abort is backed by a reaper thread that _exit()s 10 s later if it does
+ * not end the process. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -36,8 +38,9 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#include "coll/coll_internal.h"
-#include "comm/mpi_internal.h"
+#include "bootstrap/bootstrap.h"
+#include "comm/op_kind.h"
+#include "comm/registry.h"
 #include "comm/watchdog.h"
 #include "core/error.h"
 #include "dtrain/reliability.h"
@@ -61,122 +64,6 @@ static double secs(uint64_t ns) { return (double)ns / 1e9; }
 static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-}
-
-/* ---- registry ------------------------------------------------------------ */
-
-typedef struct reg_entry {
-    uint32_t cid;
-    char name[96];
-    int *members;
-    int n;
-} reg_entry;
-
-static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static reg_entry *g_reg;
-static int g_reg_n, g_reg_cap;
-
-void dt_reg_add(uint32_t cid, const char *name, const int *members, int n) {
-    int *m = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
-    if (!m) return; /* messages then show "comm#cid" */
-    if (n > 0) memcpy(m, members, sizeof(int) * (size_t)n);
-    pthread_mutex_lock(&g_reg_mu);
-    if (g_reg_n == g_reg_cap) {
-        int cap = g_reg_cap ? 2 * g_reg_cap : 16;
-        reg_entry *r = realloc(g_reg, sizeof *r * (size_t)cap);
-        if (!r) { pthread_mutex_unlock(&g_reg_mu); free(m); return; }
-        g_reg = r;
-        g_reg_cap = cap;
-    }
-    reg_entry *e = &g_reg[g_reg_n++];
-    e->cid = cid;
-    snprintf(e->name, sizeof e->name, "%s", name);
-    e->members = m;
-    e->n = n;
-    pthread_mutex_unlock(&g_reg_mu);
-}
-
-static reg_entry *reg_find(uint32_t cid) { /* g_reg_mu held */
-    for (int i = g_reg_n - 1; i >= 0; i--)
-        if (g_reg[i].cid == cid) return &g_reg[i];
-    return NULL;
-}
-
-const char *dt_reg_name(uint32_t cid, char *buf, size_t cap) {
-    pthread_mutex_lock(&g_reg_mu);
-    reg_entry *e = reg_find(cid);
-    if (e) snprintf(buf, cap, "%s", e->name);
-    else snprintf(buf, cap, "comm#%u", cid);
-    pthread_mutex_unlock(&g_reg_mu);
-    return buf;
-}
-
-/* Members of cid into out (at most cap); returns the count, 0 if unknown. */
-static int reg_members(uint32_t cid, int *out, int cap) {
-    pthread_mutex_lock(&g_reg_mu);
-    reg_entry *e = reg_find(cid);
-    int n = 0;
-    if (e) for (; n < e->n && n < cap; n++) out[n] = e->members[n];
-    pthread_mutex_unlock(&g_reg_mu);
-    return n;
-}
-
-void dt_reg_clear(void) {
-    pthread_mutex_lock(&g_reg_mu);
-    for (int i = 0; i < g_reg_n; i++) free(g_reg[i].members);
-    free(g_reg);
-    g_reg = NULL;
-    g_reg_n = g_reg_cap = 0;
-    pthread_mutex_unlock(&g_reg_mu);
-}
-
-const char *dt_op_describe(char *buf, size_t cap, int kind, int dtype, uint64_t count, int op,
-                           int root, uint64_t seq, uint32_t cid, uint32_t nlist, uint32_t layout) {
-    char cname[96], lay[32] = "";
-    if (layout) snprintf(lay, sizeof lay, ", layout %08x", (unsigned)layout);
-    dt_reg_name(cid, cname, sizeof cname);
-    const char *dn = dtype == (int)DT_FP_NONE ? "?" : dt_dtype_name((dt_dtype)dtype);
-    const char *on = op == (int)DT_FP_NONE ? "?" : dt_op_name((dt_op)op);
-    unsigned long long n = (unsigned long long)count, s = (unsigned long long)seq;
-    switch (kind) {
-    case DT_WD_COMM_CREATE:
-        snprintf(buf, cap, "sub-communicator creation #%llu (over world)", s);
-        return buf;
-    case DT_WD_FINALIZE:
-        snprintf(buf, cap, "dt_finalize");
-        return buf;
-    case DT_COLL_ALLREDUCE: case DT_COLL_REDUCE_SCATTER:
-        snprintf(buf, cap, "%s(%s, count %llu, %s) #%llu on %s", dt_coll_kind_name((dt_coll_kind)kind), dn, n, on, s, cname);
-        break;
-    case DT_COLL_REDUCE:
-        snprintf(buf, cap, "reduce(%s, count %llu, %s, root %d) #%llu on %s", dn, n, on, root, s, cname);
-        break;
-    case DT_COLL_BROADCAST: case DT_COLL_GATHER: case DT_COLL_SCATTER:
-        snprintf(buf, cap, "%s(%s, count %llu, root %d) #%llu on %s", dt_coll_kind_name((dt_coll_kind)kind), dn, n, root, s, cname);
-        break;
-    case DT_COLL_ALLGATHER: case DT_COLL_ALL_TO_ALL:
-        snprintf(buf, cap, "%s(%s, count %llu) #%llu on %s", dt_coll_kind_name((dt_coll_kind)kind), dn, n, s, cname);
-        break;
-    case DT_COLL_SEND:
-        snprintf(buf, cap, "send(%s, count %llu, to rank %d) #%llu on %s", dn, n, root, s, cname);
-        break;
-    case DT_COLL_RECV:
-        snprintf(buf, cap, "recv(%s, count %llu, from rank %d) #%llu on %s", dn, n, root, s, cname);
-        break;
-    case DT_COLL_BARRIER:
-        snprintf(buf, cap, "barrier() #%llu on %s", s, cname);
-        break;
-    case DT_COLL_ALLREDUCE_LIST: case DT_COLL_REDUCE_SCATTER_LIST:
-        snprintf(buf, cap, "%s(%u tensors, %llu elements%s, %s) #%llu on %s", dt_coll_kind_name((dt_coll_kind)kind),
-                 (unsigned)nlist, n, lay, on, s, cname);
-        break;
-    case DT_COLL_ALLGATHER_LIST:
-        snprintf(buf, cap, "allgather_list(%u tensors, %llu elements%s) #%llu on %s", (unsigned)nlist, n, lay, s, cname);
-        break;
-    default:
-        snprintf(buf, cap, "operation %d #%llu on %s", kind, s, cname);
-    }
-    return buf;
 }
 
 /* ---- slots ------------------------------------------------------------------ */
@@ -307,8 +194,7 @@ static void describe_snap(char *buf, size_t cap, const snap *s, int current) {
         dt_op_describe(buf, cap, (int)s->kind, (int)s->dtype, s->count, (int)s->op, s->root, s->seq,
                        (uint32_t)s->cid, (uint32_t)s->nlist, 0);
     else /* last completed: kind, seq and communicator only */
-        snprintf(buf, cap, "%s #%llu", s->last_kind >= 64 ? (s->last_kind == DT_WD_FINALIZE ? "dt_finalize" : "sub-communicator creation")
-                 : dt_coll_kind_name((dt_coll_kind)s->last_kind), (unsigned long long)s->last_seq);
+        snprintf(buf, cap, "%s #%llu", dt_op_kind_name((int)s->last_kind), (unsigned long long)s->last_seq);
 }
 
 /* a growing text buffer for reports */
@@ -340,7 +226,8 @@ static void *reaper(void *arg) {
     return NULL;
 }
 
-/* Ends the job: MPI_Abort, with an _exit 10 s later should it not return. */
+/* Ends the job through the bootstrap, with an _exit 10 s later should that
+ * not end this process. */
 static void abort_job(int wait_ms) {
     if (wait_ms > 0) sleep_ms(wait_ms); /* give the reporting rank's abort time to end the job */
     pthread_attr_t a;
@@ -350,8 +237,7 @@ static void abort_job(int wait_ms) {
         pthread_create(&t, &a, reaper, NULL);
         pthread_attr_destroy(&a);
     }
-    MPI_Abort(MPI_COMM_WORLD, DT_ABORT_EXIT_CODE);
-    _exit(DT_ABORT_EXIT_CODE);
+    dt_boot_abort(DT_ABORT_EXIT_CODE);
 }
 
 /* 1 for the first rank of this host to report (all ranks without a segment);
@@ -379,7 +265,7 @@ static int slot_of(int w) {
 
 /* 1 if peer p has arrived at my operation m */
 static int arrived(const snap *m, const snap *p) {
-    if (m->kind == DT_WD_FINALIZE) return p->state == ST_FINALIZING || p->state == ST_FINALIZED;
+    if (m->kind == DT_OP_FINALIZE) return p->state == ST_FINALIZING || p->state == ST_FINALIZED;
     if (!p->in_op || p->state != ST_RUNNING) return 0;
     if (m->kind == DT_COLL_SEND || m->kind == DT_COLL_RECV)
         return p->cid == m->cid && p->kind == (m->kind == DT_COLL_SEND ? DT_COLL_RECV : DT_COLL_SEND) &&
@@ -421,7 +307,7 @@ static void report_stall(const snap *me, uint64_t now) {
         } else if (me->kind >= 64) {
             for (int i = 0; i < g_world_size; i++) mem[n++] = i;
         } else {
-            n = reg_members((uint32_t)me->cid, mem, g_world_size);
+            n = dt_reg_members((uint32_t)me->cid, mem, g_world_size);
         }
     }
     int *arr = malloc(sizeof(int) * (size_t)(n + 1)), *far = malloc(sizeof(int) * (size_t)(n + 1));
@@ -603,8 +489,10 @@ static int pidfd_open_(pid_t pid) {
 #endif
 }
 
-/* Create (local rank 0) or open the host's segment; NULL on any failure. */
-static wd_seg *segment(MPI_Comm local, int lr, int ln) {
+/* Create (local rank 0 of each host) or open the host's segment; NULL on any
+ * failure. Every rank makes the same bootstrap calls, whatever fails. */
+static wd_seg *segment(const dt_boot *b, char *names) {
+    int lr = b->local_rank, ln = b->local_size;
     char name[64] = "";
     size_t bytes = sizeof(wd_seg) + sizeof(wd_slot) * (size_t)ln;
     int fd = -1;
@@ -621,9 +509,16 @@ static wd_seg *segment(MPI_Comm local, int lr, int ln) {
         }
         if (fd < 0) name[0] = '\0';
     }
-    MPI_Bcast(name, (int)sizeof name, MPI_CHAR, 0, local);
-    if (!name[0]) return NULL;
-    if (lr != 0) fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
+    /* every rank learns the name its host's local rank 0 made */
+    if (dt_boot_allgather(name, names, sizeof name) != DT_OK) {
+        if (fd >= 0) { close(fd); shm_unlink(name); }
+        return NULL;
+    }
+    int leader = 0;
+    while (b->host[leader] != b->host[b->rank]) leader++;
+    memcpy(name, names + (size_t)leader * sizeof name, sizeof name);
+    name[sizeof name - 1] = '\0';
+    if (lr != 0 && name[0]) fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
     wd_seg *seg = NULL;
     if (fd >= 0) {
         void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -636,26 +531,27 @@ static wd_seg *segment(MPI_Comm local, int lr, int ln) {
     }
     g_seg_bytes = bytes;
     /* everyone has it mapped (or failed) after this barrier: remove the name */
-    MPI_Barrier(local);
-    if (lr == 0) shm_unlink(name);
-    if (seg && (LD(seg->magic) != WD_MAGIC || (int)LD(seg->nslots) != ln)) {
+    int brc = dt_boot_barrier();
+    if (lr == 0 && name[0]) shm_unlink(name);
+    if (seg && (brc || LD(seg->magic) != WD_MAGIC || (int)LD(seg->nslots) != ln)) {
         munmap(seg, bytes);
         seg = NULL;
     }
     return seg;
 }
 
-int dt_wd_start(dt_comm *world) {
-    MPI_Comm wc = dt_mpi_comm(world), local;
-    g_world_rank = world->info.rank;
-    g_world_size = world->info.size;
+int dt_wd_start(void) {
+    const dt_boot *b = dt_boot_get();
+    if (!b) return DT_ERR(DT_ERR_STATE, "no bootstrap is open");
+    g_world_rank = b->rank;
+    g_world_size = b->size;
     if (gethostname(g_host, sizeof g_host) != 0) snprintf(g_host, sizeof g_host, "?");
     g_host[sizeof g_host - 1] = '\0';
-    DT_MPI_TRY(MPI_Comm_split_type(wc, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
-    int lr = 0, ln = 1;
-    MPI_Comm_rank(local, &lr);
-    MPI_Comm_size(local, &ln);
-    wd_seg *seg = segment(local, lr, ln);
+    int lr = b->local_rank, ln = b->local_size;
+    char *names = malloc((size_t)b->size * 64);
+    if (!names) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    wd_seg *seg = segment(b, names);
+    free(names);
     wd_slot *me = seg ? &seg->slots[lr] : &g_private_slot;
     memset(&g_private_slot, 0, sizeof g_private_slot);
     ST(me->world_rank, g_world_rank);
@@ -664,8 +560,12 @@ int dt_wd_start(dt_comm *world) {
     ST(me->heartbeat, mono_ns());
     ST(me->state, ST_RUNNING);
     /* every local rank has published its pid after this */
-    MPI_Barrier(local);
-    MPI_Comm_free(&local);
+    int rc = dt_boot_barrier();
+    if (rc) {
+        if (seg) munmap(seg, g_seg_bytes);
+        memset(&g_private_slot, 0, sizeof g_private_slot);
+        return rc;
+    }
     g_seg = seg;
     g_nslots = seg ? ln : 0;
     g_my_local = lr;

@@ -1,7 +1,8 @@
-/* src/comm/shared_mem.c - dt_comm_alloc_shared / dt_comm_free_shared:
+/* src/runtime/shared_mem.c - dt_comm_alloc_shared / dt_comm_free_shared:
  * memory that every member of an intra-node communicator can load directly
  * (the backend's alloc_shared op), so that in-place allreduces within it
- * skip the staging copies; plain memory where the backend has none. */
+ * skip the staging copies; plain memory where the backend has none (freed
+ * with the communicator if the caller does not give it back). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,11 +52,4 @@ int dt_comm_free_shared(dt_comm *comm, void *ptr) {
     if (rc == DT_DECLINED)
         return DT_ERR(DT_ERR_INVALID, "%p was not allocated by dt_comm_alloc_shared on this communicator (or is freed)", ptr);
     return rc;
-}
-
-void dt_comm_shared_release(dt_comm *c) {
-    for (int i = 0; i < c->n_plain_shared; i++) free(c->plain_shared[i]);
-    free(c->plain_shared);
-    c->plain_shared = NULL;
-    c->n_plain_shared = c->cap_plain_shared = 0;
 }

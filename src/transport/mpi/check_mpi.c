@@ -1,4 +1,4 @@
-/* src/comm/check_mpi.c - fingerprint checks over MPI.
+/* src/transport/mpi/check_mpi.c - fingerprint checks over MPI.
  *
  * Every checked collective starts with the same exchange on the check channel
  * (mpi_internal.h) of its communicator: recursive doubling of point-to-point
@@ -29,8 +29,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "comm/mpi_internal.h"
-#include "comm/reduce_kernels.h"
+#include "transport/mpi/mpi_internal.h"
+#include "transport/reduce_kernels.h"
 #include "core/error.h"
 
 #define TAG_CHECK 7412

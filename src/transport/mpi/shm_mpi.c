@@ -1,4 +1,4 @@
-/* src/comm/shm_mpi.c - allreduce through an MPI-3 shared-memory window, for
+/* src/transport/mpi/shm_mpi.c - allreduce through an MPI-3 shared-memory window, for
  * communicators whose ranks all run on one host.
  *
  * Every rank of such a communicator owns two buffers of `slot` bytes (the
@@ -58,8 +58,8 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
-#include "comm/mpi_internal.h"
-#include "comm/reduce_kernels.h"
+#include "transport/mpi/mpi_internal.h"
+#include "transport/reduce_kernels.h"
 #include "core/error.h"
 
 #define BLOCK_BYTES ((size_t)16 << 10) /* phase B works in blocks of this size */

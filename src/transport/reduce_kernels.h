@@ -1,4 +1,4 @@
-/* src/comm/reduce_kernels.h - internal: elementwise reduction kernels of the
+/* src/transport/reduce_kernels.h - internal: elementwise reduction kernels of the
  * MPI backend, used where dtrain reduces data itself (fingerprint-checked
  * small allreduces in check_mpi.c, the shared-memory allreduce in shm_mpi.c)
  * and by backend_mpi.c for avg. */

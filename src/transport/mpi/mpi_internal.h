@@ -1,11 +1,12 @@
-/* src/comm/mpi_internal.h - internal: state shared by the MPI backend files
- * (backend_mpi.c: data movement; check_mpi.c: fingerprint checks;
- * watchdog.c: stall and dead-rank watchdog). */
+/* src/transport/mpi/mpi_internal.h - internal: state shared by the files of
+ * the MPI transport (backend_mpi.c: data movement and the transport's entry;
+ * check_mpi.c: fingerprint checks; shm_mpi.c: the shared-memory allreduce
+ * window). Nothing outside transport/mpi/ includes it. */
 #ifndef DT_MPI_INTERNAL_H
 #define DT_MPI_INTERNAL_H
 
 #include <mpi.h>
-#include "comm/comm_internal.h"
+#include "transport/transport.h"
 
 /* The check channel of a set of members: a duplicate of the first MPI
  * communicator created with those members, shared (refcounted) by every
@@ -29,6 +30,8 @@ typedef struct mpi_impl {
 
 static inline MPI_Comm dt_mpi_comm(const dt_comm *c) { return ((const mpi_impl *)c->impl)->comm; }
 
+extern const dt_backend_ops dt_backend_mpi;
+
 /* Turns an MPI error code into DT_ERR_BACKEND with the MPI message. */
 int dt_mpi_fail(int rc, const char *call);
 #define DT_MPI_TRY(call, name) do { int mrc_ = (call); if (mrc_ != MPI_SUCCESS) return dt_mpi_fail(mrc_, name); } while (0)
@@ -41,9 +44,12 @@ int dt_mpi_gather_views(dt_comm *c, const dt_fp_hdr *mine, dt_fp_hdr *all);
 int dt_mpi_p2p_check(dt_comm *c, int peer, const dt_fp_hdr *mine, dt_fp_hdr *theirs);
 void dt_mpi_check_release(void);
 
-/* shm_mpi.c: the shared-memory allreduce of intra-node communicators
- * (attach: comm_internal.h). detach: drop the reference (the last one frees
- * the window; collective). */
+/* shm_mpi.c: the shared-memory allreduce of intra-node communicators.
+ * attach: collective over c's members (all take the same branch): share
+ * `same`'s window, or create one when every member is on this host, the group
+ * has more than one rank and the feature is on. detach: drop the reference
+ * (the last one frees the window; collective). */
+int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same);
 void dt_mpi_shm_detach(mpi_impl *impl, int finalized);
 /* allreduce_spans op: DT_DECLINED unless c has a window, (dt, op) reduce
  * natively, the call is at least dt_rel_shm_min() bytes, and either it fits

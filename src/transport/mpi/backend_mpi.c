@@ -1,4 +1,4 @@
-/* src/comm/backend_mpi.c - the MPI backend (CPU memory).
+/* src/transport/mpi/backend_mpi.c - the MPI backend (CPU memory).
  *
  * Each communicator holds its own MPI communicator (a duplicate of
  * MPI_COMM_WORLD for the world, MPI_Comm_split of it for groups), with
@@ -13,15 +13,18 @@
  *    chunked; other ops are limited by max_count.
  * Calls are serialised by the engine (coll/engine.c): MPI_THREAD_SERIALIZED.
  * Each communicator also references a check channel (mpi_internal.h) used by
- * the fingerprint checks of check_mpi.c. */
+ * the fingerprint checks of check_mpi.c. MPI itself is initialised and
+ * finalised by the mpi bootstrap (bootstrap/mpi/), which this transport
+ * needs (its probe). */
 #include <limits.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "comm/mpi_internal.h"
-#include "comm/reduce_kernels.h"
+#include "bootstrap/bootstrap.h"
+#include "transport/mpi/mpi_internal.h"
+#include "transport/reduce_kernels.h"
 #include "core/error.h"
 
 static int g_thread_level = -1;
@@ -253,16 +256,6 @@ static int m_barrier(dt_comm *c) {
     return DT_OK;
 }
 
-/* Fill local_rank/local_size from the processes of `comm` sharing this host. */
-static int set_local(MPI_Comm comm, dt_comm_info *info) {
-    MPI_Comm local;
-    MPI_TRY(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
-    MPI_Comm_rank(local, &info->local_rank);
-    MPI_Comm_size(local, &info->local_size);
-    MPI_Comm_free(&local);
-    return DT_OK;
-}
-
 /* The check channel for a new communicator `nc`: shared with `same` (a
  * communicator with the same members) or a duplicate of nc. Collective over
  * nc's members, who all take the same branch (identical pools). */
@@ -301,9 +294,13 @@ static int m_split(dt_comm *world, int color, dt_comm *out, dt_comm *same) {
     MPI_Comm_size(nc, &s);
     if (r != out->info.rank || s != out->info.size)
         return DT_ERR(DT_ERR_INTERNAL, "MPI_Comm_split gave rank %d/%d, expected %d/%d", r, s, out->info.rank, out->info.size);
-    int lrc = set_local(nc, &out->info);
-    return lrc ? lrc : dt_mpi_shm_attach(out, same);
+    return dt_mpi_shm_attach(out, same);
 }
+
+/* Asynchronous work runs on the engine's thread: a second thread in MPI,
+ * which needs at least MPI_THREAD_SERIALIZED; below that it runs at
+ * submission. */
+static int m_async_ok(const dt_comm *c) { return g_thread_level >= MPI_THREAD_SERIALIZED; }
 
 static void m_destroy(dt_comm *c) {
     mpi_impl *impl = c->impl;
@@ -341,78 +338,57 @@ const dt_backend_ops dt_backend_mpi = {
     .gather_views = dt_mpi_gather_views,
     .p2p_check = dt_mpi_p2p_check,
     .split = m_split,
+    .async_ok = m_async_ok,
     .max_count = INT_MAX,
     .destroy = m_destroy,
 };
 
-int dt_mpi_thread_level(void) { return g_thread_level; }
+/* ---- the transport's entry (transport.c's table) ---------------------------- */
 
-int dt_mpi_world_create(dt_comm **out, int *we_initialized) {
-    int inited = 0, fin = 0;
-    MPI_Finalized(&fin);
-    if (fin) return DT_ERR(DT_ERR_STATE, "MPI was already finalised; it cannot be initialised again");
-    MPI_Initialized(&inited);
-    if (!inited) {
-        int provided = 0;
-        MPI_TRY(MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
-        g_thread_level = provided;
-        *we_initialized = 1;
-    } else {
-        MPI_Query_thread(&g_thread_level);
-        *we_initialized = 0;
-    }
-    dt_comm *c = calloc(1, sizeof *c);
+/* MPI moves data between the processes MPI started: the job of the mpi
+ * bootstrap. */
+static int m_probe(void) {
+    const dt_boot *b = dt_boot_get();
+    if (b && strcmp(b->ops->name, "mpi") == 0) return DT_OK;
+    return DT_ERR(DT_ERR_UNSUPPORTED, "the mpi transport needs a job started by an MPI launcher (the mpi bootstrap); "
+                  "this one was started by the %s bootstrap", b ? b->ops->name : "(none)");
+}
+
+/* The world: a duplicate of MPI_COMM_WORLD (the bootstrap initialised MPI),
+ * its check channel and, on one host, its shared-memory window. */
+static int m_world(dt_comm *c) {
+    MPI_Query_thread(&g_thread_level);
     mpi_impl *impl = malloc(sizeof *impl);
-    if (!c || !impl) { free(c); free(impl); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
+    if (!impl) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     impl->chk = NULL;
     impl->shm = NULL;
-    MPI_Comm_dup(MPI_COMM_WORLD, &impl->comm);
+    int mrc = MPI_Comm_dup(MPI_COMM_WORLD, &impl->comm);
+    if (mrc != MPI_SUCCESS) { free(impl); return dt_mpi_fail(mrc, "MPI_Comm_dup"); }
     MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN);
-    c->magic = DT_COMM_MAGIC;
-    c->ops = &dt_backend_mpi;
     c->impl = impl;
-    int crc = attach_check(impl, impl->comm, NULL);
-    if (crc) { dt_comm_destroy(c); return crc; }
+    int rc = attach_check(impl, impl->comm, NULL);
+    if (rc) return rc;
     int r, s;
     MPI_Comm_rank(impl->comm, &r);
     MPI_Comm_size(impl->comm, &s);
-    c->info = (dt_comm_info){.rank = r, .size = s, .world_rank = r, .world_size = s,
-                             .group_id = 0, .group_size = 1};
-    c->world_ranks = malloc(sizeof(int) * (size_t)s);
-    if (!c->world_ranks) { dt_comm_destroy(c); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
-    for (int i = 0; i < s; i++) c->world_ranks[i] = i;
-    int rc = set_local(impl->comm, &c->info);
-    if (rc) { dt_comm_destroy(c); return rc; }
-    *out = c;
-    return DT_OK;
+    if (r != c->info.rank || s != c->info.size)
+        return DT_ERR(DT_ERR_INTERNAL, "MPI_COMM_WORLD has rank %d/%d, the bootstrap said %d/%d", r, s, c->info.rank,
+                      c->info.size);
+    return s > 1 ? dt_mpi_shm_attach(c, NULL) : DT_OK;
 }
 
-int dt_mpi_finalize(int we_initialized) {
+static void m_finalize(void) {
     free(g_scratch);
     g_scratch = NULL;
     g_scratch_cap = 0;
     dt_mpi_check_release();
-    if (we_initialized) MPI_TRY(MPI_Finalize(), "MPI_Finalize");
-    return DT_OK;
 }
 
-int dt_mpi_world_max_u64(dt_comm *world, unsigned long long *vals, int n) {
-    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, vals, n, MPI_UNSIGNED_LONG_LONG, MPI_MAX, mcomm(world)), "MPI_Allreduce");
-    return DT_OK;
-}
-
-int dt_mpi_agree_settings(dt_comm *world, int *check, size_t *inline_max, int *shm_on, size_t *shm_min,
-                          size_t *shm_chunk) {
-    /* max(check): the check stays on if any rank wants it (a split decision
-     * would deadlock); max(-inline_max) = -min(inline_max); the shared-memory
-     * allreduce only if every rank allows it, from the largest threshold. */
-    long long v[5] = {*check ? 1 : 0, -(long long)*inline_max, *shm_on ? 0 : 1,
-                      *shm_min > (size_t)LLONG_MAX ? LLONG_MAX : (long long)*shm_min, (long long)*shm_chunk};
-    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, v, 5, MPI_LONG_LONG, MPI_MAX, mcomm(world)), "MPI_Allreduce");
-    *check = (int)v[0];
-    *inline_max = (size_t)(-v[1]);
-    *shm_on = v[2] == 0;
-    *shm_min = (size_t)v[3];
-    *shm_chunk = (size_t)v[4];
-    return DT_OK;
-}
+const dt_transport dt_transport_mpi = {
+    .name = "mpi",
+    .ops = &dt_backend_mpi,
+    .boot = "mpi",
+    .probe = m_probe,
+    .world = m_world,
+    .finalize = m_finalize,
+};

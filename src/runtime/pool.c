@@ -1,13 +1,18 @@
-/* src/comm/pool.c - rank_list parsing, validation and the sub-communicator
- * pool (created on first use, cached by canonical rank_list). */
+/* src/runtime/pool.c - rank_list parsing, validation and the sub-communicator
+ * pool (created on first use, cached by canonical rank_list). The ranks agree
+ * on the rank_list over the bootstrap, then the world's transport builds the
+ * groups; local attributes come from the bootstrap's hosts. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "comm/comm_internal.h"
+#include "bootstrap/bootstrap.h"
 #include "coll/engine.h"
+#include "comm/comm_internal.h"
+#include "comm/op_kind.h"
 #include "comm/watchdog.h"
 #include "core/error.h"
+#include "runtime/runtime.h"
 
 static dt_comm *g_pool;
 static uint32_t g_next_cid; /* creation index of the next sub-communicator - 1 */
@@ -163,14 +168,17 @@ static int create(dt_comm *world, int vrc, unsigned long long h, char *key, cons
                   int ngroups, const int *sorted, int my_group, int my_off, dt_comm **out) {
     int W = world->info.size, me = world->info.rank, rc;
     if (W > 1) {
-        /* max(h) == h and max(~h) == ~h hold on every rank only if all ranks
-         * passed the same h, so every rank reaches the same verdict. */
+        /* every rank sees every rank's hash, so all reach the same verdict */
         char saved[1024];
         snprintf(saved, sizeof saved, "%s", dt_last_error());
-        unsigned long long v[2] = {h, ~h};
-        rc = dt_mpi_world_max_u64(world, v, 2);
+        unsigned long long *all = malloc(sizeof *all * (size_t)W);
+        if (!all) { free(key); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
+        rc = dt_boot_allgather(&h, all, sizeof h);
+        int same = 1;
+        for (int r = 0; !rc && r < W; r++) same &= all[r] == h;
+        free(all);
         if (rc) { free(key); return rc; }
-        if (v[0] != h || v[1] != ~h) {
+        if (!same) {
             free(key);
             return DT_ERR(DT_ERR_MISMATCH, "ranks passed different rank_lists (world rank %d passed %s%s)",
                           me, vrc ? "an invalid one: " : "", vrc ? saved : "a valid one");
@@ -187,18 +195,13 @@ static int create(dt_comm *world, int vrc, unsigned long long h, char *key, cons
         if (rc) { free(key); return rc; }
         if (W > 1 && world->ops->split) rc = world->ops->split(world, -1, NULL, NULL);
     } else {
-        c = calloc(1, sizeof *c);
         int *wr = malloc(sizeof(int) * (size_t)gsize);
-        if (!c || !wr) { free(c); free(wr); free(key); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
+        if (!wr) { free(key); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
         memcpy(wr, sorted + my_off, sizeof(int) * (size_t)gsize);
         int myrank = 0;
         while (wr[myrank] != me) myrank++;
-        c->magic = DT_COMM_MAGIC;
-        c->ops = world->ops;
-        c->world_ranks = wr;
-        c->info = (dt_comm_info){.rank = myrank, .size = gsize, .local_rank = 0, .local_size = 1,
-                                 .world_rank = me, .world_size = W,
-                                 .group_id = my_group, .group_size = ngroups};
+        rc = dt_comm_make(world->ops, wr, gsize, myrank, my_group, ngroups, &c);
+        if (rc) { free(key); return rc; }
         /* an existing communicator with the same members shares its check
          * channel (the same one on every member: all pools are alike) */
         dt_comm *same = NULL;
@@ -241,7 +244,7 @@ int dt_comm_from_rank_list(const int *ranks, const int *group_lens, int ngroups,
     }
     if (W > 1) {
         dt_engine_exclusive_begin();
-        dt_wd_op_begin(0, DT_WD_COMM_CREATE, g_next_cid + 1, DT_FP_NONE, 0, -1, DT_FP_NONE, 0);
+        dt_wd_op_begin(0, DT_OP_COMM_CREATE, g_next_cid + 1, DT_FP_NONE, 0, -1, DT_FP_NONE, 0);
     }
     rc = create(world, vrc, h, key, group_lens, ngroups, sorted, my_group, my_off, out);
     if (W > 1) {

@@ -1,8 +1,8 @@
-/* src/comm/reduce_kernels.c - elementwise reduction kernels (see
+/* src/transport/reduce_kernels.c - elementwise reduction kernels (see
  * reduce_kernels.h). */
 #include <math.h>
 #include <stdint.h>
-#include "comm/reduce_kernels.h"
+#include "transport/reduce_kernels.h"
 
 int dt_reduce_kernel_ok(dt_dtype dt, dt_op op) {
     switch (dt) {

@@ -1,0 +1,35 @@
+/* src/transport/transport.c - the table of transports. DTRAIN_BACKEND names
+ * one; auto takes the first whose probe accepts the job of the open
+ * bootstrap. A new transport = its folder + one entry here. */
+#include <stdio.h>
+#include <string.h>
+#include "transport/transport.h"
+
+extern const dt_transport dt_transport_void;
+#ifdef DTRAIN_HAVE_MPI
+extern const dt_transport dt_transport_mpi;
+#endif
+
+const dt_transport *const dt_transports[] = {
+#ifdef DTRAIN_HAVE_MPI
+    &dt_transport_mpi,
+#endif
+    &dt_transport_void,
+    NULL,
+};
+
+const dt_transport *dt_transport_find(const char *name) {
+    for (int i = 0; dt_transports[i]; i++)
+        if (strcmp(dt_transports[i]->name, name) == 0) return dt_transports[i];
+    return NULL;
+}
+
+const char *dt_transport_names(char *buf, size_t cap) {
+    size_t n = 0;
+    int k = 0;
+    while (dt_transports[k]) k++;
+    buf[0] = '\0';
+    for (int i = 0; i < k && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s", i == 0 ? "" : i == k - 1 ? " or " : ", ", dt_transports[i]->name);
+    return buf;
+}

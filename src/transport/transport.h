@@ -1,0 +1,175 @@
+/* src/transport/transport.h - internal: the communicator object, the
+ * transport vtable and the table of transports.
+ *
+ * A transport moves the data of collectives for one kind of communicator:
+ *   void  a group of one process (every collective is a copy); on a world of
+ *         several processes without a data transport (a tcp bootstrap and no
+ *         MPI), it knows the groups but refuses to move data
+ *         (DT_ERR_UNSUPPORTED, naming the transport that would);
+ *   mpi   host memory between processes over MPI (transport/mpi/), with the
+ *         shared-memory allreduce on one host.
+ * Its ops run on arguments the collective layer has already validated:
+ * counts fit, buffers non-NULL, roots/peers are GROUP ranks, in-place
+ * requests follow coll.h's conventions.
+ *
+ * Adding one (nccl next) = a folder transport/<name>/ with its dt_backend_ops
+ * and one dt_transport entry in transport.c's table: its probe says whether
+ * it can serve the job the open bootstrap (bootstrap/bootstrap.h) describes,
+ * and `world` builds its state for the world communicator (an out-of-band
+ * exchange, e.g. NCCL's unique id, goes over dt_boot_allgather). Where a
+ * device transport will need more than this vtable has today: the memory
+ * kind and the caller's stream travel with each call (the collective layer
+ * decides them and picks host or device ops), and its asynchronous work
+ * completes on a CUDA event instead of the engine's thread (async_ok then
+ * says no thread is needed). */
+#ifndef DT_TRANSPORT_H
+#define DT_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "dtrain/comm.h"
+#include "dtrain/dtype.h"
+#include "transport/settings.h"
+
+/* ---- collective fingerprints (reliability.h) -------------------------------
+ * The wire header every checked call exchanges before (or together with) its
+ * data. 64 bytes, so data placed right behind it keeps 64-byte alignment.
+ * `fp` hashes everything that must agree across the group (seq, kind, dtype,
+ * count, root, op, list signature, communicator key); the other fields are the
+ * sender's view, kept for the error message. */
+typedef struct dt_fp_hdr {
+    uint64_t fp;
+    uint64_t seq;        /* per-communicator sequence number (1-based); p2p: per peer */
+    uint64_t count;      /* elements (lists: total over the tensors) */
+    uint64_t gkey;       /* hash of the communicator's rank_list key and group */
+    int32_t root;        /* world rank of the root / peer, -1 if none */
+    uint32_t cid;        /* communicator creation index (0 = world) */
+    uint32_t world_rank; /* sender */
+    uint32_t flags;      /* DT_FP_* */
+    uint32_t data_bytes; /* bytes of data following the header in this message */
+    uint16_t kind;       /* dt_coll_kind */
+    uint8_t dtype, op;   /* 0xff: none / mixed */
+    uint32_t nlist;      /* tensors in a list collective */
+    uint32_t layout;     /* lists: 32-bit hash of the tensors' dtypes and counts */
+} dt_fp_hdr;
+#define DT_FP_MISMATCH 1u
+#define DT_FP_NONE 0xffu
+
+/* One piece of a fused allreduce: `count` elements read from `in`, the
+ * result written to `out` (in == out: in place). */
+typedef struct dt_span {
+    const void *in;
+    void *out;
+    size_t count;
+} dt_span;
+
+/* Returned (positive) by optional backend ops that do not handle a call:
+ * the caller takes its generic path instead. Never seen by users. */
+#define DT_DECLINED 1
+
+typedef struct dt_backend_ops {
+    const char *name;
+    int (*allreduce)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op);
+    int (*allgather)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt);
+    /* count = elements each rank receives (input holds size*count) */
+    int (*reduce_scatter)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op);
+    int (*reduce)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op, int root);
+    int (*broadcast)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root);
+    int (*gather)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root);
+    int (*scatter)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root);
+    int (*all_to_all)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt);
+    int (*send)(dt_comm *c, const void *buf, size_t count, dt_dtype dt, int peer);
+    int (*recv)(dt_comm *c, void *buf, size_t count, dt_dtype dt, int peer);
+    int (*barrier)(dt_comm *c);
+    /* Optional (NULL: not offered): allreduce of the virtual concatenation of
+     * spans[0..n) (total elements, all of dtype dt) with the results written
+     * through the spans' out pointers, without packing the spans first.
+     * Returns DT_DECLINED when this call is not one it handles. */
+    int (*allreduce_spans)(dt_comm *c, const dt_span *spans, int n, size_t total, dt_dtype dt, dt_op op);
+    /* Optional: memory every member can load directly (dt_comm_alloc_shared),
+     * zeroed. Collective. DT_DECLINED when the backend has none for c (the
+     * same answer on every member). */
+    int (*alloc_shared)(dt_comm *c, size_t bytes, void **ptr);
+    /* Optional: release alloc_shared's ptr; DT_DECLINED if it is not one. */
+    int (*free_shared)(dt_comm *c, void *ptr);
+    /* ---- fingerprint checks (NULL in backends whose groups have one rank) ----
+     * check: every rank of c's "check group" (the ranks of c; communicators with
+     * the same members share one) passes its header; on return DT_FP_MISMATCH
+     * is set in hdr->flags on EVERY rank if any two headers differ. The
+     * exchange also synchronises like a barrier. */
+    int (*check)(dt_comm *c, dt_fp_hdr *hdr);
+    /* allreduce and check in one exchange, for calls accepted by
+     * dt_fp_inline_ok (small, natively reducible). On a mismatch recv is left
+     * untouched. */
+    int (*allreduce_checked)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt,
+                             dt_op op, dt_fp_hdr *hdr);
+    /* After a mismatch seen by every rank: all ranks' headers, in rank order
+     * (all[size]). */
+    int (*gather_views)(dt_comm *c, const dt_fp_hdr *mine, dt_fp_hdr *all);
+    /* Point to point: swap headers with group rank `peer`. */
+    int (*p2p_check)(dt_comm *c, int peer, const dt_fp_hdr *mine, dt_fp_hdr *theirs);
+    /* Collective over the world communicator `world`: build the communicator of
+     * this rank's group (color >= 0, members sorted by world rank) into `out`
+     * (info and world_ranks filled by the caller, local attributes from the
+     * bootstrap's hosts). Every world rank calls it: with color >= 0 and a
+     * group of more than one rank, or with color -1 and out NULL (a rank
+     * alone, or in no group).
+     * `same_members` is an existing communicator with exactly out's members
+     * (identical on every member), or NULL: out then shares its check group. */
+    int (*split)(dt_comm *world, int color, dt_comm *out, dt_comm *same_members);
+    /* Optional: 1 if asynchronous calls on c may run on the engine's
+     * communication thread (a second thread in the transport); 0: they run at
+     * submission instead. NULL: always. */
+    int (*async_ok)(const dt_comm *c);
+    /* Largest element count one call can move per rank block. */
+    size_t max_count;
+    void (*destroy)(dt_comm *c);
+} dt_backend_ops;
+
+struct dt_comm {
+    unsigned magic;             /* DT_COMM_MAGIC while alive */
+    const dt_backend_ops *ops;
+    dt_comm_info info;
+    int *world_ranks;           /* [size] world rank of each member, ascending */
+    void *impl;                 /* backend state (e.g. the MPI_Comm) */
+    char *key;                  /* canonical rank_list (pool entries), NULL for world */
+    struct dt_comm *next;       /* pool list */
+    /* reliability: fingerprints and the watchdog */
+    uint32_t cid;               /* creation index: 0 world, then 1, 2, ... (same on every rank) */
+    uint64_t gkey;              /* hash of key and group_id: the "group" of a fingerprint */
+    uint64_t seq;               /* collectives executed on this communicator */
+    uint64_t *p2p_seq;          /* [2*size]: sends to / receives from each group rank */
+    void **plain_shared;        /* dt_comm_alloc_shared memory the backend declined: plain */
+    int n_plain_shared, cap_plain_shared;
+};
+
+#define DT_COMM_MAGIC 0xd7c0330du
+
+extern const dt_backend_ops dt_backend_void;
+
+/* ---- the table of transports (transport.c) ---------------------------------- */
+typedef struct dt_transport {
+    const char *name;
+    const dt_backend_ops *ops;
+    /* The bootstrap this transport implies when it is asked for by name
+     * (DTRAIN_BACKEND) and DTRAIN_BOOTSTRAP is auto; NULL: detect one. */
+    const char *boot;
+    /* DT_OK if it can serve the job of the open bootstrap, else
+     * DT_ERR_UNSUPPORTED with a message saying why. Collective-free. */
+    int (*probe)(void);
+    /* Set up w->impl for the world communicator (info, world_ranks and ops
+     * filled by the caller). Collective over the world. */
+    int (*world)(dt_comm *w);
+    /* After every communicator of this transport is destroyed (NULL: none). */
+    void (*finalize)(void);
+} dt_transport;
+
+/* This build's transports, in the order DTRAIN_BACKEND=auto tries them,
+ * NULL-terminated. */
+extern const dt_transport *const dt_transports[];
+/* The transport named `name`, or NULL. */
+const dt_transport *dt_transport_find(const char *name);
+/* "mpi or void": the names, for messages. */
+const char *dt_transport_names(char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,42 @@
+#!/bin/sh
+# check_layers.sh SRC_DIR - the layering of src/ (README, Layout):
+#  1. each folder includes only from its own layer or the layers below it:
+#     core < io, bootstrap < transport < comm < coll < runtime < parallel
+#     < nn, optim, data < train (io: storage, on core only);
+#  2. MPI is named only in the MPI bootstrap and transport (src/bootstrap/mpi/,
+#     src/transport/mpi/): no <mpi.h>, MPI_* call, dt_mpi_* call or
+#     dt_backend_mpi elsewhere (comments aside).
+# Prints every violation; exit 1 if there is one.
+src=${1:?usage: check_layers.sh SRC_DIR}
+rank() {
+    case $1 in
+    core) echo 0 ;; io|bootstrap) echo 1 ;; transport) echo 2 ;; comm) echo 3 ;; coll) echo 4 ;;
+    runtime) echo 5 ;; parallel) echo 6 ;; nn|optim|data) echo 7 ;; train) echo 8 ;; *) echo 99 ;;
+    esac
+}
+bad=0
+files=$(cd "$src" && find . -name '*.[ch]' | sed 's|^\./||' | sort)
+[ -n "$files" ] || { echo "check_layers: no sources under $src"; exit 1; }
+for f in $files; do
+    layer=${f%%/*}
+    me=$(rank "$layer")
+    for inc in $(sed -n 's|^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([a-z_]*\)/.*|\1|p' "$src/$f" | sort -u); do
+        [ "$inc" = dtrain ] && continue
+        them=$(rank "$inc")
+        if [ "$them" -gt "$me" ]; then
+            echo "check_layers: $f ($layer) includes from $inc, a layer above it"
+            bad=1
+        fi
+    done
+    case $f in bootstrap/mpi/*|transport/mpi/*) continue ;; esac
+    # code only: drop /* ... */ comments (also across lines) and string literals
+    hits=$(sed -e ':a' -e '/\/\*/{/\*\//!{N;ba' -e '}}' -e 's|/\*[^*]*\*\+\([^/*][^*]*\*\+\)*/||g' -e 's|"[^"]*"|""|g' "$src/$f" |
+           grep -n -E '#[[:space:]]*include[[:space:]]*<mpi\.h>|\bMPI_[A-Za-z_]+|\bdt_mpi_[a-z_]+|\bdt_backend_mpi\b')
+    if [ -n "$hits" ]; then
+        echo "check_layers: $f names MPI outside src/bootstrap/mpi/ and src/transport/mpi/:"
+        echo "$hits" | sed 's/^/    /'
+        bad=1
+    fi
+done
+[ $bad -eq 0 ] && echo "check_layers: $(echo "$files" | wc -l) files, layers and MPI confinement OK"
+exit $bad

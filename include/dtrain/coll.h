@@ -42,8 +42,17 @@
  *    reduce their own block reading the others' copies, a reduce runs as the
  *    allreduce with only the root writing; an allgather's or broadcast's
  *    ranks copy their data into the window and read the others' from it, in
- *    64 KiB pieces so that copying in and out overlap. The reductions: the
- *    dtypes and ops of the allreduce, else MPI's widening path.
+ *    64 KiB pieces so that copying in and out overlap. At two ranks an
+ *    allgather or broadcast on plain memory stays MPI's: a single-copy MPI
+ *    transport (Open MPI's CMA) moves each byte once, the window twice.
+ *    Single copy: a reduce_scatter whose input, an allgather whose output (in
+ *    place), a broadcast whose buffer (in place on the root) lies in
+ *    dt_comm_alloc_shared memory at the same offset on every rank, of 512 KiB
+ *    or more, skips the window's buffers: each rank reads straight from the
+ *    others' memory (at any group size; the data-parallel gradients and
+ *    ZeRO's shards and gathered layers are such memory where their owner
+ *    allocates them so). The reductions: the dtypes and ops of the
+ *    allreduce, else MPI's widening path.
  *    A communicator takes the path only if /dev/shm has room for twice its
  *    window on every member (else MPI's algorithms, as across hosts).
  *    DTRAIN_SHM_ALLREDUCE=0 turns the path off. The three settings are agreed

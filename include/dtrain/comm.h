@@ -141,7 +141,11 @@ int dt_comm_pool_size(void);
  * buffer is in place and lies in such memory, at the SAME offset and size on
  * every member, is reduced straight between the members' buffers: no copies
  * through the staging buffers, about half the memory traffic, and the same
- * bits as otherwise. Anywhere else (one rank, several hosts, the path
+ * bits as otherwise. Likewise (512 KiB and up) a dt_reduce_scatter whose
+ * input, a dt_allgather whose output (in place), a dt_broadcast whose buffer
+ * (in place on the root) lies in such memory at the same offset everywhere:
+ * each member reads straight from the others' memory, one copy per byte.
+ * Anywhere else (one rank, several hosts, the path
  * switched off, /dev/shm short of room on some member) it is plain memory and
  * everything works as usual.
  * Collective over comm: every member calls it, in the same order relative to

@@ -80,8 +80,10 @@ static inline int pm_hier_takes(const pm_shape *s, size_t bytes) {
 /* The DT_PATH_* counter a call should advance, or -1 (the library's own
  * algorithms, or the check's inline exchange). `bytes`: the allreduce's,
  * broadcast's, reduce's buffer, the reduce_scatter's input, the allgather's
- * output. */
-static inline int pm_expect(const tcomm *t, int kind, dt_dtype dt, dt_op op, size_t bytes, int wire) {
+ * output. `region`: the call's buffer lies in dt_comm_alloc_shared memory at
+ * the same offset on every member, as the single-copy paths need (an
+ * allgather or broadcast at two ranks takes the window only then). */
+static inline int pm_expect_at(const tcomm *t, int kind, dt_dtype dt, dt_op op, size_t bytes, int wire, int region) {
     if (t->n == 1 || bytes == 0) return -1;
     pm_shape s = pm_shape_of(t);
     int window = s.H == 1 && pm_env_bool("DTRAIN_SHM_ALLREDUCE", 1) && bytes >= pm_env_size("DTRAIN_SHM_MIN_BYTES", 16384);
@@ -99,6 +101,8 @@ static inline int pm_expect(const tcomm *t, int kind, dt_dtype dt, dt_op op, siz
     if (window) {
         static const int k[] = {DT_PATH_SHM_ALLREDUCE, DT_PATH_SHM_REDUCE_SCATTER, DT_PATH_SHM_ALLGATHER,
                                 DT_PATH_SHM_BROADCAST, DT_PATH_SHM_REDUCE};
+        if ((kind == PM_AG || kind == PM_BC) && t->n == 2 && !(region && bytes >= ((size_t)512 << 10)))
+            return -1; /* staged copies lose to MPI's single copy at two ranks */
         return k[kind];
     }
     if (pm_hier_takes(&s, bytes) && kind <= PM_AG) {
@@ -106,6 +110,10 @@ static inline int pm_expect(const tcomm *t, int kind, dt_dtype dt, dt_op op, siz
         return k[kind];
     }
     return -1;
+}
+
+static inline int pm_expect(const tcomm *t, int kind, dt_dtype dt, dt_op op, size_t bytes, int wire) {
+    return pm_expect_at(t, kind, dt, op, bytes, wire, 0);
 }
 
 /* Snapshot of the counters; pm_took checks that exactly `want` advanced by

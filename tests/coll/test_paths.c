@@ -9,7 +9,11 @@
  * after every buffer, inputs of out-of-place calls unchanged. Each call's
  * data path (the transport's counters) must be the one the test's own model
  * predicts from the hosts and the settings (path_model.h), so a call that
- * silently fell back to MPI fails too. */
+ * silently fell back to MPI fails too. Then the same on dt_comm_alloc_shared
+ * memory (one region per communicator, at the same offset everywhere):
+ * reduce_scatter (in place and not), allgather and broadcast in place, which
+ * on one host take the single-copy paths (any group size), and an
+ * out-of-place allgather there, which does not. */
 #define _POSIX_C_SOURCE 200809L
 #include "coll_common.h"
 #include "path_model.h"
@@ -28,6 +32,54 @@ static void one(const tcomm *t, int kind, dt_dtype dt, dt_op op, size_t n, int i
     snprintf(what, sizeof what, "%s (%zu bytes)", j.what, bytes);
     pm_snap before = pm_now();
     if (run_job(&j)) pm_took(&before, want, what);
+}
+
+/* kind J_RS / J_AG / J_BC of n per rank on the region `mem` of t (in place,
+ * or from / into a plain buffer), its result and its path checked */
+static void on_region(const tcomm *t, char *mem, int kind, dt_dtype dt, dt_op op, size_t n, int ip) {
+    size_t es = dt_dtype_size(dt), p = (size_t)t->n, g = (size_t)t->grank;
+    int root = t->mem[t->n - 1];
+    uint64_t salt = hash4(77, (uint64_t)kind, n, (uint64_t)dt * 8 + (uint64_t)op);
+    gen_kind gk = kind == J_RS ? gen_for(op) : GEN_RAW;
+    char *res = NULL, *own = malloc(p * n * es + 1), *want = malloc(p * n * es + 1);
+    size_t bytes = kind == J_BC ? n * es : p * n * es, nres = kind == J_RS ? n : kind == J_AG ? p * n : n;
+    int region = 1, rc;
+    char what[200];
+    snprintf(what, sizeof what, "%s on dt_comm_alloc_shared memory comm=%.60s %s%s%s count=%zu %s", job_names[kind],
+             t->name, dt_dtype_name(dt), kind == J_RS ? " op=" : "", kind == J_RS ? dt_op_name(op) : "", n,
+             ip ? "in-place" : "out-of-place");
+    pm_snap before = pm_now();
+    if (kind == J_RS) {
+        gen_buf(dt, gk, ME, 0, p * n, salt, mem);
+        res = ip ? mem + g * n * es : own;
+        pm_snap b2 = pm_now();
+        before = b2;
+        rc = dt_reduce_scatter(mem, res, p * n, dt, op, t->comm);
+        expect_reduce(dt, op, t, g * n, n, salt, want);
+    } else if (kind == J_AG) {
+        memset(mem, 0xee, p * n * es);
+        char *in = ip ? mem + g * n * es : own;
+        gen_buf(dt, gk, ME, 0, n, salt, in);
+        region = ip; /* the single-copy path needs the allgather in place */
+        before = pm_now();
+        rc = dt_allgather(in, mem, n, dt, t->comm);
+        res = mem;
+        for (size_t q = 0; q < p; q++) gen_buf(dt, gk, t->mem[q], 0, n, salt, want + q * n * es);
+    } else {
+        if (ME == root) gen_buf(dt, gk, ME, 0, n, salt, mem);
+        else memset(mem, 0xee, n * es);
+        before = pm_now();
+        rc = dt_broadcast(mem, mem, n, dt, root, t->comm);
+        res = mem;
+        gen_buf(dt, gk, root, 0, n, salt, want);
+    }
+    CHECK(rc == DT_OK, "%s -> %s: %s", what, dt_status_str(rc), dt_last_error());
+    if (rc == DT_OK && same_elems(what, dt, res, want, nres)) {
+        int path = pm_expect_at(t, kind == J_RS ? PM_RS : kind == J_AG ? PM_AG : PM_BC, dt, op, bytes, 0, region);
+        if (pm_took(&before, path, what)) dt_test_passed++;
+    }
+    free(own);
+    free(want);
 }
 
 int main(void) {
@@ -58,6 +110,24 @@ int main(void) {
     for (int ip = 0; ip < 2; ip++)
         for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
             one(&tc[0], kinds[k], DT_F32, DT_SUM, big, ip, kinds[k] == J_BC || kinds[k] == J_RED ? W - 1 : -1);
+    /* dt_comm_alloc_shared memory: one region per communicator, reused */
+    const size_t rn = (size_t)150001; /* per rank: above 512 KiB in all for f32 at 2 ranks */
+    for (int c = 0; c < nc; c++) {
+        const tcomm *t = &tc[c];
+        char *mem = NULL;
+        CHECK_OK(dt_comm_alloc_shared(t->comm, rn * (size_t)t->n * 4, (void **)&mem));
+        if (!mem) continue;
+        for (int ip = 0; ip < 2; ip++) {
+            on_region(t, mem, J_RS, DT_F32, DT_SUM, rn, ip);
+            on_region(t, mem, J_RS, DT_I32, ip ? DT_MAX : DT_PROD, rn, ip);
+            on_region(t, mem, J_RS, DT_F64, DT_AVG, rn / 2, ip);
+            on_region(t, mem, J_AG, DT_F32, DT_SUM, rn, ip);
+            on_region(t, mem, J_AG, DT_U8, DT_SUM, rn * 4, ip);
+        }
+        on_region(t, mem, J_BC, DT_F32, DT_SUM, rn * (size_t)t->n, 1);
+        on_region(t, mem, J_BC, DT_I64, DT_SUM, rn * (size_t)t->n / 2, 1);
+        CHECK_OK(dt_comm_free_shared(t->comm, mem));
+    }
     pm_free();
     CHECK_OK(dt_finalize());
     return dt_test_finish("coll_paths");

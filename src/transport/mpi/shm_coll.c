@@ -142,13 +142,18 @@ int dt_mpi_shm_reduce_scatter(dt_comm *c, const void *send, void *recv, size_t c
     size_t es = dt_dtype_size(dt), p = (size_t)c->info.size;
     mpi_shm *s = window_for(c, count * p * es);
     if (!s || !dt_reduce_kernel_ok(dt, op)) return DT_DECLINED;
+    int rc = dt_shm_region_collective(s, DT_SHM_REGION_REDUCE_SCATTER, send, recv, count, dt, op, -1);
+    if (rc != DT_DECLINED) {
+        if (rc == DT_OK) dt_path_count[DT_PATH_SHM_REDUCE_SCATTER]++;
+        return rc;
+    }
     enum { STACK = 64 };
     shm_block st[STACK], *b = p <= STACK ? st : malloc(sizeof *b * p);
     if (!b) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     for (size_t q = 0; q < p; q++) b[q] = (shm_block){q * count, count, (int)q, q == (size_t)s->me ? recv : NULL};
     int stream = (const char *)recv != (const char *)send + (size_t)s->me * count * es &&
                  count * es >= dt_rel_shm_stream();
-    int rc = dt_shm_reduce_blocks(s, send, count * p, b, (int)p, dt, op, (int)p, stream);
+    rc = dt_shm_reduce_blocks(s, send, count * p, b, (int)p, dt, op, (int)p, stream);
     if (b != st) free(b);
     if (rc == DT_OK) dt_path_count[DT_PATH_SHM_REDUCE_SCATTER]++;
     return rc;
@@ -158,12 +163,18 @@ int dt_mpi_shm_allgather(dt_comm *c, const void *send, void *recv, size_t count,
     size_t es = dt_dtype_size(dt), p = (size_t)c->info.size;
     mpi_shm *s = window_for(c, count * p * es);
     if (!s) return DT_DECLINED;
+    int rc = dt_shm_region_collective(s, DT_SHM_REGION_ALLGATHER, send, recv, count, dt, DT_SUM, -1);
+    if (rc != DT_DECLINED) {
+        if (rc == DT_OK) dt_path_count[DT_PATH_SHM_ALLGATHER]++;
+        return rc;
+    }
+    if (p == 2) return DT_DECLINED; /* staged: see coll.h (two copies against MPI's one) */
     enum { STACK = 64 };
     shm_piece st[STACK], *pc = p <= STACK ? st : malloc(sizeof *pc * p);
     if (!pc) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     for (size_t q = 0; q < p; q++)
         pc[q] = (shm_piece){count, (int)q, q == (size_t)s->me ? send : NULL, (char *)recv + q * count * es};
-    int rc = dt_shm_gather_pieces(s, pc, (int)p, es, count * p * es >= dt_rel_shm_stream());
+    rc = dt_shm_gather_pieces(s, pc, (int)p, es, count * p * es >= dt_rel_shm_stream());
     if (pc != st) free(pc);
     if (rc == DT_OK) dt_path_count[DT_PATH_SHM_ALLGATHER]++;
     return rc;
@@ -173,8 +184,14 @@ int dt_mpi_shm_broadcast(dt_comm *c, const void *send, void *recv, size_t count,
     size_t es = dt_dtype_size(dt);
     mpi_shm *s = window_for(c, count * es);
     if (!s) return DT_DECLINED;
+    int rc = dt_shm_region_collective(s, DT_SHM_REGION_BROADCAST, send, recv, count, dt, DT_SUM, root);
+    if (rc != DT_DECLINED) {
+        if (rc == DT_OK) dt_path_count[DT_PATH_SHM_BROADCAST]++;
+        return rc;
+    }
+    if (s->p == 2) return DT_DECLINED; /* staged: see coll.h (two copies against MPI's one) */
     shm_piece pc = {count, root, s->me == root ? send : NULL, recv};
-    int rc = dt_shm_gather_pieces(s, &pc, 1, es, count * es >= dt_rel_shm_stream());
+    rc = dt_shm_gather_pieces(s, &pc, 1, es, count * es >= dt_rel_shm_stream());
     if (rc == DT_OK) dt_path_count[DT_PATH_SHM_BROADCAST]++;
     return rc;
 }

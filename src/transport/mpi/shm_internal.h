@@ -99,6 +99,17 @@ static inline int dt_shm_next(mpi_shm *s) {
 void dt_shm_copy_out(char *dst, const char *src, size_t n, int stream);
 void dt_shm_fence(void);
 
+/* Single copy on dt_comm_alloc_shared memory (shm_mpi.c): a reduce_scatter
+ * whose input, an allgather whose output (in place), a broadcast whose
+ * buffer (in place on the root) lies at the same offset of the same region
+ * on every member (agreed in one barrier), of at least 512 KiB: each member
+ * reads straight from the others' segments. DT_DECLINED (on every member
+ * alike) when they do not agree. reduce_scatter: (dt, op) must reduce
+ * natively. */
+enum { DT_SHM_REGION_REDUCE_SCATTER, DT_SHM_REGION_ALLGATHER, DT_SHM_REGION_BROADCAST };
+int dt_shm_region_collective(mpi_shm *s, int kind, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op,
+                             int root);
+
 /* ---- block engines (shm_coll.c) --------------------------------------------
  * Reduce-scatter of blocks: block b is elements [off, off + count) of every
  * member's input `in` (in_count elements), reduced for member `owner` into

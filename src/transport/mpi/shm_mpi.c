@@ -510,12 +510,13 @@ int dt_mpi_shm_allreduce_checked(dt_comm *c, const void *send, void *recv, size_
 static uint64_t *call_desc(const mpi_shm *s, int q) { return (uint64_t *)(void *)(s->ctrl[q] + CTRL_DESC); }
 
 /* Exchange the descriptors (one barrier) and agree: 1, with *reg / *off, if
- * every member reduces the same region span in place (same offset and size);
- * every member reaches the same answer. */
-static int region_agreed(mpi_shm *s, int me, const dt_span *sp, int n, size_t bytes, const shm_region **reg, size_t *off) {
+ * every member names the same region span (same offset and size) for `ptr`
+ * (NULL: none); every member reaches the same answer. */
+static int region_agreed_at(mpi_shm *s, const void *ptr, size_t bytes, const shm_region **reg, size_t *off) {
+    int me = s->me;
     const shm_region *r = NULL;
     size_t o = 0;
-    if (n == 1 && sp->in == sp->out) r = region_of(s, me, sp->out, bytes, &o);
+    if (ptr) r = region_of(s, me, ptr, bytes, &o);
     uint64_t *d = call_desc(s, me);
     d[0] = r ? r->id : 0;
     d[1] = o;
@@ -528,6 +529,12 @@ static int region_agreed(mpi_shm *s, int me, const dt_span *sp, int n, size_t by
     *reg = r;
     *off = o;
     return r != NULL;
+}
+
+/* The allreduce's form: one span, in place. */
+static int region_agreed(mpi_shm *s, int me, const dt_span *sp, int n, size_t bytes, const shm_region **reg, size_t *off) {
+    (void)me;
+    return region_agreed_at(s, n == 1 && sp->in == sp->out ? sp->out : NULL, bytes, reg, off);
 }
 
 /* Allreduce of `total` elements at offset `off` of region r on every member,
@@ -640,4 +647,53 @@ int dt_mpi_shm_reduce(dt_comm *c, const void *send, void *recv, size_t count, dt
     int rc = s ? shm_allreduce(s, &one, 1, count, dt, op, root) : DT_DECLINED;
     if (rc == DT_OK) dt_path_count[DT_PATH_SHM_REDUCE]++;
     return rc;
+}
+
+/* ---- single copy on the members' own memory --------------------------------
+ * A reduce_scatter whose input, an allgather whose output (in place), a
+ * broadcast whose buffer (in place on the root) lies at the same offset of
+ * the same dt_comm_alloc_shared region on every member, of at least
+ * REGION_MIN_BYTES, moves with no staging: after one barrier that agrees on
+ * the descriptors (and makes every member's data visible), each member
+ * reads what it needs straight from the others' segments; a second barrier
+ * keeps every member from returning (and its caller from writing) while
+ * another still reads its segment. One copy per byte received, as a
+ * single-copy MPI transport, without its system calls; reduce_scatter
+ * reduces its block reading every segment, the allreduce's tree. Returns
+ * DT_DECLINED (on every member alike) unless the members agree. */
+int dt_shm_region_collective(mpi_shm *s, int kind, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op,
+                             int root) {
+    size_t es = dt_dtype_size(dt), p = (size_t)s->p, blk = count * es;
+    size_t bytes = kind == DT_SHM_REGION_BROADCAST ? blk : blk * p;
+    if (!s->nregions || bytes < REGION_MIN_BYTES) return DT_DECLINED; /* the same on every member */
+    int me = s->me;
+    const void *at = NULL; /* the buffer that must lie in a region: input of a reduce_scatter, else output */
+    if (kind == DT_SHM_REGION_REDUCE_SCATTER) at = send;
+    else if (kind == DT_SHM_REGION_ALLGATHER) at = (const char *)send == (const char *)recv + (size_t)me * blk ? recv : NULL;
+    else at = me != root || send == recv ? recv : NULL;
+    const shm_region *r = NULL;
+    size_t off = 0;
+    if (!region_agreed_at(s, at, bytes, &r, &off)) return DT_DECLINED;
+    if (kind == DT_SHM_REGION_BROADCAST) {
+        if (me != root) memcpy(r->base[me] + off, r->base[root] + off, blk);
+    } else if (kind == DT_SHM_REGION_ALLGATHER) {
+        for (int q = 0; q < s->p; q++)
+            if (q != me) memcpy(r->base[me] + off + (size_t)q * blk, r->base[q] + off + (size_t)q * blk, blk);
+    } else { /* my block from every segment, into recv (which may be my block of my segment) */
+        size_t B = BLOCK_BYTES / es, lo = (size_t)me * count;
+        char *res = s->scratch + (size_t)s->levels * BLOCK_BYTES, *out = recv;
+        int in_place = out == r->base[me] + off + lo * es;
+        for (size_t pos = 0; pos < count;) {
+            size_t len = count - pos < B ? count - pos : B;
+            for (int q = 0; q < s->p; q++) s->x[q] = r->base[q] + off + (lo + pos) * es;
+            /* over my own operand only at two members (one kernel reads both before each store) */
+            char *dst = !in_place || s->p == 2 ? out + pos * es : res;
+            dt_shm_tree(s, dst, len, dt, op);
+            if (op == DT_AVG) dt_reduce_divide(dst, len, dt, s->p);
+            if (dst == res) memcpy(out + pos * es, res, len * es);
+            pos += len;
+        }
+    }
+    dt_shm_sync(s); /* nobody returns while another still reads its segment */
+    return DT_OK;
 }

@@ -46,8 +46,8 @@ int dt_shm_reduce_blocks(mpi_shm *s, const void *in, size_t in_count, const shm_
     for (int i = 0; i < nb; i++) {
         if (b[i].count > maxc) maxc = b[i].count;
         if (b[i].owner == me && b[i].out != inb + b[i].off * es &&
-            overlap(b[i].out, b[i].count * es, inb, in_count * es))
-            return DT_DECLINED; /* an output over other input: not a layout callers make */
+            overlap(b[i].out, b[i].count * es, inb, in_count * es)) /* validation (coll.c) rules it out */
+            return DT_ERR(DT_ERR_INTERNAL, "reduce-scatter block %d's output overlaps the input", i);
     }
     for (size_t o = 0; o < maxc; o += K) {
         int par = dt_shm_next(s);
@@ -86,25 +86,28 @@ int dt_shm_reduce_blocks(mpi_shm *s, const void *in, size_t in_count, const shm_
     return DT_OK;
 }
 
-static size_t g_pipe = (size_t)64 << 10;
-void dt_shm_set_pipe_for_testing(size_t b) { g_pipe = b; }
+#define PIPE_BYTES ((size_t)64 << 10) /* an allgather's chunk per owner */
 
 int dt_shm_gather_pieces(mpi_shm *s, const shm_piece *pc, int np, size_t es, int stream) {
     int p = s->p, me = s->me, maxn = 0;
     size_t maxc = 0;
-    int *idx = malloc(sizeof(int) * ((size_t)np + (size_t)p)), *nown = idx ? idx + np : NULL;
+    enum { STACK = 128 };
+    int st[STACK], *idx = (size_t)np + (size_t)p <= STACK ? st : malloc(sizeof(int) * ((size_t)np + (size_t)p));
     if (!idx) return DT_ERR(DT_ERR_NOMEM, "out of memory for %d pieces", np);
+    int *nown = idx + np;
     for (int q = 0; q < p; q++) nown[q] = 0;
     for (int i = 0; i < np; i++) { /* each piece's place among its owner's */
         idx[i] = nown[pc[i].owner]++;
         if (nown[pc[i].owner] > maxn) maxn = nown[pc[i].owner];
         if (pc[i].count > maxc) maxc = pc[i].count;
     }
-    if (maxn < 1 || (size_t)maxn * es > s->slot) { free(idx); return DT_DECLINED; }
+    if (maxn < 1 || (size_t)maxn * es > s->slot) {
+        if (idx != st) free(idx);
+        return DT_DECLINED;
+    }
     /* chunks of at most PIPE bytes per owner: the owners' copies into their
      * buffers overlap the others' copies out of the previous chunk */
-    { static int once; if (!once) { once = 1; const char *e = getenv("XPIPE"); if (e) g_pipe = (size_t)atol(e); } }
-    size_t K = s->slot / ((size_t)maxn * es), pipe = g_pipe / ((size_t)maxn * es);
+    size_t K = s->slot / ((size_t)maxn * es), pipe = PIPE_BYTES / ((size_t)maxn * es);
     if (pipe && pipe < K) K = pipe;
     for (size_t o = 0; o < maxc; o += K) {
         int par = dt_shm_next(s);
@@ -125,7 +128,7 @@ int dt_shm_gather_pieces(mpi_shm *s, const shm_piece *pc, int np, size_t es, int
                             k * es, stream);
         }
     }
-    free(idx);
+    if (idx != st) free(idx);
     if (stream) dt_shm_fence();
     return DT_OK;
 }

@@ -45,12 +45,12 @@
  *    64 KiB pieces so that copying in and out overlap. At two ranks an
  *    allgather or broadcast on plain memory stays MPI's: a single-copy MPI
  *    transport (Open MPI's CMA) moves each byte once, the window twice.
- *    Single copy: a reduce_scatter whose input, an allgather whose output (in
- *    place), a broadcast whose buffer (in place on the root) lies in
- *    dt_comm_alloc_shared memory at the same offset on every rank, of 512 KiB
- *    or more, skips the window's buffers: each rank reads straight from the
- *    others' memory (at any group size; the data-parallel gradients and
- *    ZeRO's shards and gathered layers are such memory where their owner
+ *    Single copy: a reduce_scatter, allgather or broadcast whose input (the
+ *    root's, for a broadcast) lies in dt_comm_alloc_shared memory on every
+ *    rank (at any offset), of 512 KiB or more in all, skips the window's
+ *    buffers: each rank reads straight from the others' memory into its
+ *    output, wherever that is (at any group size; the data-parallel
+ *    gradients are such memory, and ZeRO's shards would be where their owner
  *    allocates them so). The reductions: the dtypes and ops of the
  *    allreduce, else MPI's widening path.
  *    A communicator takes the path only if /dev/shm has room for twice its

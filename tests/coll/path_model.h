@@ -80,9 +80,9 @@ static inline int pm_hier_takes(const pm_shape *s, size_t bytes) {
 /* The DT_PATH_* counter a call should advance, or -1 (the library's own
  * algorithms, or the check's inline exchange). `bytes`: the allreduce's,
  * broadcast's, reduce's buffer, the reduce_scatter's input, the allgather's
- * output. `region`: the call's buffer lies in dt_comm_alloc_shared memory at
- * the same offset on every member, as the single-copy paths need (an
- * allgather or broadcast at two ranks takes the window only then). */
+ * output. `region`: the call's input (the root's, for a broadcast) lies in
+ * dt_comm_alloc_shared memory on every member, as the single-copy paths need
+ * (an allgather or broadcast at two ranks takes the window only then). */
 static inline int pm_expect_at(const tcomm *t, int kind, dt_dtype dt, dt_op op, size_t bytes, int wire, int region) {
     if (t->n == 1 || bytes == 0) return -1;
     pm_shape s = pm_shape_of(t);

@@ -9,11 +9,12 @@
  * after every buffer, inputs of out-of-place calls unchanged. Each call's
  * data path (the transport's counters) must be the one the test's own model
  * predicts from the hosts and the settings (path_model.h), so a call that
- * silently fell back to MPI fails too. Then the same on dt_comm_alloc_shared
- * memory (one region per communicator, at the same offset everywhere):
- * reduce_scatter (in place and not), allgather and broadcast in place, which
- * on one host take the single-copy paths (any group size), and an
- * out-of-place allgather there, which does not. */
+ * silently fell back to MPI fails too. Then the same with inputs in
+ * dt_comm_alloc_shared memory (one region per communicator), which on one
+ * host take the single-copy paths (any group size): reduce_scatter in place
+ * and into plain memory, allgather in place, broadcast in place and into
+ * plain memory off the root at another offset; and an allgather from plain
+ * memory into the region, which does not. */
 #define _POSIX_C_SOURCE 200809L
 #include "coll_common.h"
 #include "path_model.h"
@@ -47,7 +48,7 @@ static void on_region(const tcomm *t, char *mem, int kind, dt_dtype dt, dt_op op
     char what[200];
     snprintf(what, sizeof what, "%s on dt_comm_alloc_shared memory comm=%.60s %s%s%s count=%zu %s", job_names[kind],
              t->name, dt_dtype_name(dt), kind == J_RS ? " op=" : "", kind == J_RS ? dt_op_name(op) : "", n,
-             ip ? "in-place" : "out-of-place");
+             ip == 1 ? "in-place" : ip == 2 ? "from the region" : "out-of-place");
     pm_snap before = pm_now();
     if (kind == J_RS) {
         gen_buf(dt, gk, ME, 0, p * n, salt, mem);
@@ -56,21 +57,22 @@ static void on_region(const tcomm *t, char *mem, int kind, dt_dtype dt, dt_op op
         before = b2;
         rc = dt_reduce_scatter(mem, res, p * n, dt, op, t->comm);
         expect_reduce(dt, op, t, g * n, n, salt, want);
-    } else if (kind == J_AG) {
-        memset(mem, 0xee, p * n * es);
-        char *in = ip ? mem + g * n * es : own;
+    } else if (kind == J_AG) { /* ip 0: plain -> region; 1: in place in the region; 2: region -> plain */
+        char *in = ip == 1 ? mem + g * n * es : ip == 2 ? mem : own, *outp = ip == 2 ? own : mem;
+        memset(outp, 0xee, p * n * es);
         gen_buf(dt, gk, ME, 0, n, salt, in);
-        region = ip; /* the single-copy path needs the allgather in place */
+        region = ip != 0; /* the single-copy path needs the input there */
         before = pm_now();
-        rc = dt_allgather(in, mem, n, dt, t->comm);
-        res = mem;
+        rc = dt_allgather(in, outp, n, dt, t->comm);
+        res = outp;
         for (size_t q = 0; q < p; q++) gen_buf(dt, gk, t->mem[q], 0, n, salt, want + q * n * es);
-    } else {
+    } else { /* the root's input in the region; the outputs there (ip) or plain */
+        char *outp = ip ? mem : own;
         if (ME == root) gen_buf(dt, gk, ME, 0, n, salt, mem);
-        else memset(mem, 0xee, n * es);
+        memset(outp == mem && ME == root ? own : outp, 0xee, n * es);
         before = pm_now();
-        rc = dt_broadcast(mem, mem, n, dt, root, t->comm);
-        res = mem;
+        rc = dt_broadcast(ME == root ? mem : NULL, outp, n, dt, root, t->comm);
+        res = outp;
         gen_buf(dt, gk, root, 0, n, salt, want);
     }
     CHECK(rc == DT_OK, "%s -> %s: %s", what, dt_status_str(rc), dt_last_error());
@@ -121,11 +123,13 @@ int main(void) {
             on_region(t, mem, J_RS, DT_F32, DT_SUM, rn, ip);
             on_region(t, mem, J_RS, DT_I32, ip ? DT_MAX : DT_PROD, rn, ip);
             on_region(t, mem, J_RS, DT_F64, DT_AVG, rn / 2, ip);
+            on_region(t, mem, J_BC, DT_F32, DT_SUM, rn * (size_t)t->n, ip);
+            on_region(t, mem, J_BC, DT_I64, DT_SUM, rn * (size_t)t->n / 2, ip);
+        }
+        for (int ip = 0; ip < 3; ip++) {
             on_region(t, mem, J_AG, DT_F32, DT_SUM, rn, ip);
             on_region(t, mem, J_AG, DT_U8, DT_SUM, rn * 4, ip);
         }
-        on_region(t, mem, J_BC, DT_F32, DT_SUM, rn * (size_t)t->n, 1);
-        on_region(t, mem, J_BC, DT_I64, DT_SUM, rn * (size_t)t->n / 2, 1);
         CHECK_OK(dt_comm_free_shared(t->comm, mem));
     }
     pm_free();

@@ -99,12 +99,12 @@ static inline int dt_shm_next(mpi_shm *s) {
 void dt_shm_copy_out(char *dst, const char *src, size_t n, int stream);
 void dt_shm_fence(void);
 
-/* Single copy on dt_comm_alloc_shared memory (shm_mpi.c): a reduce_scatter
- * whose input, an allgather whose output (in place), a broadcast whose
- * buffer (in place on the root) lies at the same offset of the same region
- * on every member (agreed in one barrier), of at least 512 KiB: each member
- * reads straight from the others' segments. DT_DECLINED (on every member
- * alike) when they do not agree. reduce_scatter: (dt, op) must reduce
+/* Single copy from dt_comm_alloc_shared memory (shm_mpi.c): a reduce_scatter
+ * whose input, an allgather whose input, a broadcast whose root's input lies
+ * in a region on every member that has input (any offset; exchanged in one
+ * barrier), of at least 512 KiB in all: each member reads straight from the
+ * others' memory into its output. DT_DECLINED (on every member alike) when
+ * some input is not in a region. reduce_scatter: (dt, op) must reduce
  * natively. */
 enum { DT_SHM_REGION_REDUCE_SCATTER, DT_SHM_REGION_ALLGATHER, DT_SHM_REGION_BROADCAST };
 int dt_shm_region_collective(mpi_shm *s, int kind, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op,

@@ -649,43 +649,69 @@ int dt_mpi_shm_reduce(dt_comm *c, const void *send, void *recv, size_t count, dt
     return rc;
 }
 
-/* ---- single copy on the members' own memory --------------------------------
- * A reduce_scatter whose input, an allgather whose output (in place), a
- * broadcast whose buffer (in place on the root) lies at the same offset of
- * the same dt_comm_alloc_shared region on every member, of at least
- * REGION_MIN_BYTES, moves with no staging: after one barrier that agrees on
- * the descriptors (and makes every member's data visible), each member
- * reads what it needs straight from the others' segments; a second barrier
- * keeps every member from returning (and its caller from writing) while
- * another still reads its segment. One copy per byte received, as a
- * single-copy MPI transport, without its system calls; reduce_scatter
- * reduces its block reading every segment, the allreduce's tree. Returns
- * DT_DECLINED (on every member alike) unless the members agree. */
+/* ---- single copy from the members' own memory -------------------------------
+ * A reduce_scatter whose input, an allgather whose input, a broadcast whose
+ * root's input lies in dt_comm_alloc_shared memory (on every member that
+ * has input: each at any offset of any region), of at least REGION_MIN_BYTES
+ * in all, moves with no staging: after one barrier that exchanges where each
+ * member's input lies (and makes it visible), each member reads what it
+ * needs straight from the others' memory into its output, wherever that is;
+ * a second barrier keeps every member from returning (and its caller from
+ * writing its input) while another still reads it. One copy per byte
+ * received, as a single-copy MPI transport, without its system calls; a
+ * reduce_scatter reduces its block reading every member's input, the
+ * allreduce's tree. Returns DT_DECLINED (on every member alike) unless every
+ * input lies in such memory. */
+
+/* The region of id `id` (the same id on every member: allocated collectively). */
+static const shm_region *region_by_id(const mpi_shm *s, uint64_t id) {
+    for (const shm_region *r = s->regions; r; r = r->next)
+        if (r->id == id) return r;
+    return NULL;
+}
+
+/* Where member q's input lies, from its published descriptor (NULL: not in a region). */
+static const char *input_of(const mpi_shm *s, int q, size_t bytes) {
+    const uint64_t *e = call_desc(s, q);
+    const shm_region *r = e[0] ? region_by_id(s, e[0]) : NULL;
+    return r && e[2] == bytes ? r->base[q] + e[1] : NULL;
+}
+
 int dt_shm_region_collective(mpi_shm *s, int kind, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op,
                              int root) {
     size_t es = dt_dtype_size(dt), p = (size_t)s->p, blk = count * es;
-    size_t bytes = kind == DT_SHM_REGION_BROADCAST ? blk : blk * p;
-    if (!s->nregions || bytes < REGION_MIN_BYTES) return DT_DECLINED; /* the same on every member */
-    int me = s->me;
-    const void *at = NULL; /* the buffer that must lie in a region: input of a reduce_scatter, else output */
-    if (kind == DT_SHM_REGION_REDUCE_SCATTER) at = send;
-    else if (kind == DT_SHM_REGION_ALLGATHER) at = (const char *)send == (const char *)recv + (size_t)me * blk ? recv : NULL;
-    else at = me != root || send == recv ? recv : NULL;
-    const shm_region *r = NULL;
+    size_t in_bytes = kind == DT_SHM_REGION_REDUCE_SCATTER ? blk * p : blk;
+    if (!s->nregions || blk * (kind == DT_SHM_REGION_BROADCAST ? 1 : p) < REGION_MIN_BYTES)
+        return DT_DECLINED; /* the same on every member */
+    int me = s->me, has = kind != DT_SHM_REGION_BROADCAST || me == root;
+    const shm_region *mine = NULL;
     size_t off = 0;
-    if (!region_agreed_at(s, at, bytes, &r, &off)) return DT_DECLINED;
+    if (has) mine = region_of(s, me, send, in_bytes, &off);
+    uint64_t *d = call_desc(s, me);
+    d[0] = mine ? mine->id : 0;
+    d[1] = off;
+    d[2] = in_bytes;
+    dt_shm_sync(s); /* release / acquire: descriptors and inputs are visible */
+    for (int q = 0; q < s->p; q++) /* every input in a region, or the staged path */
+        if ((kind != DT_SHM_REGION_BROADCAST || q == root) && !input_of(s, q, in_bytes)) return DT_DECLINED;
+    char *out = recv;
     if (kind == DT_SHM_REGION_BROADCAST) {
-        if (me != root) memcpy(r->base[me] + off, r->base[root] + off, blk);
+        if (me != root) memcpy(out, input_of(s, root, in_bytes), blk);
+        else if (send != recv) memcpy(out, send, blk);
     } else if (kind == DT_SHM_REGION_ALLGATHER) {
-        for (int q = 0; q < s->p; q++)
-            if (q != me) memcpy(r->base[me] + off + (size_t)q * blk, r->base[q] + off + (size_t)q * blk, blk);
-    } else { /* my block from every segment, into recv (which may be my block of my segment) */
-        size_t B = BLOCK_BYTES / es, lo = (size_t)me * count;
-        char *res = s->scratch + (size_t)s->levels * BLOCK_BYTES, *out = recv;
-        int in_place = out == r->base[me] + off + lo * es;
+        for (int q = 0; q < s->p; q++) {
+            char *dst = out + (size_t)q * blk;
+            const char *src = q == me ? send : input_of(s, q, in_bytes);
+            if (dst != src) memcpy(dst, src, blk);
+        }
+    } else { /* my block of every member's input */
+        size_t B = BLOCK_BYTES / es, lo = (size_t)me * blk;
+        char *res = s->scratch + (size_t)s->levels * BLOCK_BYTES;
+        int in_place = out == (const char *)send + lo;
         for (size_t pos = 0; pos < count;) {
             size_t len = count - pos < B ? count - pos : B;
-            for (int q = 0; q < s->p; q++) s->x[q] = r->base[q] + off + (lo + pos) * es;
+            for (int q = 0; q < s->p; q++)
+                s->x[q] = (q == me ? (const char *)send : input_of(s, q, in_bytes)) + lo + pos * es;
             /* over my own operand only at two members (one kernel reads both before each store) */
             char *dst = !in_place || s->p == 2 ? out + pos * es : res;
             dt_shm_tree(s, dst, len, dt, op);
@@ -694,6 +720,6 @@ int dt_shm_region_collective(mpi_shm *s, int kind, const void *send, void *recv,
             pos += len;
         }
     }
-    dt_shm_sync(s); /* nobody returns while another still reads its segment */
+    dt_shm_sync(s); /* nobody returns while another still reads its input */
     return DT_OK;
 }

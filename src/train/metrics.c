@@ -2,69 +2,34 @@
 #include "train/metrics.h"
 
 #include <errno.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include "core/error.h"
 #include "dtrain/mem.h"
+#include "io/json.h"
 
-/* ---- one record: a flat JSON object built in a buffer ------------------------- */
+/* ---- one record: a flat JSON object, encoded by jansson ------------------------ */
 typedef struct rec {
-    char buf[2048];
-    size_t n;
-    int overflow;
+    json_t *o;
+    int bad; /* out of memory */
 } rec;
 
-static void put(rec *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(rec *r, const char *fmt, ...) {
-    if (r->overflow) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(r->buf + r->n, sizeof r->buf - r->n, fmt, ap);
-    va_end(ap);
-    if (k < 0 || (size_t)k >= sizeof r->buf - r->n) r->overflow = 1;
-    else r->n += (size_t)k;
-}
-
-/* Keys and string values are the trainer's own ASCII names: no escaping is
- * needed; anything else is replaced so the line stays valid JSON. */
-static void put_str(rec *r, const char *s) {
-    put(r, "\"");
-    for (; *s; s++) put(r, "%c", (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) ? '_' : *s);
-    put(r, "\"");
-}
+static void field(rec *r, const char *k, json_t *v) { r->bad |= json_object_set_new(r->o, k, v) != 0; }
 
 static void begin(rec *r, const char *type) {
-    r->n = 0;
-    r->overflow = 0;
-    put(r, "{\"type\":");
-    put_str(r, type);
+    r->o = json_object();
+    r->bad = 0;
+    field(r, "type", json_string(type));
 }
 
-static void key(rec *r, const char *k) {
-    put(r, ",");
-    put_str(r, k);
-    put(r, ":");
-}
+static void field_int(rec *r, const char *k, long long v) { field(r, k, json_integer(v)); }
 
-static void field_int(rec *r, const char *k, long long v) {
-    key(r, k);
-    put(r, "%lld", v);
-}
+/* fmt: the printf conversion ("%.9g", "%.6f") that gives the value its
+ * resolution, as the records always had; NaN and infinities, which JSON lacks,
+ * are written as null. */
+static void field_num(rec *r, const char *k, const char *fmt, double v) { field(r, k, dtj_real_as(v, fmt)); }
 
-/* fmt: a printf conversion for a double ("%.9g"); NaN and infinities, which
- * JSON lacks, are written as null. */
-static void field_num(rec *r, const char *k, const char *fmt, double v) {
-    key(r, k);
-    if (isfinite(v)) put(r, fmt, v);
-    else put(r, "null");
-}
-
-static void field_str(rec *r, const char *k, const char *v) {
-    key(r, k);
-    put_str(r, v);
-}
+static void field_str(rec *r, const char *k, const char *v) { field(r, k, json_string(v)); }
 
 static void fail(dt_metrics *m, int e) {
     if (m->err) return;
@@ -74,12 +39,17 @@ static void fail(dt_metrics *m, int e) {
     fflush(stderr);
 }
 
-/* One line, flushed at once: a full disk is noticed at the record that hit it. */
+/* One line, compact, written and flushed at once: a full disk is noticed at
+ * the record that hit it. */
 static void end(dt_metrics *m, rec *r) {
-    put(r, "}\n");
-    if (r->overflow) { fail(m, EOVERFLOW); return; }
+    char buf[2048];
+    size_t n = r->bad ? 0 : json_dumpb(r->o, buf, sizeof buf - 1, JSON_COMPACT | DTJ_REAL_DIGITS);
+    json_decref(r->o);
+    if (n == 0) { fail(m, ENOMEM); return; }
+    if (n > sizeof buf - 1) { fail(m, EOVERFLOW); return; }
+    buf[n++] = '\n';
     errno = 0;
-    if (fwrite(r->buf, 1, r->n, m->f) != r->n || fflush(m->f) != 0) fail(m, errno);
+    if (fwrite(buf, 1, n, m->f) != n || fflush(m->f) != 0) fail(m, errno);
 }
 
 /* ---- the file --------------------------------------------------------------- */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
 #include "core/error.h"
 #include "dtrain/ckpt.h"
 #include "dtrain/coll.h"
@@ -73,9 +74,14 @@ int dt_trainer_save_model(dt_trainer *t, const char *path) {
         if (i < np && sl->count > maxc) maxc = sl->count;
     }
     dt_st_writer *w = NULL;
-    char meta[256];
-    snprintf(meta, sizeof meta, "{\"format\": \"pt\", \"model\": \"%s\", \"written_by\": \"dtrain\", \"step\": \"%ld\"}",
-             t->o.model, t->step);
+    char meta[256], step[32];
+    snprintf(step, sizeof step, "%ld", t->step);
+    json_t *mj = json_pack("{s:s, s:s, s:s, s:s}", "format", "pt", "model", t->o.model, "written_by", "dtrain",
+                           "step", step);
+    size_t ml = mj ? json_dumpb(mj, meta, sizeof meta - 1, 0) : 0;
+    json_decref(mj);
+    if (!ml || ml >= sizeof meta) rc = rc ? rc : DT_ERR(DT_ERR_NOMEM, "safetensors metadata: out of memory");
+    else meta[ml] = '\0';
     if (me && !rc) rc = dt_st_writer_open(path, info, n, meta, &w);
     rc = agree(t, rc);
     /* one tensor at a time: ZeRO-3 never holds the whole model on rank 0 */

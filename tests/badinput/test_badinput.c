@@ -363,6 +363,7 @@ static int cfg_bool(void) { return cfg_load("cfg_bool.json"); }
 static int cfg_unknown(void) { return cfg_load("cfg_unknown.json"); }
 static int cfg_big(void) { return cfg_load("cfg_big.json"); }
 static int cfg_int(void) { return cfg_load("cfg_int.json"); }
+static int cfg_dup(void) { return cfg_load("cfg_dup.json"); }
 static int cfg_dir(void) { return cfg_load("empty_dir"); }
 static int cfg_fifo(void) { return cfg_load("fifo"); }
 static int cfg_env(void) {
@@ -595,7 +596,11 @@ static const row g_rows[] = {
     CALL("cfg-missing", "config file", "config file does not exist", cfg_missing, DT_ERR_IO, "cannot open config file",
          "check the --config path"),
     CALL("cfg-syntax", "config file", "{\"overlap\": true \"sync_bn\": 1} (missing comma)", cfg_syntax, DT_ERR_INVALID,
-         "expected ',' or '}'", "fix the JSON (flat object of key: value)"),
+         "cfg_syntax.json': dt_config_parse_json: config JSON: line 1, column 26: '}' expected near '\"sync_bn\"'",
+         "fix the JSON at that line and column (flat object of key: value)"),
+    CALL("cfg-duplicate", "config file", "{\"zero_opt_level\": 1,\\n \"zero_opt_level\": 2} (a key twice)", cfg_dup,
+         DT_ERR_INVALID, "line 2, column 17: duplicate object key near '\"zero_opt_level\"'",
+         "give each key once (JSON objects have unique keys)"),
     CALL("cfg-range", "config file", "{\"zero_opt_level\": 7}", cfg_range, DT_ERR_INVALID, "7 is out of range [0, 3]",
          "zero_opt_level is 0, 1, 2 or 3"),
     CALL("cfg-number", "config file", "{\"bucket_size_mb\": \"big\"}", cfg_number, DT_ERR_INVALID,
@@ -648,7 +653,7 @@ static const row g_rows[] = {
     CALL("ckpt-missing", "checkpoint", "checkpoint directory missing", ck_missing, DT_ERR_IO, "no checkpoint: directory does not exist",
          "check the path (a crashed save never removes the last committed checkpoint)"),
     CALL("ckpt-manifest-truncated", "checkpoint", "manifest.json cut by 40 bytes", ck_manifest_truncated, DT_ERR_IO,
-         "manifest JSON syntax error", "the checkpoint is damaged: use an older one"),
+         "ck_trunc_manifest/manifest.json: manifest JSON syntax error at line ", "the checkpoint is damaged: use an older one"),
     CALL("ckpt-rank-truncated", "checkpoint", "rank-00000.g1.bin cut by 4 bytes", ck_rank_truncated, DT_ERR_IO,
          "rank-00000.g1.bin: truncated", "the checkpoint is damaged (disk full?): use an older one"),
     CALL("ckpt-checksum", "checkpoint", "rank-00000.g1.bin with one byte changed", ck_checksum, DT_ERR_IO, "checksum mismatch",
@@ -762,7 +767,8 @@ static const row g_rows[] = {
           "@ckpt_foreign", QUICK),
     TRAIN("train-resume-checksum", "--resume DIR whose rank-00000.g1.bin has a changed byte", 1, "checksum mismatch",
           "the checkpoint is corrupt: resume from an older one", "--data", "@fm", "--resume", "@ck_train_crc", QUICK),
-    TRAIN("train-resume-truncated", "--resume DIR whose manifest.json is cut", 1, "manifest JSON syntax error",
+    TRAIN("train-resume-truncated", "--resume DIR whose manifest.json is cut", 1,
+          "ck_train_trunc/manifest.json: manifest JSON syntax error at line ",
           "the checkpoint is damaged: resume from an older one", "--data", "@fm", "--resume", "@ck_train_trunc", QUICK),
     TRAIN("train-resume-unit", "--resume DIR whose epoch position is in an unknown unit ('tokens')", 1,
           "epoch_position_unit 'tokens' (this build knows 'samples')",
@@ -900,6 +906,7 @@ static void write_fixtures(void) {
     write_text(path("cfg_bool.json"), "{\"overlap\": \"maybe\"}");
     write_text(path("cfg_unknown.json"), "{\"bucket_size\": 4}");
     write_text(path("cfg_int.json"), "{\"zero_opt_level\": 1.5}");
+    write_text(path("cfg_dup.json"), "{\"zero_opt_level\": 1,\n \"zero_opt_level\": 2}");
     write_text(path("text_empty.txt"), "");
     write_text(path("text_short.txt"), "abc");
     {

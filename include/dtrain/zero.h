@@ -54,6 +54,11 @@ typedef struct dt_zero_config {
     int prefetch;              /* stage 3: prefetch the next layer's gather (default 1) */
     int average;               /* 1 (default): gradients become sum / N; 0: the caller
                                 * pre-scaled its gradients (e.g. backward by 1/N) */
+    int wire;                  /* stage 1: the gradient buckets' wire type, as
+                                * dt_ddp_config.wire (default DT_WIRE_NATIVE). Stages 2
+                                * and 3 reduce per owner piece (dt_reduce, which has no
+                                * compressed form): only DT_WIRE_NATIVE, DT_ERR_UNSUPPORTED
+                                * from dt_zero_create otherwise */
 } dt_zero_config;
 
 void dt_zero_config_default(dt_zero_config *cfg);

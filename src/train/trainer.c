@@ -98,6 +98,7 @@ static int setup_zero(dt_trainer *t, const dt_optim_config *oc) {
     zc.bucket_cap_bytes = (size_t)(t->o.dist.bucket_size_mb * 1048576.0);
     zc.first_bucket_bytes = (size_t)(t->o.dist.first_bucket_mb * 1048576.0);
     zc.overlap = t->o.dist.overlap;
+    zc.wire = t->o.dist.grad_comm_dtype;
     zc.average = 0; /* backward is pre-scaled by 1/size (train_step) */
     int rc = dt_zero_create(t->comm, &zc, dt_model_num_params(t->model), off, cnt, L, dt_model_params(t->model),
                             zc.stage == 1 ? dt_model_grads(t->model) : NULL, oc, &t->zero);
@@ -182,6 +183,7 @@ static int setup_ddp(dt_trainer *t) {
     dc.broadcast_buffers = t->o.dist.broadcast_buffers && !t->o.dist.sync_bn;
     dc.root = dt_comm_world_rank_of(t->comm, 0);
     dc.average = 0; /* backward is pre-scaled by 1/size (train_step) */
+    dc.wire = t->o.dist.grad_comm_dtype;
     rc = dt_ddp_create(t->comm, segs, nseg, &buf, buf.count ? 1 : 0, &dc, &t->ddp);
     free(segs);
     return rc;

@@ -8,6 +8,9 @@
 #        1000 separate dt_allreduce calls               (--separate 1000)
 #   3. allreduce f32 sum in place on dt_comm_alloc_shared memory, 64K..64M,
 #      against raw in-place MPI_Allreduce on the same buffers (--shared-mem)
+#   4. the other collectives through the shared-memory window (coll.h), f32,
+#      64K..64M, each against its raw MPI call (MPI_Reduce_scatter_block,
+#      MPI_Allgather, MPI_Bcast, MPI_Reduce) on the same buffers: OPS
 # and prints a summary (busbw ratios vs MPI, list/single time, separate/list
 # speedup). Raw results (one JSON object per row) are written to $OUT.
 # Before each run and at the end it measures the cache-line round trip between
@@ -21,6 +24,8 @@
 #   MPIRUN   launcher (default mpirun); MPIRUN_ARGS (default --oversubscribe)
 #   OUT      directory for the JSON files (default: a new directory under /tmp)
 #   ITERS, WARMUP, ROUNDS   -n, -w and --rounds of every run (default 20, 5, 3)
+#   OPS      the collectives of part 4 (default "reduce_scatter allgather
+#            broadcast reduce"; empty: none)
 #   FUSION_ITERS  -n of the three 1000-tensor runs (default 200: a round of
 #                 20 iterations of a ~100 us call is shorter than this VM's
 #                 slow phases, so its best-of-rounds ratio was a lottery)
@@ -38,6 +43,7 @@ FUSION_ITERS=${FUSION_ITERS:-200}
 WARMUP=${WARMUP:-5}
 ROUNDS=${ROUNDS:-3}
 OUT=${OUT:-$(mktemp -d /tmp/dtrain-bench.XXXXXX)}
+OPS=${OPS-reduce_scatter allgather broadcast reduce}
 
 if [[ ! -x $BENCH ]]; then
     echo "collectives.sh: $BENCH not found; build it first:" >&2
@@ -75,6 +81,9 @@ run fusion_list -o allreduce -b 1000K -e 1000K --list 1000 --vs-mpi "${FUSION[@]
 run fusion_vs_single -o allreduce -b 1000K -e 1000K --list 1000 --vs-single "${FUSION[@]}"
 run fusion_separate -o allreduce -b 1000K -e 1000K --separate 1000 --vs-mpi "${FUSION[@]}"
 run shared_mem -o allreduce -b 64K -e 64M -f 2 --vs-mpi --shared-mem "${COMMON[@]}"
+for op in $OPS; do
+    run "op_$op" -o "$op" -b 64K -e 64M -f 2 --vs-mpi "${COMMON[@]}"
+done
 probe
 
 # field FILE KEY [AWK-CONDITION] [PLACEMENT]: values of KEY over the rows of
@@ -119,5 +128,10 @@ printf "#   in-place    : list %s, single %s -> list / single %s\n" "$t_list2_in
 printf "# separate / list speedup              : %s\n" "$(div "$t_sep" "$t_list")"
 printf "# in place on dt_comm_alloc_shared memory vs in-place MPI_Allreduce: min busbw ratio\n"
 printf "#   512K..64M (reduced between the ranks' buffers): %s;  64K..256K (staged): %s\n" "$r_sm_big" "$r_sm_small"
-printf "# core-to-core round trip (ns) before each of the 5 runs and after:%s\n" "$PROBES"
+for op in $OPS; do
+    f=$OUT/op_$op.json
+    printf "# %-14s through the window vs MPI: min busbw ratio 64K..64M (out-of-place) %s\n" "$op" \
+        "$(field "$f" ratio 1 | minof)"
+done
+printf "# core-to-core round trip (ns) before each run and after:%s\n" "$PROBES"
 echo "# JSON rows in $OUT"

@@ -23,7 +23,7 @@
  *    300 s): a call that does not complete in time ends the job with a stall
  *    report naming the ranks that did not arrive (reliability.h).
  *
- * Allreduce algorithms (MPI backend) and their numerics:
+ * Algorithms (MPI backend) and their numerics:
  *  - On a communicator whose ranks all run on one host, allreduces of at least
  *    DTRAIN_SHM_MIN_BYTES (default 16 KiB; 64 KiB and up while the fingerprint
  *    check is on, which takes smaller ones inline) go through a shared-memory
@@ -36,8 +36,25 @@
  *    ones that the check takes inline also use the window: each rank puts
  *    its data there beside its check header and, after one barrier, reduces
  *    every rank's data itself (reliability.h).
+ *    reduce_scatter, reduce, allgather and broadcast of at least
+ *    DTRAIN_SHM_MIN_BYTES (the reduce_scatter's input, the allgather's output,
+ *    the others' buffer) take the window too: a reduce_scatter's ranks each
+ *    reduce their own block reading the others' copies, a reduce runs as the
+ *    allreduce with only the root writing; an allgather's or broadcast's
+ *    ranks copy their data into the window and read the others' from it, in
+ *    64 KiB pieces so that copying in and out overlap. At two ranks an
+ *    allgather or broadcast on plain memory stays MPI's: a single-copy MPI
+ *    transport (Open MPI's CMA) moves each byte once, the window twice.
+ *    Single copy: a reduce_scatter, allgather or broadcast whose input (the
+ *    root's, for a broadcast) lies in dt_comm_alloc_shared memory on every
+ *    rank (at any offset), of 512 KiB or more in all, skips the window's
+ *    buffers: each rank reads straight from the others' memory into its
+ *    output, wherever that is (at any group size; the data-parallel
+ *    gradients are such memory, and ZeRO's shards would be where their owner
+ *    allocates them so). The reductions: the dtypes and ops of the
+ *    allreduce, else MPI's widening path.
  *    A communicator takes the path only if /dev/shm has room for twice its
- *    window on every member (else MPI_Allreduce, as across hosts).
+ *    window on every member (else MPI's algorithms, as across hosts).
  *    DTRAIN_SHM_ALLREDUCE=0 turns the path off. The three settings are agreed
  *    over the world at dt_init (off if any rank says off; the largest
  *    threshold and chunk). Out-of-place calls of at least
@@ -47,9 +64,34 @@
  *  - Every element is then reduced in one fixed association (a balanced tree
  *    over the group ranks, the one the inline-checked small allreduces use),
  *    so floating-point results are bit-identical on every rank AND do not
- *    depend on how the data is cut into calls, lists or buckets.
- *  - Across hosts, or with the path off, MPI_Allreduce's own algorithms run:
- *    results are identical on every rank but may depend on the call's size.
+ *    depend on how the data is cut into calls, lists or buckets; a
+ *    reduce_scatter's block and a reduce's result are bit for bit those of
+ *    the allreduce of the same data.
+ *  - Two levels, on a communicator whose ranks span hosts (DTRAIN_TWO_LEVEL:
+ *    auto, the default, when some host has more than one of its ranks; 1:
+ *    forced on wherever it spans hosts; 0: off), for allreduce,
+ *    reduce_scatter and allgather of at least DTRAIN_TWO_LEVEL_MIN_BYTES
+ *    (default 64 KiB; any size when forced on; measured as above): a
+ *    reduce-scatter within each host through its window, then an allreduce
+ *    (reduce-scatter, allgather) of each rank's slice with the ranks that
+ *    hold the same slice on the other hosts (point-to-point messages, one
+ *    communicator per slice made with the communicator), then an allgather
+ *    within each host. Hosts may have different numbers of the group's ranks
+ *    (a host with fewer ranks gives some of them several slices). Only 1/L of
+ *    the data (L ranks on a host) crosses the network per rank, instead of
+ *    all of it as a flat MPI allreduce sends. Same dtypes and ops as the
+ *    window. Association: each element is a balanced tree over the hosts (in
+ *    order of their lowest group rank) of the balanced trees over each host's
+ *    ranks (in group-rank order), whoever computes it: results bit-identical
+ *    on every rank and independent of the call's size and cuts, and a
+ *    reduce_scatter's block is that of the allreduce (2 hosts x 2 ranks:
+ *    ((r0 op r1) op (r2 op r3)), the one-host tree of 4). Needs the windows
+ *    (off with DTRAIN_SHM_ALLREDUCE=0, unless every host has one rank). Both
+ *    settings are agreed over the world at dt_init (off if any rank says off,
+ *    else auto if any says auto; the largest threshold).
+ *  - Otherwise (across hosts below the threshold or with the path off; with
+ *    the window off), MPI's own algorithms run: results are identical on every
+ *    rank but may depend on the call's size.
  *
  * Ordering and threads: each process has one communication engine. Work runs
  * in submission order, blocking calls included: a blocking call made while
@@ -166,6 +208,56 @@ int dt_reduce_scatter_per_rank(const dt_tensor *in, int n, const dt_tensor *out,
 DT_DEPRECATED_FOR("renamed dt_reduce_scatter_fused; for one tensor per rank see dt_reduce_scatter_per_rank")
 int dt_reduce_scatter_list(const dt_tensor *in, const dt_tensor *out, int n,
                            dt_op op, dt_comm *comm);
+
+/* ---- options: compressed communication -----------------------------------
+ * The _ex forms take options (NULL or a zero-initialised dt_coll_opts: the
+ * defaults, the plain call) and run blocking when work is NULL, else
+ * asynchronously into *work as the _async forms do.
+ *
+ * wire: the type in which the data travels between processes.
+ *   DT_WIRE_NATIVE  as it is (the default).
+ *   DT_WIRE_BF16, DT_WIRE_F16  16-bit floats on the wire, reductions in f32:
+ *     for f32, f16 and bf16 data (any other dtype, or an unknown wire, is
+ *     DT_ERR_INVALID before anything moves); every op. Compressed is what
+ *     travels in messages between processes: what a shared-memory window
+ *     reduces is read as f32 where it lies. So on a group on one host whose
+ *     call takes the window nothing is rounded (the f32 result, exactly);
+ *     on a group spanning hosts that takes the two-level path only the leg
+ *     between the hosts is compressed; everything else (hosts of one rank,
+ *     groups below the thresholds, the path off, f16/bf16 data) sends the
+ *     whole exchange compressed. Every rank of the group must pass the
+ *     same wire (part of the collective check).
+ *   Numerics: each value entering a reduction between processes is rounded
+ *   to the wire type first (on both sides, so the bits do not depend on
+ *   which rank computed it), the reduction is in f32, in the fixed
+ *   association of the tree the uncompressed call uses; an allreduce's
+ *   result travels back rounded, so it is rounded on every rank; a
+ *   reduce_scatter's is not rounded again. Results are bit-identical on every
+ *   rank. Error bound of a sum of P contributions x_r over L = ceil(log2 P)
+ *   levels of messages (u = 2^-8 for bf16, 2^-11 for f16):
+ *     reduce_scatter  |result - exact| <= ((1+u)^L - 1 + P * 2^-23) * sum_r |x_r|
+ *     allreduce       |result - exact| <= ((1+u)^(L+1) - 1 + P * 2^-23) * sum_r |x_r|
+ *   (f16 also loses values beyond 65504). On the two-level path P is the
+ *   number of hosts and x_r the hosts' f32 partial sums (whose own f32
+ *   rounding the P * 2^-23 term covers with P the group size). With bf16 a
+ *   sum keeps about 2-3 significant digits, and the bytes between hosts
+ *   halve. */
+typedef enum dt_wire { DT_WIRE_NATIVE = 0, DT_WIRE_BF16 = 1, DT_WIRE_F16 = 2 } dt_wire;
+typedef struct dt_coll_opts {
+    dt_wire wire;
+} dt_coll_opts;
+
+int dt_allreduce_ex(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype, dt_op op,
+                    dt_comm *comm, const dt_coll_opts *opts, dt_work **work);
+int dt_reduce_scatter_ex(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype, dt_op op,
+                         dt_comm *comm, const dt_coll_opts *opts, dt_work **work);
+/* Lists: the tensors of one dtype fused as dt_allreduce_list and
+ * dt_reduce_scatter_fused do; every tensor must be f32, f16 or bf16 when
+ * the wire is not native. */
+int dt_allreduce_list_ex(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm,
+                         const dt_coll_opts *opts, dt_work **work);
+int dt_reduce_scatter_fused_ex(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm,
+                               const dt_coll_opts *opts, dt_work **work);
 
 /* ---- asynchronous forms --------------------------------------------------
  * Same arguments plus `work`: on DT_OK *work is a handle the caller must

@@ -141,7 +141,11 @@ int dt_comm_pool_size(void);
  * buffer is in place and lies in such memory, at the SAME offset and size on
  * every member, is reduced straight between the members' buffers: no copies
  * through the staging buffers, about half the memory traffic, and the same
- * bits as otherwise. Anywhere else (one rank, several hosts, the path
+ * bits as otherwise. Likewise (512 KiB and up in all) a dt_reduce_scatter,
+ * dt_allgather or dt_broadcast whose input (the root's, for a broadcast)
+ * lies in such memory on every member, at any offset: each member reads
+ * straight from the others' memory, one copy per byte, into its output.
+ * Anywhere else (one rank, several hosts, the path
  * switched off, /dev/shm short of room on some member) it is plain memory and
  * everything works as usual.
  * Collective over comm: every member calls it, in the same order relative to

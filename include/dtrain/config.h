@@ -13,6 +13,13 @@
  *   timeout_s             number  default 300   limit on any blocking call: a stall report,
  *                                               then the job ends (dtrain/reliability.h);
  *                                               DTRAIN_TIMEOUT is accepted too
+ *   grad_comm_dtype       f32|bf16|f16 default f32 the type gradients travel in between
+ *                                               processes (DDP buckets, ZeRO's gradient
+ *                                               reductions); bf16/f16 halve the bytes, the
+ *                                               sums stay f32 (coll.h, dt_coll_opts.wire:
+ *                                               on the two-level path only the leg between
+ *                                               hosts is compressed, within a host's
+ *                                               shared-memory window nothing is)
  * Precedence, lowest first: defaults, JSON file, DTRAIN_* environment, flags.
  * Booleans accept true/false/1/0/yes/no/on/off. */
 #ifndef DTRAIN_CONFIG_H
@@ -33,6 +40,7 @@ typedef struct dt_config {
     int broadcast_buffers;
     int sync_bn;
     double timeout_s;
+    int grad_comm_dtype; /* 0 f32, 1 bf16, 2 f16: the dt_wire value (coll.h) */
 } dt_config;
 
 void dt_config_default(dt_config *cfg);

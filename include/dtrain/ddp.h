@@ -48,6 +48,10 @@ typedef struct dt_ddp_config {
     int average;               /* 1 (default): gradients become sum/size. 0: plain sum, for
                                 * callers that pre-scale their gradients by 1/size (e.g. in
                                 * backward, as PyTorch's reducer pre-divides): saves a pass */
+    int wire;                  /* DT_WIRE_NATIVE (0, default), DT_WIRE_BF16 or DT_WIRE_F16
+                                * (dtrain/coll.h): the type the buckets travel in between
+                                * processes (the config's grad_comm_dtype); sums stay f32,
+                                * results identical on every rank, within coll.h's bound */
 } dt_ddp_config;
 
 /* A segment: `count` f32 elements of parameters and of their gradients. */
@@ -69,7 +73,9 @@ void dt_ddp_config_default(dt_ddp_config *cfg);
  * the same segment counts). Broadcasts every segment's parameters and every
  * buffer from cfg->root. The arrays are copied; the memory they point at must
  * outlive the wrapper. cfg NULL = defaults. Errors: NULL/empty arguments,
- * segment counts that differ across ranks (DT_ERR_MISMATCH), root not in comm. */
+ * segment counts that differ across ranks (DT_ERR_MISMATCH), root not in comm,
+ * an unknown cfg->wire (DT_ERR_INVALID). A wire that differs across ranks is
+ * found by the first bucket's collective check (DT_ERR_MISMATCH). */
 int dt_ddp_create(dt_comm *comm, const dt_ddp_segment *segs, int nsegs,
                   const dt_ddp_buffer *bufs, int nbufs, const dt_ddp_config *cfg,
                   dt_ddp **out);

@@ -71,6 +71,11 @@ typedef struct dt_zero_config {
     const int *seg_owner;      /* NULL (default: every segment its own), or [nsegs]:
                                 * the segment whose parameters segment s computes with
                                 * (see SHARED SEGMENTS); read by dt_zero_create only */
+    int wire;                  /* stage 1: the gradient buckets' wire type, as
+                                * dt_ddp_config.wire (default DT_WIRE_NATIVE). Stages 2
+                                * and 3 reduce per owner piece (dt_reduce, which has no
+                                * compressed form): only DT_WIRE_NATIVE, DT_ERR_UNSUPPORTED
+                                * from dt_zero_create otherwise */
 } dt_zero_config;
 
 void dt_zero_config_default(dt_zero_config *cfg);

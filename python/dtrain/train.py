@@ -39,7 +39,11 @@ def _flag_value(v):
 
 
 def fit(config=None, **flags):
-    """Train with the C trainer; returns the dt_train_result fields as a dict."""
+    """Train with the C trainer; returns the dt_train_result fields as a dict.
+
+    flags are the trainer's flags and the dist config's keys with '_' for '-'
+    (e.g. fit(model="mlp", zero_opt_level=1, grad_comm_dtype="bf16"): gradients
+    between processes as bf16, sums in f32, see dtrain/config.h)."""
     lib = _lib.ensure()
     lib.dt_train_options_size.restype = ctypes.c_size_t
     lib.dt_train_options_default.argtypes = [ctypes.c_void_p]

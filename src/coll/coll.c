@@ -136,6 +136,39 @@ static int list_walk(const char *fn, dt_coll_desc *d, size_t size, size_t totals
     return DT_OK;
 }
 
+static int is_float(dt_dtype dt) { return dt == DT_F32 || dt == DT_F16 || dt == DT_BF16; }
+
+/* The wire type of d: native, or 16 bits for floating-point data. */
+static int check_wire(const char *fn, const dt_coll_desc *d) {
+    if (d->wire == DT_WIRE_NATIVE) return DT_OK;
+    if (d->wire != DT_WIRE_BF16 && d->wire != DT_WIRE_F16)
+        return dt_error(DT_ERR_INVALID, fn, "unknown wire type %d (valid: DT_WIRE_NATIVE 0, DT_WIRE_BF16 1, DT_WIRE_F16 2)",
+                        d->wire);
+    const char *w = d->wire == DT_WIRE_BF16 ? "bf16" : "f16";
+    if (d->in) {
+        for (int i = 0; i < d->n; i++)
+            if (!is_float(d->in[i].dtype))
+                return dt_error(DT_ERR_INVALID, fn, "tensor %d: a %s wire carries f32, f16 or bf16 data, not %s", i, w,
+                                dt_dtype_name(d->in[i].dtype));
+        return DT_OK;
+    }
+    if (!is_float(d->dtype))
+        return dt_error(DT_ERR_INVALID, fn, "a %s wire carries f32, f16 or bf16 data, not %s", w, dt_dtype_name(d->dtype));
+    return DT_OK;
+}
+
+/* sendbuf and recvbuf (bytes each) are the same, or apart: a partial
+ * overlap is no layout a collective defines. `inplace` is where recvbuf
+ * must start (reduce_scatter) or sendbuf must lie (allgather) to be in place. */
+static int check_overlap(const char *fn, const void *s, size_t sbytes, const void *r, size_t rbytes, const void *inplace) {
+    const char *a = s, *b = r;
+    if (!sbytes || !rbytes || a == b || a >= b + rbytes || b >= a + sbytes) return DT_OK;
+    if (inplace && (inplace == a || inplace == b)) return DT_OK;
+    return dt_error(DT_ERR_INVALID, fn, "sendbuf [%p, +%zu bytes) and recvbuf [%p, +%zu bytes) overlap but the call is not "
+                    "in place (coll.h: in place is sendbuf == recvbuf; allgather: sendbuf == recvbuf + rank*count; "
+                    "reduce_scatter: recvbuf == sendbuf + rank*recvcount)", s, sbytes, r, rbytes);
+}
+
 /* Validate d (kind, comm, buffers, count, dtype, op; root is a WORLD rank on
  * entry and a GROUP rank on exit). */
 static int validate(const char *fn, dt_coll_desc *d) {
@@ -152,23 +185,32 @@ static int validate(const char *fn, dt_coll_desc *d) {
         TRY(check_count(fn, d->count, d->dtype, 1));
         TRY(check_buf(fn, d->send, "sendbuf", d->count));
         TRY(check_buf(fn, d->recv, "recvbuf", d->count));
+        TRY(check_wire(fn, d));
+        TRY(check_overlap(fn, d->send, d->count * dt_dtype_size(d->dtype), d->recv, d->count * dt_dtype_size(d->dtype), NULL));
         return DT_OK;
-    case DT_COLL_REDUCE_SCATTER:
+    case DT_COLL_REDUCE_SCATTER: {
         TRY(check_op(fn, d->op));
         TRY(check_count(fn, d->count, d->dtype, 1));
         if (d->count % size)
             return dt_error(DT_ERR_INVALID, fn, "count %zu is not divisible by the group size %zu", d->count, size);
         TRY(check_buf(fn, d->send, "sendbuf", d->count));
         TRY(check_buf(fn, d->recv, "recvbuf", d->count));
+        TRY(check_wire(fn, d));
         d->count /= size;
         if (d->count > maxc) return dt_error(DT_ERR_INVALID, fn, "count %zu per rank exceeds the %s backend's limit %zu", d->count, c->ops->name, maxc);
-        return DT_OK;
+        size_t es = dt_dtype_size(d->dtype), blk = d->count * es;
+        return check_overlap(fn, d->send, blk * size, d->recv, blk, (const char *)d->send + (size_t)rank * blk);
+    }
     case DT_COLL_ALLGATHER:
     case DT_COLL_ALL_TO_ALL:
         TRY(check_count(fn, d->count, d->dtype, size));
         if (d->count > maxc) return dt_error(DT_ERR_INVALID, fn, "count %zu per rank exceeds the %s backend's limit %zu", d->count, c->ops->name, maxc);
         TRY(check_buf(fn, d->send, "sendbuf", d->count));
         TRY(check_buf(fn, d->recv, "recvbuf", d->count));
+        if (d->kind == DT_COLL_ALLGATHER) {
+            size_t es = dt_dtype_size(d->dtype), blk = d->count * es;
+            TRY(check_overlap(fn, d->send, blk, d->recv, blk * size, (const char *)d->recv + (size_t)rank * blk));
+        }
         return DT_OK;
     case DT_COLL_REDUCE:
         TRY(check_op(fn, d->op));
@@ -213,6 +255,7 @@ static int validate(const char *fn, dt_coll_desc *d) {
             return dt_error(DT_ERR_INVALID, fn, "%s list is NULL but its length is %d", d->in ? "output" : "input", d->n);
         size_t totals[DT_NUM_DTYPES];
         if (list_scan(d, size, totals)) TRY(list_walk(fn, d, size, totals));
+        TRY(check_wire(fn, d));
         for (int t = 0; t < DT_NUM_DTYPES; t++) {
             size_t per_rank = d->kind == DT_COLL_ALLREDUCE_LIST ? 0 : d->kind == DT_COLL_ALLGATHER_LIST ? totals[t] : totals[t] / size;
             if (per_rank > maxc) return dt_error(DT_ERR_INVALID, fn, "fused %s count %zu per rank exceeds the %s backend's limit %zu", dt_dtype_name((dt_dtype)t), per_rank, c->ops->name, maxc);
@@ -224,13 +267,23 @@ static int validate(const char *fn, dt_coll_desc *d) {
     }
 }
 
+int dt_coll_allreduce_op(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int wire) {
+    if (wire != DT_WIRE_NATIVE && c->ops->allreduce_wire) return c->ops->allreduce_wire(c, s, r, n, dt, op, wire);
+    return c->ops->allreduce(c, s, r, n, dt, op);
+}
+
+int dt_coll_reduce_scatter_op(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int wire) {
+    if (wire != DT_WIRE_NATIVE && c->ops->reduce_scatter_wire) return c->ops->reduce_scatter_wire(c, s, r, n, dt, op, wire);
+    return c->ops->reduce_scatter(c, s, r, n, dt, op);
+}
+
 int dt_coll_transport(const dt_coll_desc *d) {
     dt_comm *c = d->comm;
     const dt_backend_ops *o = c->ops;
     switch (d->kind) {
-    case DT_COLL_ALLREDUCE: return o->allreduce(c, d->send, d->recv, d->count, d->dtype, d->op);
+    case DT_COLL_ALLREDUCE: return dt_coll_allreduce_op(c, d->send, d->recv, d->count, d->dtype, d->op, d->wire);
     case DT_COLL_ALLGATHER: return o->allgather(c, d->send, d->recv, d->count, d->dtype);
-    case DT_COLL_REDUCE_SCATTER: return o->reduce_scatter(c, d->send, d->recv, d->count, d->dtype, d->op);
+    case DT_COLL_REDUCE_SCATTER: return dt_coll_reduce_scatter_op(c, d->send, d->recv, d->count, d->dtype, d->op, d->wire);
     case DT_COLL_REDUCE: return o->reduce(c, d->send, d->recv, d->count, d->dtype, d->op, d->root);
     case DT_COLL_BROADCAST: return o->broadcast(c, d->send, d->recv, d->count, d->dtype, d->root);
     case DT_COLL_GATHER: return o->gather(c, d->send, d->recv, d->count, d->dtype, d->root);
@@ -337,6 +390,34 @@ int dt_reduce_scatter_fused(const dt_tensor *in, const dt_tensor *out, int n, dt
 }
 int dt_reduce_scatter_list(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm) {
     return dt_reduce_scatter_fused(in, out, n, op, comm); /* deprecated name */
+}
+
+/* ---- option-carrying forms (blocking when work is NULL) ---- */
+static int opts_wire(const dt_coll_opts *o) { return o ? (int)o->wire : DT_WIRE_NATIVE; }
+
+int dt_allreduce_ex(const void *s, void *r, size_t n, dt_dtype dt, dt_op op, dt_comm *comm, const dt_coll_opts *o,
+                    dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_ALLREDUCE, s, r, n, dt, op, 0);
+    d.wire = opts_wire(o);
+    return issue(__func__, &d, w, w != NULL);
+}
+int dt_reduce_scatter_ex(const void *s, void *r, size_t n, dt_dtype dt, dt_op op, dt_comm *comm, const dt_coll_opts *o,
+                         dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_REDUCE_SCATTER, s, r, n, dt, op, 0);
+    d.wire = opts_wire(o);
+    return issue(__func__, &d, w, w != NULL);
+}
+int dt_allreduce_list_ex(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm,
+                         const dt_coll_opts *o, dt_work **w) {
+    dt_coll_desc d = LDESC(DT_COLL_ALLREDUCE_LIST, op);
+    d.wire = opts_wire(o);
+    return issue(__func__, &d, w, w != NULL);
+}
+int dt_reduce_scatter_fused_ex(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm,
+                               const dt_coll_opts *o, dt_work **w) {
+    dt_coll_desc d = LDESC(DT_COLL_REDUCE_SCATTER_LIST, op);
+    d.wire = opts_wire(o);
+    return issue(__func__, &d, w, w != NULL);
 }
 
 /* ---- asynchronous forms ---- */

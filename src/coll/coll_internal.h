@@ -17,6 +17,7 @@ typedef struct dt_coll_desc {
     dt_dtype dtype;
     dt_op op;
     int root;            /* GROUP rank (root or peer) */
+    int wire;            /* dt_wire of allreduce / reduce_scatter (and their lists) */
     const dt_tensor *in; /* lists */
     const dt_tensor *out;
     int n;
@@ -32,6 +33,10 @@ typedef struct dt_coll_desc {
 int dt_coll_execute(const dt_coll_desc *d);
 /* The bare transport call of a descriptor (no check). */
 int dt_coll_transport(const dt_coll_desc *d);
+/* The transport's allreduce / reduce_scatter of c with the wire type (its
+ * _wire op when the wire is not native and it has one). */
+int dt_coll_allreduce_op(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int wire);
+int dt_coll_reduce_scatter_op(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int wire);
 
 /* Fingerprints (fingerprint.c). */
 /* Header of d with sequence number seq (also the watchdog's description). */

@@ -71,10 +71,14 @@ void dt_fp_fill(dt_fp_hdr *h, const dt_coll_desc *d, uint64_t seq) {
     uint64_t f = mix(mix(mix(0x636f6c6c00000000ull, seq), h->kind), h->dtype);
     f = mix(mix(mix(f, h->op), h->count), (uint64_t)(int64_t)h->root);
     h->fp = mix(mix(mix(f, c->gkey), sig), h->nlist);
+    if (d->wire) { /* compressed: another exchange, so another call */
+        h->fp = mix(h->fp, 0x7769726500000000ull | (uint64_t)d->wire);
+        h->flags |= (uint32_t)d->wire << DT_FP_WIRE_SHIFT;
+    }
 }
 
 int dt_fp_inline_ok(const dt_coll_desc *d) {
-    if (d->kind != DT_COLL_ALLREDUCE) return 0;
+    if (d->kind != DT_COLL_ALLREDUCE || d->wire) return 0;
     size_t es = dt_dtype_size(d->dtype);
     if (d->count > dt_rel_inline_max() / (es ? es : 1)) return 0;
     switch (d->dtype) {
@@ -89,7 +93,12 @@ static void fn_name(char *buf, size_t cap, int kind) {
 }
 
 static const char *view(char *buf, size_t cap, const dt_fp_hdr *h) {
-    return dt_op_describe(buf, cap, h->kind, h->dtype, h->count, h->op, h->root, h->seq, h->cid, h->nlist, h->layout);
+    dt_op_describe(buf, cap, h->kind, h->dtype, h->count, h->op, h->root, h->seq, h->cid, h->nlist, h->layout);
+    unsigned wire = (h->flags >> DT_FP_WIRE_SHIFT) & 0xffu;
+    size_t n = strlen(buf);
+    if (wire && n < cap) /* "allreduce(f32, count 8, sum) #5 on world [wire bf16]" */
+        snprintf(buf + n, cap - n, " [wire %s]", wire == DT_WIRE_BF16 ? "bf16" : wire == DT_WIRE_F16 ? "f16" : "?");
+    return buf;
 }
 
 /* every rank's view -> the DT_ERR_MISMATCH message */

@@ -51,9 +51,11 @@ static int fuse_allreduce(const dt_coll_desc *d, const int *idx, int m, size_t t
         const char *a = first_in, *b = first_out;
         /* same span, or disjoint spans: one call straight on user memory */
         if (a == b || a + total * es <= b || b + total * es <= a)
-            return c->ops->allreduce(c, first_in, first_out, total, dt, d->op);
+            return dt_coll_allreduce_op(c, first_in, first_out, total, dt, d->op, d->wire);
     }
-    if (c->ops->allreduce_spans) { /* the backend reduces straight from and into the tensors */
+    /* the spans: reduced where they lie, through a shared-memory window (not
+     * compressed either way) */
+    if (c->ops->allreduce_spans && (d->wire == DT_WIRE_NATIVE || dt == DT_F32)) {
         dt_span *sp = stage(STAGE_SPANS, sizeof *sp * (size_t)m);
         if (!sp) return DT_ERR(DT_ERR_NOMEM, "out of memory for a list of %d tensors", m);
         for (int k = 0; k < m; k++) sp[k] = (dt_span){d->in[idx[k]].data, d->out[idx[k]].data, d->in[idx[k]].count};
@@ -68,7 +70,7 @@ static int fuse_allreduce(const dt_coll_desc *d, const int *idx, int m, size_t t
         if (b) memcpy(buf + off, d->in[idx[k]].data, b);
         off += b;
     }
-    int rc = c->ops->allreduce(c, buf, buf, total, dt, d->op);
+    int rc = dt_coll_allreduce_op(c, buf, buf, total, dt, d->op, d->wire);
     if (rc) return rc;
     off = 0;
     for (int k = 0; k < m; k++) {
@@ -117,7 +119,7 @@ static int fuse_reduce_scatter(const dt_coll_desc *d, const int *idx, int m, siz
             off += b;
         }
     }
-    int rc = c->ops->reduce_scatter(c, src, dst, total, dt, d->op);
+    int rc = dt_coll_reduce_scatter_op(c, src, dst, total, dt, d->op, d->wire);
     if (rc) return rc;
     size_t off = 0;
     for (int k = 0; k < m; k++) {

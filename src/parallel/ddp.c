@@ -41,6 +41,7 @@ void dt_ddp_config_default(dt_ddp_config *cfg) {
     cfg->root = 0;
     cfg->broadcast_buffers = 1;
     cfg->average = 1;
+    cfg->wire = DT_WIRE_NATIVE;
 }
 
 static int bcast_all(dt_ddp *d, int params) {
@@ -113,6 +114,8 @@ int dt_ddp_create(dt_comm *comm, const dt_ddp_segment *segs, int nsegs,
     dt_ddp_config_default(&c);
     if (cfg) c = *cfg;
     if (c.first_bucket_bytes == 0) c.first_bucket_bytes = c.bucket_cap_bytes;
+    if (c.wire != DT_WIRE_NATIVE && c.wire != DT_WIRE_BF16 && c.wire != DT_WIRE_F16)
+        return DT_ERR(DT_ERR_INVALID, "unknown gradient wire type %d (valid: DT_WIRE_NATIVE 0, DT_WIRE_BF16 1, DT_WIRE_F16 2)", c.wire);
     if (dt_comm_group_rank(comm, c.root) < 0)
         return DT_ERR(DT_ERR_INVALID, "root %d is not a member of the communicator", c.root);
 
@@ -178,11 +181,12 @@ static int submit(dt_ddp *d, int blocking) {
     bucket *k = &d->buckets[d->next_submit++];
     int m = k->last - k->first + 1;
     dt_op op = d->cfg.average ? DT_AVG : DT_SUM;
+    dt_coll_opts opts = {.wire = (dt_wire)d->cfg.wire};
     dt_work_free(k->work);
     k->work = NULL;
-    if (!blocking) return dt_allreduce_list_async(k->views, k->views, m, op, d->comm, &k->work);
+    if (!blocking) return dt_allreduce_list_ex(k->views, k->views, m, op, d->comm, &opts, &k->work);
     k->t0 = dt_trace_now_us();
-    int rc = dt_allreduce_list(k->views, k->views, m, op, d->comm);
+    int rc = dt_allreduce_list_ex(k->views, k->views, m, op, d->comm, &opts, NULL);
     k->t1 = dt_trace_now_us();
     return rc;
 }

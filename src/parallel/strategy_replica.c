@@ -163,6 +163,7 @@ static int ddp_create(dt_strategy *s, const dt_strategy_args *a) {
     dt_ddp_config_default(&dc);
     dc.bucket_cap_bytes = (size_t)(a->dist->bucket_size_mb * 1048576.0);
     dc.first_bucket_bytes = (size_t)(a->dist->first_bucket_mb * 1048576.0);
+    dc.wire = a->dist->grad_comm_dtype;
     dc.overlap = a->dist->overlap;
     dc.broadcast_buffers = a->dist->broadcast_buffers && !a->dist->sync_bn;
     dc.root = dt_comm_world_rank_of(s->comm, 0);

@@ -40,6 +40,7 @@ static int zero_create(dt_strategy *s, const dt_strategy_args *a, int stage) {
     zc.stage = stage;
     zc.bucket_cap_bytes = (size_t)(a->dist->bucket_size_mb * 1048576.0);
     zc.first_bucket_bytes = (size_t)(a->dist->first_bucket_mb * 1048576.0);
+    zc.wire = a->dist->grad_comm_dtype;
     zc.overlap = a->dist->overlap;
     zc.average = 0; /* the trainer scales backward by 1/dp_size */
     zc.seg_owner = t->owner;

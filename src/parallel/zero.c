@@ -123,6 +123,9 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
     if (P == 0 || nsegs < 1 || !seg_off || !seg_cnt || !params)
         return DT_ERR(DT_ERR_INVALID, "need parameters (num_params %zu, nsegs %d, params %p)", P, nsegs, (void *)params);
     if (c.stage == 1 && !grads) return DT_ERR(DT_ERR_INVALID, "stage 1 needs the full gradient buffer");
+    if (c.stage > 1 && c.wire != DT_WIRE_NATIVE) /* grad_comm_dtype: stage 1's buckets only, for now */
+        return DT_ERR(DT_ERR_UNSUPPORTED, "ZeRO stage %d reduces gradients per owner piece, which has no compressed "
+                      "form yet: use grad_comm_dtype f32, or stage 0 or 1 for wire type %d", c.stage, c.wire);
     for (int s = 0; s < nsegs; s++)
         if (seg_off[s] > P || seg_cnt[s] > P - seg_off[s])
             return DT_ERR(DT_ERR_INVALID, "segment %d [%zu, +%zu) lies outside [0, %zu)", s, seg_off[s], seg_cnt[s], P);
@@ -237,6 +240,7 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
         dc.root = dt_comm_world_rank_of(comm, 0);
         dc.broadcast_buffers = 0;
         dc.average = c.average;
+        dc.wire = c.wire;
         rc = m ? dt_ddp_create(comm, ds, m, NULL, 0, &dc, &z->ddp) : DT_ERR(DT_ERR_INVALID, "all segments are empty");
         free(ds);
         if (rc) FAIL(rc);

@@ -2,6 +2,8 @@
  * from the environment, agreed over the job, in effect. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 #include "bootstrap/bootstrap.h"
 #include "core/env.h"
 #include "core/error.h"
@@ -14,10 +16,12 @@
 #define DT_SHM_MIN_DEFAULT ((size_t)16 << 10)
 #define DT_SHM_CHUNK_DEFAULT ((size_t)1 << 20)
 #define DT_SHM_STREAM_DEFAULT ((size_t)16 << 20)
+#define DT_TWO_LEVEL_MIN_DEFAULT ((size_t)64 << 10)
 
 static dt_settings g_s = {.check = 1, .inline_max = DT_INLINE_MAX_DEFAULT, .shm_on = 1,
                           .shm_min = DT_SHM_MIN_DEFAULT, .shm_chunk = DT_SHM_CHUNK_DEFAULT,
-                          .shm_stream = DT_SHM_STREAM_DEFAULT};
+                          .shm_stream = DT_SHM_STREAM_DEFAULT, .two_level = DT_TWO_LEVEL_AUTO,
+                          .two_level_min = DT_TWO_LEVEL_MIN_DEFAULT};
 
 int dt_rel_check_on(void) { return g_s.check; }
 size_t dt_rel_inline_max(void) { return g_s.inline_max; }
@@ -25,6 +29,8 @@ int dt_rel_shm_on(void) { return g_s.shm_on; }
 size_t dt_rel_shm_min(void) { return g_s.shm_min; }
 size_t dt_rel_shm_chunk(void) { return g_s.shm_chunk; }
 size_t dt_rel_shm_stream(void) { return g_s.shm_stream; }
+int dt_rel_two_level(void) { return g_s.two_level; }
+size_t dt_rel_two_level_min(void) { return g_s.two_level_min; }
 void dt_rel_set_for_testing(int check, size_t inline_max) {
     g_s.check = check;
     g_s.inline_max = inline_max;
@@ -48,6 +54,18 @@ int dt_settings_read(dt_settings *s) {
     x = (double)DT_SHM_STREAM_DEFAULT;
     if ((rc = dt_env_number("DTRAIN_SHM_STREAM_BYTES", 0, 1e15, &x, &found))) return rc;
     s->shm_stream = (size_t)x;
+    /* DTRAIN_TWO_LEVEL: auto, or a boolean */
+    const char *tl = getenv("DTRAIN_TWO_LEVEL");
+    s->two_level = DT_TWO_LEVEL_AUTO;
+    if (tl && *tl && strcasecmp(tl, "auto") != 0) {
+        int on = 0;
+        if ((rc = dt_env_bool("DTRAIN_TWO_LEVEL", 0, &on)))
+            return DT_ERR(DT_ERR_INVALID, "DTRAIN_TWO_LEVEL='%s' is not auto, 1 or 0 (true/false, yes/no, on/off)", tl);
+        s->two_level = on ? DT_TWO_LEVEL_ON : DT_TWO_LEVEL_OFF;
+    }
+    x = (double)DT_TWO_LEVEL_MIN_DEFAULT;
+    if ((rc = dt_env_number("DTRAIN_TWO_LEVEL_MIN_BYTES", 0, 1e15, &x, &found))) return rc;
+    s->two_level_min = (size_t)x;
     return DT_OK;
 }
 
@@ -55,8 +73,9 @@ int dt_settings_agree(dt_settings *s) {
     const dt_boot *b = dt_boot_get();
     if (!b) return DT_ERR(DT_ERR_STATE, "no bootstrap is open");
     if (b->size == 1) return DT_OK;
-    enum { N = 5 };
-    uint64_t mine[N] = {(uint64_t)(s->check != 0), s->inline_max, (uint64_t)(s->shm_on != 0), s->shm_min, s->shm_chunk};
+    enum { N = 7 };
+    uint64_t mine[N] = {(uint64_t)(s->check != 0), s->inline_max, (uint64_t)(s->shm_on != 0), s->shm_min, s->shm_chunk,
+                        (uint64_t)s->two_level, s->two_level_min};
     uint64_t *all = malloc(sizeof *all * N * (size_t)b->size);
     if (!all) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     int rc = dt_boot_allgather(mine, all, sizeof mine);
@@ -68,6 +87,8 @@ int dt_settings_agree(dt_settings *s) {
         s->shm_on &= (int)v[2];
         if (v[3] > s->shm_min) s->shm_min = (size_t)v[3];
         if (v[4] > s->shm_chunk) s->shm_chunk = (size_t)v[4];
+        if ((int)v[5] < s->two_level) s->two_level = (int)v[5];
+        if (v[6] > s->two_level_min) s->two_level_min = (size_t)v[6];
     }
     free(all);
     return DT_OK;

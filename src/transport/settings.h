@@ -14,7 +14,12 @@ typedef struct dt_settings {
     size_t shm_min;     /* DTRAIN_SHM_MIN_BYTES */
     size_t shm_chunk;   /* DTRAIN_SHM_CHUNK_BYTES (whole cache lines) */
     size_t shm_stream;  /* DTRAIN_SHM_STREAM_BYTES */
+    int two_level;      /* DTRAIN_TWO_LEVEL: DT_TWO_LEVEL_OFF / _ON / _AUTO */
+    size_t two_level_min; /* DTRAIN_TWO_LEVEL_MIN_BYTES */
 } dt_settings;
+
+/* DTRAIN_TWO_LEVEL, ordered so that the agreed value is the smallest. */
+enum { DT_TWO_LEVEL_OFF = 0, DT_TWO_LEVEL_AUTO = 1, DT_TWO_LEVEL_ON = 2 };
 
 /* The defaults, overridden by the environment; DT_ERR_INVALID naming a
  * malformed variable. */
@@ -22,8 +27,9 @@ int dt_settings_read(dt_settings *s);
 /* Agree over the open bootstrap's job: the check stays on if any rank wants
  * it (a split decision would deadlock), the smallest inline limit, the
  * shared-memory allreduce only if every rank allows it, from the largest
- * threshold and chunk. shm_stream stays this rank's own (results do not
- * depend on it). Collective. */
+ * threshold and chunk; two-level collectives off if any rank says off, else
+ * auto if any says auto, from the largest threshold. shm_stream stays this
+ * rank's own (results do not depend on it). Collective. */
 int dt_settings_agree(dt_settings *s);
 /* Make s the settings in effect (dt_init). */
 void dt_settings_apply(const dt_settings *s);
@@ -44,5 +50,10 @@ size_t dt_rel_shm_chunk(void);
 /* Out-of-place shared-memory allreduces of at least this many bytes write
  * their outputs with streaming stores. */
 size_t dt_rel_shm_stream(void);
+/* Two-level collectives for groups spanning hosts (coll.h): the agreed
+ * DTRAIN_TWO_LEVEL (DT_TWO_LEVEL_*) and, under auto, the smallest call
+ * (bytes) that takes them. */
+int dt_rel_two_level(void);
+size_t dt_rel_two_level_min(void);
 
 #endif

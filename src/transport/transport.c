@@ -18,6 +18,8 @@ const dt_transport *const dt_transports[] = {
     NULL,
 };
 
+uint64_t dt_path_count[DT_PATH_N];
+
 const dt_transport *dt_transport_find(const char *name) {
     for (int i = 0; dt_transports[i]; i++)
         if (strcmp(dt_transports[i]->name, name) == 0) return dt_transports[i];

@@ -27,6 +27,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "dtrain/coll.h"
 #include "dtrain/comm.h"
 #include "dtrain/dtype.h"
 #include "transport/settings.h"
@@ -53,6 +54,7 @@ typedef struct dt_fp_hdr {
     uint32_t layout;     /* lists: 32-bit hash of the tensors' dtypes and counts */
 } dt_fp_hdr;
 #define DT_FP_MISMATCH 1u
+#define DT_FP_WIRE_SHIFT 8 /* flags bits 8..15: the call's dt_wire (part of fp too) */
 #define DT_FP_NONE 0xffu
 
 /* One piece of a fused allreduce: `count` elements read from `in`, the
@@ -81,6 +83,13 @@ typedef struct dt_backend_ops {
     int (*send)(dt_comm *c, const void *buf, size_t count, dt_dtype dt, int peer);
     int (*recv)(dt_comm *c, void *buf, size_t count, dt_dtype dt, int peer);
     int (*barrier)(dt_comm *c);
+    /* Optional (NULL: not offered, the plain op runs and the data moves as
+     * it is): allreduce / reduce_scatter with `wire` (a dt_wire other than
+     * DT_WIRE_NATIVE) for what travels between processes, on floating-point
+     * data the collective layer has checked (f32, f16, bf16). */
+    int (*allreduce_wire)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op, int wire);
+    int (*reduce_scatter_wire)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op,
+                               int wire);
     /* Optional (NULL: not offered): allreduce of the virtual concatenation of
      * spans[0..n) (total elements, all of dtype dt) with the results written
      * through the spans' out pointers, without packing the spans first.
@@ -146,6 +155,18 @@ struct dt_comm {
 #define DT_COMM_MAGIC 0xd7c0330du
 
 extern const dt_backend_ops dt_backend_void;
+
+/* ---- which data path ran ------------------------------------------------------
+ * Calls of this process that took each of the transports' own algorithms
+ * (the others are the library's, e.g. MPI's), counted when they complete:
+ * for tests and benchmarks, which must know what they measured. Written
+ * inside the engine only. */
+enum {
+    DT_PATH_SHM_ALLREDUCE, DT_PATH_SHM_REDUCE, DT_PATH_SHM_REDUCE_SCATTER, DT_PATH_SHM_ALLGATHER,
+    DT_PATH_SHM_BROADCAST, DT_PATH_TWO_LEVEL_ALLREDUCE, DT_PATH_TWO_LEVEL_REDUCE_SCATTER,
+    DT_PATH_TWO_LEVEL_ALLGATHER, DT_PATH_WIRE_FLAT, DT_PATH_N
+};
+extern uint64_t dt_path_count[DT_PATH_N];
 
 /* ---- the table of transports (transport.c) ---------------------------------- */
 typedef struct dt_transport {

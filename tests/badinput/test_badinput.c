@@ -225,6 +225,9 @@ WITH_WORLD(api_send_to_self, dt_send(fa, 4, DT_F32, 0, w))
 WITH_WORLD(api_async_null_work, dt_allreduce_async(fa, fb, 4, DT_F32, DT_SUM, w, NULL))
 WITH_WORLD(api_list_negative, dt_allreduce_list(NULL, NULL, -1, DT_SUM, w))
 WITH_WORLD(api_list_null, dt_allreduce_list(NULL, NULL, 2, DT_SUM, w))
+WITH_WORLD(api_wire_int, dt_allreduce_ex(fa, fb, 4, DT_I32, DT_SUM, w, &(dt_coll_opts){.wire = DT_WIRE_BF16}, NULL))
+WITH_WORLD(api_wire_bad, dt_reduce_scatter_ex(fa, fb, 4, DT_F32, DT_SUM, w, &(dt_coll_opts){.wire = (dt_wire)5}, NULL))
+WITH_WORLD(api_overlap, dt_allreduce(fa, fa + 1, 4, DT_F32, DT_SUM, w))
 
 static int api_list_dtype_mismatch(void) {
     if (dt_init()) return R(-100);
@@ -556,6 +559,12 @@ static const row g_rows[] = {
          "list length -1 is negative", "pass the number of tensors"),
     CALL("api-list-null", "API", "dt_allreduce_list with NULL lists and n = 2", api_list_null, DT_ERR_INVALID,
          "list is NULL but its length is 2", "pass the input and output tensor arrays"),
+    CALL("api-wire-int", "API", "dt_allreduce_ex of i32 with a bf16 wire", api_wire_int, DT_ERR_INVALID,
+         "a bf16 wire carries f32, f16 or bf16 data, not i32", "compress floating-point data only (DT_WIRE_NATIVE for integers)"),
+    CALL("api-wire-bad", "API", "dt_reduce_scatter_ex with wire 5", api_wire_bad, DT_ERR_INVALID, "unknown wire type 5",
+         "use DT_WIRE_NATIVE, DT_WIRE_BF16 or DT_WIRE_F16"),
+    CALL("api-overlap", "API", "dt_allreduce with recvbuf = sendbuf + 1 element", api_overlap, DT_ERR_INVALID,
+         "overlap but the call is not in place", "pass the same buffer (in place) or buffers apart"),
     CALL("api-list-dtype", "API", "list tensor 0: input f32, output f64", api_list_dtype_mismatch, DT_ERR_INVALID,
          "input dtype f32 differs from output dtype f64", "input and output tensors must have the same dtype"),
     CALL("api-list-count", "API", "list tensor 0: input 4 elements, output 3", api_list_count_mismatch, DT_ERR_INVALID,
@@ -696,6 +705,15 @@ static const row g_rows[] = {
           "ZeRO stage 0..3", "--zero", "7"),
     TRAIN("flag-sync-bn", "--sync-bn maybe", 2, "flag --sync-bn: dt_config_set: config key 'sync_bn': 'maybe' is not a boolean",
           "use 0/1", "--sync-bn", "maybe"),
+    TRAIN("flag-grad-comm-dtype", "--grad-comm-dtype fp8", 2,
+          "flag --grad-comm-dtype: dt_config_set: config key 'grad_comm_dtype': 'fp8' is not one of f32, bf16, f16",
+          "use f32, bf16 or f16", "--grad-comm-dtype", "fp8"),
+    {"flag-env-grad-comm", "trainer flags", "DTRAIN_GRAD_COMM_DTYPE=half in the environment", K_PROC, NULL,
+     {"$T", QUICK, NULL}, "DTRAIN_GRAD_COMM_DTYPE=half", 2, "environment variable DTRAIN_GRAD_COMM_DTYPE", 0,
+     "use f32, bf16 or f16 (or unset it)"},
+    TRAIN("flag-grad-comm-zero2", "--zero 2 --grad-comm-dtype bf16", 2,
+          "grad_comm_dtype bf16 applies to data parallelism and ZeRO stage 1", "use f32 with stages 2-3",
+          "--zero", "2", "--grad-comm-dtype", "bf16", QUICK),
     TRAIN("flag-train-limit", "--train-limit -5", 2, "flag --train-limit: '-5' is not an integer", "0 (all) or a positive count",
           "--train-limit", "-5"),
     TRAIN("flag-config-missing", "--config /nonexistent.json", 2, "cannot open config file '/nonexistent.json'",
@@ -713,6 +731,9 @@ static const row g_rows[] = {
     {"flag-env-check", "trainer flags", "DTRAIN_CHECK_COLLECTIVES=maybe in the environment", K_PROC, NULL,
      {"$T", QUICK, NULL}, "DTRAIN_CHECK_COLLECTIVES=maybe", 2, "DTRAIN_CHECK_COLLECTIVES='maybe' is not a boolean", 0,
      "use 1/0 (true/false, yes/no, on/off)"},
+    {"flag-env-two-level", "trainer flags", "DTRAIN_TWO_LEVEL=sometimes in the environment", K_PROC, NULL,
+     {"$T", QUICK, NULL}, "DTRAIN_TWO_LEVEL=sometimes", 2, "DTRAIN_TWO_LEVEL='sometimes' is not auto, 1 or 0", 0,
+     "use auto, 1 or 0"},
     {"flag-env-backend", "trainer flags", "DTRAIN_BACKEND=bogus", K_PROC, NULL, {"$T", QUICK, NULL},
      "DTRAIN_BACKEND=bogus", 2, "DTRAIN_BACKEND='bogus' is not a backend of this build", 0, "use auto, mpi or void"},
     {"bench-env-shm", "trainer flags", "dtrain-bench with DTRAIN_SHM_CHUNK_BYTES=12", K_PROC, NULL,

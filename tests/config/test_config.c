@@ -10,7 +10,8 @@ int main(void) {
     dt_config c, d;
     dt_config_default(&c);
     CHECK(c.enable_data_parallel == 1 && c.zero_opt_level == 0 && c.bucket_size_mb == 25 &&
-          c.first_bucket_mb == 1 && c.overlap == 1 && c.sync_bn == 0 && c.timeout_s == 300, "defaults");
+          c.first_bucket_mb == 1 && c.overlap == 1 && c.sync_bn == 0 && c.timeout_s == 300 &&
+          c.grad_comm_dtype == 0, "defaults");
     CHECK_OK(dt_config_set(&c, "zero_opt_level", "2"));
     CHECK_OK(dt_config_set(&c, "overlap", "off"));
     CHECK_OK(dt_config_set(&c, "bucket_size_mb", "0.5"));
@@ -22,6 +23,16 @@ int main(void) {
     CHECK_ERR(dt_config_set(&c, "zero_level", "1"), DT_ERR_INVALID, "unknown config key 'zero_level'");
     CHECK_ERR(dt_config_set(&c, "timeout_s", "-1"), DT_ERR_INVALID, "timeout_s");
     CHECK(c.zero_opt_level == 2, "failed set leaves value unchanged");
+    /* grad_comm_dtype: a name, stored as its dt_wire value */
+    CHECK_OK(dt_config_set(&c, "grad_comm_dtype", "f16"));
+    CHECK(c.grad_comm_dtype == 2, "grad_comm_dtype f16 -> %d", c.grad_comm_dtype);
+    CHECK_OK(dt_config_set(&c, "grad_comm_dtype", "BF16"));
+    CHECK(c.grad_comm_dtype == 1, "grad_comm_dtype BF16 -> %d", c.grad_comm_dtype);
+    CHECK_ERR(dt_config_set(&c, "grad_comm_dtype", "fp8"), DT_ERR_INVALID,
+              "config key 'grad_comm_dtype': 'fp8' is not one of f32, bf16, f16");
+    CHECK_ERR(dt_config_set(&c, "grad_comm_dtype", "1"), DT_ERR_INVALID, "'1' is not one of");
+    CHECK_ERR(dt_config_set(&c, "grad_comm_dtype", ""), DT_ERR_INVALID, "'' is not one of");
+    CHECK(c.grad_comm_dtype == 1, "failed set leaves grad_comm_dtype unchanged");
 
     /* JSON round trip */
     char buf[1024];
@@ -30,7 +41,8 @@ int main(void) {
     dt_config_default(&d);
     CHECK_OK(dt_config_parse_json(&d, buf));
     CHECK(dt_config_hash(&c) == dt_config_hash(&d), "round trip hash");
-    CHECK(d.zero_opt_level == 2 && d.overlap == 0 && d.bucket_size_mb == 0.5, "round trip values");
+    CHECK(d.zero_opt_level == 2 && d.overlap == 0 && d.bucket_size_mb == 0.5 && d.grad_comm_dtype == 1,
+          "round trip values");
     dt_config_default(&d);
     CHECK(dt_config_hash(&c) != dt_config_hash(&d), "hash differs for different configs");
     CHECK_OK(dt_config_parse_json(&d, " { \"enable_data_parallel\" : true , \"zero_opt_level\": 1 } "));
@@ -68,7 +80,7 @@ int main(void) {
     CHECK(dt_config_dumps(&d, buf, sizeof buf) > 0 &&
               strcmp(buf, "{\"enable_data_parallel\": true, \"zero_opt_level\": 0, \"bucket_size_mb\": 25, "
                           "\"first_bucket_mb\": 0.10000000000000001, \"overlap\": true, \"broadcast_buffers\": true, "
-                          "\"sync_bn\": false, \"timeout_s\": 10000000}") == 0,
+                          "\"sync_bn\": false, \"timeout_s\": 10000000, \"grad_comm_dtype\": \"f32\"}") == 0,
           "dumps: %s", buf);
     CHECK(dt_config_dumps(&d, buf, 8) > 8 && strcmp(buf, "{\"enabl") == 0, "dumps truncates like snprintf: %s", buf);
 
@@ -92,7 +104,15 @@ int main(void) {
     setenv("DTRAIN_ZERO_OPT_LEVEL", "3", 1);
     setenv("DTRAIN_SYNC_BN", "1", 1);
     CHECK_OK(dt_config_from_env(&d));
-    CHECK(d.zero_opt_level == 3 && d.sync_bn == 1, "env");
+    setenv("DTRAIN_GRAD_COMM_DTYPE", "f16", 1);
+    CHECK_OK(dt_config_from_env(&d));
+    CHECK(d.zero_opt_level == 3 && d.sync_bn == 1 && d.grad_comm_dtype == 2, "env");
+    setenv("DTRAIN_GRAD_COMM_DTYPE", "half", 1);
+    CHECK_ERR(dt_config_from_env(&d), DT_ERR_INVALID, "DTRAIN_GRAD_COMM_DTYPE: dt_config_set: config key 'grad_comm_dtype': 'half' is not one of");
+    unsetenv("DTRAIN_GRAD_COMM_DTYPE");
+    CHECK_OK(dt_config_parse_json(&d, "{\"grad_comm_dtype\": \"bf16\"}"));
+    CHECK(d.grad_comm_dtype == 1, "grad_comm_dtype from JSON");
+    CHECK_ERR(dt_config_parse_json(&d, "{\"grad_comm_dtype\": 16}"), DT_ERR_INVALID, "'16' is not one of");
     setenv("DTRAIN_OVERLAP", "sometimes", 1);
     CHECK_ERR(dt_config_from_env(&d), DT_ERR_INVALID, "DTRAIN_OVERLAP");
     unsetenv("DTRAIN_OVERLAP");

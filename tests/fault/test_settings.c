@@ -1,7 +1,7 @@
 /* fault_settings: the reliability settings (reliability.h) on the standalone
  * backend: timeout default / DTRAIN_TIMEOUT / DTRAIN_TIMEOUT_S /
  * dt_set_timeout precedence and validation, DTRAIN_CHECK_COLLECTIVES parsing,
- * the DTRAIN_SHM_* settings, bad values refused by dt_init with a message
+ * the DTRAIN_SHM_* and DTRAIN_TWO_LEVEL* settings, bad values refused by dt_init with a message
  * naming the variable. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -17,6 +17,8 @@ static void clear_env(void) {
     unsetenv("DTRAIN_SHM_MIN_BYTES");
     unsetenv("DTRAIN_SHM_CHUNK_BYTES");
     unsetenv("DTRAIN_SHM_STREAM_BYTES");
+    unsetenv("DTRAIN_TWO_LEVEL");
+    unsetenv("DTRAIN_TWO_LEVEL_MIN_BYTES");
 }
 
 /* dt_init + dt_finalize with the current environment; returns dt_init's status */
@@ -88,7 +90,12 @@ int main(void) {
         {"DTRAIN_SHM_CHUNK_BYTES", "1073741824", 1}, {"DTRAIN_SHM_CHUNK_BYTES", "4095", 0},
         {"DTRAIN_SHM_CHUNK_BYTES", "2147483648", 0}, {"DTRAIN_SHM_CHUNK_BYTES", "", 1},
         {"DTRAIN_SHM_STREAM_BYTES", "0", 1}, {"DTRAIN_SHM_STREAM_BYTES", "1e15", 1},
-        {"DTRAIN_SHM_STREAM_BYTES", "-1", 0}, {"DTRAIN_SHM_STREAM_BYTES", "16M", 0}};
+        {"DTRAIN_SHM_STREAM_BYTES", "-1", 0}, {"DTRAIN_SHM_STREAM_BYTES", "16M", 0},
+        {"DTRAIN_TWO_LEVEL", "auto", 1}, {"DTRAIN_TWO_LEVEL", "AUTO", 1}, {"DTRAIN_TWO_LEVEL", "1", 1},
+        {"DTRAIN_TWO_LEVEL", "off", 1}, {"DTRAIN_TWO_LEVEL", "", 1}, {"DTRAIN_TWO_LEVEL", "sometimes", 0},
+        {"DTRAIN_TWO_LEVEL", "2", 0}, {"DTRAIN_TWO_LEVEL_MIN_BYTES", "0", 1},
+        {"DTRAIN_TWO_LEVEL_MIN_BYTES", "1048576", 1}, {"DTRAIN_TWO_LEVEL_MIN_BYTES", "-1", 0},
+        {"DTRAIN_TWO_LEVEL_MIN_BYTES", "64k", 0}};
     for (size_t i = 0; i < sizeof shm / sizeof shm[0]; i++) {
         setenv(shm[i].var, shm[i].val, 1);
         if (shm[i].ok) CHECK_OK(cycle(&t, &ck));

@@ -2,8 +2,14 @@
  * gradients (contiguous views and scattered tensors), ordered flush of buckets
  * that never completed, no_sync accumulation, overlap on/off equivalence,
  * buffer broadcast, finish_each (per-bucket completion callbacks), error paths. Values are small integers / powers of two so
- * every expected average is exact. */
+ * every expected average is exact. Compressed buckets (cfg.wire bf16 / f16,
+ * the config's grad_comm_dtype): values that do not fit 16 bits, every
+ * average within coll.h's allreduce bound of the float64 one and the same
+ * bits on every rank; an unknown wire refused. */
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include "dtrain/coll.h"
 #include "dtrain/ddp.h"
 #include "testutil.h"
 
@@ -40,6 +46,72 @@ static void run_step(dt_ddp *d, dt_ddp_segment *segs, int rank, int skip) {
         if (s != skip) CHECK_OK(dt_ddp_grad_ready(d, s));
     }
     CHECK_OK(dt_ddp_finish(d));
+}
+
+/* Gradients that 16-bit floats cannot hold: mixed signs and scales. */
+static float wire_val(int rank, int seg, size_t i) {
+    unsigned h = (unsigned)(rank * 7919 + seg * 104729) ^ (unsigned)(i * 2654435761u);
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    h ^= h >> 15;
+    return ((float)(h % 20001) - 10000.0f) / 997.0f * (1.0f + (float)(i % 5) / 3.0f);
+}
+
+/* cfg.wire: average of wire_val over the ranks within coll.h's allreduce
+ * bound ((1+u)^(L+1) - 1 + P 2^-23) sum_r |x_r| / P (L = ceil(log2 P): the
+ * flat path's levels, at least the two-level path's), the same bits on every
+ * rank (a hash of the result, min and max over the group). */
+static void test_wire(dt_comm *w, dt_ddp_segment *segs, int rank, int n, int wire) {
+    const char *wn = wire == DT_WIRE_BF16 ? "bf16" : "f16";
+    double u = wire == DT_WIRE_BF16 ? 0x1p-8 : 0x1p-11;
+    int L = 0;
+    while ((1 << L) < n) L++;
+    double rel = pow(1 + u, L + 1) - 1 + n * 0x1p-23;
+    size_t caps[2] = {0, 200000};
+    for (int c = 0; c < 2; c++) {
+        dt_ddp_config cfg;
+        dt_ddp_config_default(&cfg);
+        cfg.bucket_cap_bytes = caps[c];
+        cfg.first_bucket_bytes = caps[c] / 2;
+        cfg.wire = wire;
+        dt_ddp *d = NULL;
+        CHECK_OK(dt_ddp_create(w, segs, NSEG, NULL, 0, &cfg, &d));
+        if (!d) continue;
+        CHECK_OK(dt_ddp_begin_step(d));
+        for (int s = NSEG - 1; s >= 0; s--) {
+            for (size_t i = 0; i < segs[s].count; i++) segs[s].grad[i] = wire_val(rank, s, i);
+            CHECK_OK(dt_ddp_grad_ready(d, s));
+        }
+        CHECK_OK(dt_ddp_finish(d));
+        dt_ddp_free(d);
+        long long bad = 0, h = 1469598103934665603ll;
+        double worst = 0;
+        for (int s = 0; s < NSEG; s++)
+            for (size_t i = 0; i < segs[s].count; i++) {
+                double exact = 0, mag = 0;
+                for (int r = 0; r < n; r++) { exact += wire_val(r, s, i); mag += fabs(wire_val(r, s, i)); }
+                exact /= n;
+                mag /= n;
+                double err = fabs(segs[s].grad[i] - exact);
+                if (!(err <= rel * mag)) bad++;
+                if (mag > 0 && err / mag > worst) worst = err / mag;
+                uint32_t b;
+                memcpy(&b, &segs[s].grad[i], 4);
+                h = (h ^ b) * 1099511628211ll;
+            }
+        CHECK(bad == 0, "wire %s, cap %zu: %lld averages outside the bound %.3g (worst %.3g of sum |x|/P)", wn, caps[c],
+              bad, rel, worst);
+        long long v[2] = {h, -h}, r[2];
+        CHECK_OK(dt_allreduce(v, r, 2, DT_I64, DT_MAX, w));
+        CHECK(r[0] == v[0] && r[1] == v[1], "wire %s, cap %zu: the averaged gradients differ across ranks", wn, caps[c]);
+        /* one bucket per segment: the small ones travel in messages (below the
+         * window's threshold), so some average must show the wire's rounding,
+         * far above f32's own (at most P 2^-23) */
+        if (c == 0 && n > 1)
+            CHECK(worst > 8 * n * 0x1p-23, "wire %s: every average within f32 rounding (worst %.3g), as if nothing was compressed",
+                  wn, worst);
+        if (rank == 0 && c == 0) printf("ddp wire %s at %d ranks: worst error %.3g of sum|x|/P (bound %.3g)\n", wn, n, worst, rel);
+    }
 }
 
 /* dt_ddp_finish_each: which buckets were reported, in what order, and whether
@@ -202,6 +274,10 @@ int main(void) {
         dt_ddp_free(d);
     }
 
+    /* compressed buckets */
+    test_wire(w, flat, rank, n, DT_WIRE_BF16);
+    test_wire(w, scattered, rank, n, DT_WIRE_F16);
+
     /* errors */
     CHECK_ERR(dt_ddp_create(w, NULL, 0, NULL, 0, NULL, &d), DT_ERR_INVALID, "at least one segment");
     dt_ddp_segment badseg = {NULL, grads, 5};
@@ -210,6 +286,9 @@ int main(void) {
     dt_ddp_config_default(&cfg);
     cfg.root = n + 3;
     CHECK_ERR(dt_ddp_create(w, flat, NSEG, NULL, 0, &cfg, &d), DT_ERR_INVALID, "not a member");
+    dt_ddp_config_default(&cfg);
+    cfg.wire = 7;
+    CHECK_ERR(dt_ddp_create(w, flat, NSEG, NULL, 0, &cfg, &d), DT_ERR_INVALID, "unknown gradient wire type 7");
     CHECK_ERR(dt_ddp_grad_ready(NULL, 0), DT_ERR_INVALID, "NULL");
     /* ranks describing different models are caught, on every rank */
     if (n > 1) CHECK_ERR(dt_ddp_create(w, flat, rank == 0 ? NSEG : NSEG - 1, NULL, 0, NULL, &d), DT_ERR_MISMATCH, "different models");

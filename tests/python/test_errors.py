@@ -216,6 +216,9 @@ def t_int_ranges():
         v = str(list(kw.values())[0])
         expect_raises("train.fit %s" % kw, DtrainError, lambda: dtrain.train.fit(**kw), flag, v,
                       "is not an integer in", status="DT_ERR_INVALID")
+    # grad_comm_dtype: a config key, given as fit(grad_comm_dtype=...)
+    expect_raises("train.fit grad_comm_dtype='fp8'", DtrainError, lambda: dtrain.train.fit(grad_comm_dtype="fp8"),
+                  "--grad-comm-dtype", "'fp8' is not one of f32, bf16, f16", status="DT_ERR_INVALID")
     still_works("integer range errors")
 
 

@@ -5,8 +5,15 @@
  * Adam on mlp and for lenet with synchronised batch norm. The 1-rank reference
  * runs on every rank over a standalone sub-communicator ([[0],[1],...]).
  * Also: overlap on/off and bucket caps 0 / 1 MB / 25 MB give identical
- * results; no_sync with k micro-steps equals one step on k times the batch. */
+ * results; no_sync with k micro-steps equals one step on k times the batch.
+ * grad_comm_dtype bf16 / f16 (the buckets compressed between processes): the
+ * parameters after 50 steps within WIRE_TOL (max|a - b| / max|b|) of the f32
+ * run's and the same bits on every rank; with the shared-memory window off
+ * (DTRAIN_SHM_ALLREDUCE=0, the train_dp_equiv_wire tests) or on several
+ * hosts (multihost_train_dp_equiv_2x2) every bucket is compressed, so they
+ * must also differ from the f32 run's (the wire is used). */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include "dtrain/model.h"
 #include "dtrain/train.h"
@@ -14,6 +21,14 @@
 
 #define B 64
 #define STEPS 50
+/* A sanity bound, not a rounding bound: 50 steps of small-batch SGD
+ * (momentum) amplify the wire's 2^-9 rounding into a different trajectory
+ * (at 2 ranks, window off: bf16/sgd 0.19, f16/adam 0.08; losses at step 50
+ * 0.918 vs 0.959). A lost or doubled average, or garbage, is O(1). The
+ * per-element check against coll.h's bound is tests/parallel's. */
+#define WIRE_TOL 0.5
+
+static int g_wire; /* grad_comm_dtype for the next train() */
 
 static float *train(dt_comm *comm, const char *model, const char *optim, int batch, int sync_bn,
                     int overlap, double bucket_mb, int accum, size_t *n) {
@@ -36,6 +51,7 @@ static float *train(dt_comm *comm, const char *model, const char *optim, int bat
     o.dist.overlap = overlap;
     o.dist.bucket_size_mb = bucket_mb;
     o.dist.first_bucket_mb = bucket_mb < 1 ? bucket_mb : 1;
+    o.dist.grad_comm_dtype = g_wire;
     dt_trainer *t;
     int rc = dt_trainer_create(&o, &t);
     dt_train_result r;
@@ -86,6 +102,43 @@ int main(void) {
                   base && p ? dt_test_rel_err(p, base, n0) : -1.0);
             free(p);
         }
+    free(base);
+
+    /* compressed gradients: near the f32 run, identical on every rank */
+    const char *shm = getenv("DTRAIN_SHM_ALLREDUCE");
+    dt_comm_info wi;
+    CHECK_OK(dt_comm_info_get(w, &wi));
+    /* every bucket crosses a process boundary in messages: the window off, or
+     * ranks on several hosts (tests/multihost: the leg between hosts) */
+    int all_wire = N > 1 && ((shm && !strcmp(shm, "0")) || wi.local_size < N);
+    base = train(w, "mlp", "sgd", B / N, 0, 1, 1, 1, &n0);
+    for (int wire = 1; wire <= 2; wire++) {
+        g_wire = wire;
+        float *p = train(w, "mlp", wire == 1 ? "sgd" : "adam", B / N, 0, 1, 1, 1, &nx);
+        float *ref = wire == 1 ? NULL : (g_wire = 0, train(w, "mlp", "adam", B / N, 0, 1, 1, 1, &n0));
+        g_wire = 0;
+        const float *f32 = wire == 1 ? base : ref;
+        if (p && f32 && nx == n0) {
+            double e = dt_test_rel_err(p, f32, n0);
+            if (rank == 0) printf("grad_comm_dtype %s (%s): %d ranks, %d steps: rel err %.3g vs f32\n", wire == 1 ? "bf16" : "f16",
+                                  wire == 1 ? "sgd" : "adam", N, STEPS, e);
+            CHECK(e <= WIRE_TOL, "grad_comm_dtype %d: rel err %.3g vs f32 > %g", wire, e, WIRE_TOL);
+            if (all_wire) CHECK(e > 0, "grad_comm_dtype %d with the window off: equal to the f32 run (not compressed?)", wire);
+            unsigned long long h = 1469598103934665603ull;
+            for (size_t i = 0; i < nx; i++) {
+                uint32_t b;
+                memcpy(&b, &p[i], 4);
+                h = (h ^ b) * 1099511628211ull;
+            }
+            long long v[2] = {(long long)(h >> 1), -(long long)(h >> 1)}, r[2];
+            CHECK_OK(dt_allreduce(v, r, 2, DT_I64, DT_MAX, w));
+            CHECK(r[0] == v[0] && r[1] == v[1], "grad_comm_dtype %d: parameters differ across ranks", wire);
+        } else {
+            CHECK(0, "grad_comm_dtype %d: a run failed", wire);
+        }
+        free(p);
+        free(ref);
+    }
     free(base);
 
     /* no_sync accumulation: k = 2 micro-batches of B/2 per rank equal one step of B per rank */

@@ -131,6 +131,7 @@ typedef struct bench_case {
     int shared_mem;     /* send / recv slabs from dt_comm_alloc_shared */
     int need_slab;      /* M_LIST with --vs-mpi / --vs-single: contiguous slabs for the reference */
     int ref_single;     /* --vs-single: the reference is ONE dt_allreduce on the slabs, not MPI */
+    int wire;           /* --wire: dt_wire of allreduce / reduce_scatter (the _ex forms) */
     dt_comm *comm;
 } bench_case;
 

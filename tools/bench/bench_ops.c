@@ -426,6 +426,12 @@ int bench_call_dtrain(const bench_case *c, bench_set *s, int inplace, const char
             else TRY(dt_allreduce_list(in, s->lout, c->ntensors, op, cm), "dt_allreduce_list");
             return DT_OK;
         }
+        if (c->wire) {
+            dt_coll_opts o = {.wire = (dt_wire)c->wire};
+            if (a) TRYA(dt_allreduce_ex(inplace ? R : S, R, cnt, dt, op, cm, &o, &w_), "dt_allreduce_ex(async)");
+            else TRY(dt_allreduce_ex(inplace ? R : S, R, cnt, dt, op, cm, &o, NULL), "dt_allreduce_ex");
+            return DT_OK;
+        }
         if (a) TRYA(dt_allreduce_async(inplace ? R : S, R, cnt, dt, op, cm, &w_), "dt_allreduce_async");
         else TRY(dt_allreduce(inplace ? R : S, R, cnt, dt, op, cm), "dt_allreduce");
         return DT_OK;
@@ -437,6 +443,12 @@ int bench_call_dtrain(const bench_case *c, bench_set *s, int inplace, const char
     }
     case B_REDUCE_SCATTER: {
         void *out = inplace ? (void *)AT(S, (size_t)r * (cnt / n)) : R;
+        if (c->wire) {
+            dt_coll_opts o = {.wire = (dt_wire)c->wire};
+            if (a) TRYA(dt_reduce_scatter_ex(S, out, cnt, dt, op, cm, &o, &w_), "dt_reduce_scatter_ex(async)");
+            else TRY(dt_reduce_scatter_ex(S, out, cnt, dt, op, cm, &o, NULL), "dt_reduce_scatter_ex");
+            return DT_OK;
+        }
         if (a) TRYA(dt_reduce_scatter_async(S, out, cnt, dt, op, cm, &w_), "dt_reduce_scatter_async");
         else TRY(dt_reduce_scatter(S, out, cnt, dt, op, cm), "dt_reduce_scatter");
         return DT_OK;

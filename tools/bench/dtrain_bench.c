@@ -47,6 +47,7 @@ typedef struct opts {
     int ntensors;
     int async;
     int shared_mem;   /* --shared-mem: buffers from dt_comm_alloc_shared */
+    int wire;         /* --wire: dt_wire of allreduce / reduce_scatter */
     uint64_t seed;
 } opts;
 
@@ -75,6 +76,10 @@ static void usage(FILE *f) {
         "      --separate N      allreduce only: N dt_allreduce calls per iteration on\n"
         "                        the same N tensors\n"
         "      --async           time the *_async forms (submit + wait)\n"
+        "      --wire bf16|f16   allreduce / reduce_scatter (single buffer): that type on the\n"
+        "                        wire, f32 sums (dt_allreduce_ex; f32, f16, bf16 data). The\n"
+        "                        data are then exact in the wire type, so results are checked\n"
+        "                        bit for bit; the MPI reference stays the plain MPI call\n"
         "      --shared-mem      single-buffer modes: buffers from dt_comm_alloc_shared\n"
         "                        (in-place allreduces then reduce between the ranks'\n"
         "                        buffers directly, on one host)\n"
@@ -229,6 +234,12 @@ static int parse_args(int argc, char **argv, opts *o, int rank) {
         } else if (IS("--shared-mem", "--shared-mem")) {
             NOVAL();
             o->shared_mem = 1;
+        } else if (IS("--wire", "--wire")) {
+            NEEDVAL();
+            if (strcmp(val, "bf16") == 0) o->wire = DT_WIRE_BF16;
+            else if (strcmp(val, "f16") == 0) o->wire = DT_WIRE_F16;
+            else if (strcmp(val, "native") == 0) o->wire = DT_WIRE_NATIVE;
+            else return bad(rank, "unknown wire type '%s' (bf16, f16 or native)%s", val, "");
         } else if (IS("--seed", "--seed")) {
             size_t s;
             NEEDVAL();
@@ -248,6 +259,10 @@ static int parse_args(int argc, char **argv, opts *o, int rank) {
     if (o->vs_single && !have_list) return bad(rank, "--vs-single needs --list%s%s", "", "");
     if (o->shared_mem && (have_list || have_sep)) return bad(rank, "--shared-mem applies to single-buffer runs, not --list / --separate%s%s", "", "");
     if (o->vs_single && o->vs_mpi) return bad(rank, "--vs-single and --vs-mpi are exclusive%s%s", "", "");
+    if (o->wire && (o->all_ops || (o->op != B_ALLREDUCE && o->op != B_REDUCE_SCATTER) || have_list || have_sep))
+        return bad(rank, "--wire applies to single-buffer allreduce and reduce_scatter%s%s", "", "");
+    if (o->wire && o->dtype != DT_F32 && o->dtype != DT_F16 && o->dtype != DT_BF16)
+        return bad(rank, "--wire needs f32, f16 or bf16 data, not %s%s", dt_dtype_name(o->dtype), "");
     if (o->vs_single) o->vs_mpi = 1; /* the same alternated reference timing, another reference */
     if (o->rounds < 0) o->rounds = o->vs_mpi ? 3 : 1;
     return 0;
@@ -381,6 +396,7 @@ static void json_row(FILE *f, const opts *o, const bench_case *c, const char *pl
     json_set(row, "ntensors", json_integer(c->mode == M_SINGLE ? 1 : c->ntensors));
     json_set(row, "async", json_boolean(c->async));
     json_set(row, "shared_mem", json_boolean(c->shared_mem));
+    json_set(row, "wire", json_string(c->wire == DT_WIRE_BF16 ? "bf16" : c->wire == DT_WIRE_F16 ? "f16" : "native"));
     json_num(row, "time_us", r->t * 1e6, 1);
     json_num(row, "algbw_GBps", r->algbw, 1);
     json_num(row, "busbw_GBps", r->busbw, 1);
@@ -408,7 +424,8 @@ static void print_header(const opts *o, bench_op op, const char *backend, int ho
            dt_dtype_name(o->dtype), oi->reduces ? dt_op_name(o->redop) : "none", root);
     printf("# ranks %d, hosts %d, backend %s, mode %s", g_size, hosts, backend, mode);
     if (o->mode != M_SINGLE) printf(" (%d tensors)", o->ntensors);
-    printf(", %s calls\n", o->async ? "async (submit + wait)" : "blocking");
+    printf(", %s calls%s\n", o->async ? "async (submit + wait)" : "blocking",
+           o->wire == DT_WIRE_BF16 ? ", bf16 on the wire" : o->wire == DT_WIRE_F16 ? ", f16 on the wire" : "");
     printf("# iters %d, warmup %d, check %d, rounds %d%s, sizes %zu..%zu x%zu\n", o->iters,
            o->warmup, o->check, o->rounds,
            o->vs_single ? " (list / one dt_allreduce alternated, best kept)"
@@ -547,9 +564,14 @@ static int run_op(const opts *o, bench_op op, FILE *jf, const char *backend, int
     c.shared_mem = o->shared_mem;
     c.need_slab = o->mode == M_LIST && o->vs_mpi;
     c.ref_single = o->vs_single;
+    c.wire = o->wire;
     c.comm = g_world;
     bench_gen g;
-    bench_gen_init(&g, o->dtype, oi->reduces ? (int)o->redop : -1, g_size, o->seed);
+    /* with a 16-bit wire the values keep within what it carries exactly */
+    dt_dtype lim = o->wire == DT_WIRE_BF16 && o->dtype == DT_F32 ? DT_BF16
+                 : o->wire == DT_WIRE_F16 && o->dtype == DT_F32 ? DT_F16 : o->dtype;
+    bench_gen_init(&g, lim, oi->reduces ? (int)o->redop : -1, g_size, o->seed);
+    g.dtype = o->dtype;
 
     size_t prev = SIZE_MAX;
     for (size_t b = o->minb;;) {
@@ -648,7 +670,7 @@ static int agree_command_line(int prc, const opts *o) {
     char val[24][48];
     static const char *const names[24] = {"-o", "-b", "-e", "-f", "-n", "-w", "-c", "-d", "-r", "-R", "--vs-mpi",
                                           "--vs-single", "--rounds", "--list/--separate", "--async", "--shared-mem",
-                                          "--seed"};
+                                          "--seed", "--wire"};
     int n = 0;
     snprintf(val[n++], 48, "%s", o->all_ops ? "all" : bench_op_get(o->op)->name);
     snprintf(val[n++], 48, "%zu", o->minb);
@@ -668,6 +690,7 @@ static int agree_command_line(int prc, const opts *o) {
     snprintf(val[n++], 48, "%s", o->async ? "on" : "off");
     snprintf(val[n++], 48, "%s", o->shared_mem ? "on" : "off");
     snprintf(val[n++], 48, "%llu", (unsigned long long)o->seed);
+    snprintf(val[n++], 48, "%d", o->wire);
     long long h[2 * 24];
     for (int i = 0; i < n; i++) {
         h[i] = (long long)(fnv(val[i]) >> 1);

@@ -11,6 +11,12 @@
  *    then divided truncating toward zero).
  *  - counts above INT_MAX: elementwise ops (allreduce, reduce, broadcast) are
  *    chunked; other ops are limited by max_count.
+ * Before MPI's own algorithms, each op offers the call to dtrain's paths
+ * (each declines with the same answer on every member): the shared-memory
+ * window of a group on one host (allreduce, reduce, reduce_scatter,
+ * allgather, broadcast: shm_mpi.c, shm_coll.c), then the two-level path of a
+ * group spanning hosts (allreduce, reduce_scatter, allgather: hier_mpi.c).
+ * The compressed forms (wire_mpi.c) choose among the same paths.
  * Calls are serialised by the engine (coll/engine.c): MPI_THREAD_SERIALIZED.
  * Each communicator also references a check channel (mpi_internal.h) used by
  * the fingerprint checks of check_mpi.c. MPI itself is initialised and
@@ -134,6 +140,7 @@ static int m_allreduce(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt
     }
     dt_span one = {s, r, n};
     int src = dt_mpi_shm_allreduce(c, &one, 1, n, dt, op);
+    if (src == DT_DECLINED) src = dt_mpi_hier_allreduce(c, s, r, n, dt, op, 0);
     if (src != DT_DECLINED) return src;
     for (size_t off = 0; off < n || off == 0; off += MPI_CHUNK) {
         size_t k = n - off < MPI_CHUNK ? n - off : MPI_CHUNK;
@@ -160,6 +167,8 @@ static int m_reduce(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, d
         }
         return DT_OK;
     }
+    int src = dt_mpi_shm_reduce(c, s, r, n, dt, op, root);
+    if (src != DT_DECLINED) return src;
     for (size_t off = 0; off < n || off == 0; off += MPI_CHUNK) {
         size_t k = n - off < MPI_CHUNK ? n - off : MPI_CHUNK;
         const void *sp = (me && s == r) ? MPI_IN_PLACE : (const char *)s + off * es;
@@ -183,6 +192,9 @@ static int m_reduce_scatter(dt_comm *c, const void *s, void *r, size_t n, dt_dty
         narrow(w, r, n, dt, avg, size);
         return DT_OK;
     }
+    int src = dt_mpi_shm_reduce_scatter(c, s, r, n, dt, op);
+    if (src == DT_DECLINED) src = dt_mpi_hier_reduce_scatter(c, s, r, n, dt, op, 0);
+    if (src != DT_DECLINED) return src;
     if ((const char *)r == (const char *)s + (size_t)rank * n * es) {
         /* in place: MPI leaves the result at the front of the buffer */
         MPI_TRY(MPI_Reduce_scatter_block(MPI_IN_PLACE, (void *)s, (int)n, mpi_type(dt), mpi_op(op), mcomm(c)), "MPI_Reduce_scatter_block");
@@ -195,6 +207,9 @@ static int m_reduce_scatter(dt_comm *c, const void *s, void *r, size_t n, dt_dty
 }
 
 static int m_allgather(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt) {
+    int src = dt_mpi_shm_allgather(c, s, r, n, dt);
+    if (src == DT_DECLINED) src = dt_mpi_hier_allgather(c, s, r, n, dt);
+    if (src != DT_DECLINED) return src;
     size_t es = dt_dtype_size(dt);
     const void *sp = ((const char *)s == (const char *)r + (size_t)c->info.rank * n * es) ? MPI_IN_PLACE : s;
     MPI_TRY(MPI_Allgather(sp, (int)n, mpi_type(dt), r, (int)n, mpi_type(dt), mcomm(c)), "MPI_Allgather");
@@ -202,6 +217,8 @@ static int m_allgather(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt
 }
 
 static int m_broadcast(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, int root) {
+    int src = dt_mpi_shm_broadcast(c, s, r, n, dt, root);
+    if (src != DT_DECLINED) return src;
     size_t es = dt_dtype_size(dt);
     if (c->info.rank == root && s != r && n) memcpy(r, s, n * es);
     for (size_t off = 0; off < n; off += MPI_CHUNK) {
@@ -285,6 +302,7 @@ static int m_split(dt_comm *world, int color, dt_comm *out, dt_comm *same) {
     impl->comm = nc;
     impl->chk = NULL;
     impl->shm = NULL;
+    impl->hier = NULL;
     out->impl = impl;
     MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
     int crc = attach_check(impl, nc, same);
@@ -294,7 +312,8 @@ static int m_split(dt_comm *world, int color, dt_comm *out, dt_comm *same) {
     MPI_Comm_size(nc, &s);
     if (r != out->info.rank || s != out->info.size)
         return DT_ERR(DT_ERR_INTERNAL, "MPI_Comm_split gave rank %d/%d, expected %d/%d", r, s, out->info.rank, out->info.size);
-    return dt_mpi_shm_attach(out, same);
+    int rc = dt_mpi_shm_attach(out, same);
+    return rc ? rc : dt_mpi_hier_attach(out, same);
 }
 
 /* Asynchronous work runs on the engine's thread: a second thread in MPI,
@@ -308,6 +327,7 @@ static void m_destroy(dt_comm *c) {
     int fin = 0;
     MPI_Finalized(&fin);
     dt_mpi_shm_detach(impl, fin);
+    dt_mpi_hier_detach(impl, fin);
     if (!fin) MPI_Comm_free(&impl->comm);
     if (impl->chk && --impl->chk->refs == 0) {
         if (!fin) MPI_Comm_free(&impl->chk->comm);
@@ -330,6 +350,8 @@ const dt_backend_ops dt_backend_mpi = {
     .send = m_send,
     .recv = m_recv,
     .barrier = m_barrier,
+    .allreduce_wire = dt_mpi_allreduce_wire,
+    .reduce_scatter_wire = dt_mpi_reduce_scatter_wire,
     .allreduce_spans = dt_mpi_shm_allreduce,
     .alloc_shared = dt_mpi_shm_alloc,
     .free_shared = dt_mpi_shm_free,
@@ -362,6 +384,7 @@ static int m_world(dt_comm *c) {
     if (!impl) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     impl->chk = NULL;
     impl->shm = NULL;
+    impl->hier = NULL;
     int mrc = MPI_Comm_dup(MPI_COMM_WORLD, &impl->comm);
     if (mrc != MPI_SUCCESS) { free(impl); return dt_mpi_fail(mrc, "MPI_Comm_dup"); }
     MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN);
@@ -374,7 +397,9 @@ static int m_world(dt_comm *c) {
     if (r != c->info.rank || s != c->info.size)
         return DT_ERR(DT_ERR_INTERNAL, "MPI_COMM_WORLD has rank %d/%d, the bootstrap said %d/%d", r, s, c->info.rank,
                       c->info.size);
-    return s > 1 ? dt_mpi_shm_attach(c, NULL) : DT_OK;
+    if (s == 1) return DT_OK;
+    rc = dt_mpi_shm_attach(c, NULL);
+    return rc ? rc : dt_mpi_hier_attach(c, NULL);
 }
 
 static void m_finalize(void) {
@@ -382,6 +407,8 @@ static void m_finalize(void) {
     g_scratch = NULL;
     g_scratch_cap = 0;
     dt_mpi_check_release();
+    dt_mpi_tree_release();
+    dt_mpi_wire_release();
 }
 
 const dt_transport dt_transport_mpi = {

@@ -1,7 +1,11 @@
 /* src/transport/mpi/mpi_internal.h - internal: state shared by the files of
  * the MPI transport (backend_mpi.c: data movement and the transport's entry;
- * check_mpi.c: fingerprint checks; shm_mpi.c: the shared-memory allreduce
- * window). Nothing outside transport/mpi/ includes it. */
+ * check_mpi.c: fingerprint checks; shm_mpi.c, shm_coll.c: the shared-memory
+ * window of a group on one host and the collectives through it; hier_mpi.c:
+ * two-level collectives for groups spanning hosts; tree_mpi.c: block
+ * collectives over point-to-point messages, the 16-bit wire formats;
+ * wire_mpi.c: the compressed allreduce / reduce_scatter). Nothing outside
+ * transport/mpi/ includes it. */
 #ifndef DT_MPI_INTERNAL_H
 #define DT_MPI_INTERNAL_H
 
@@ -21,11 +25,15 @@ typedef struct mpi_check {
 /* Shared-memory window of an intra-node communicator (shm_mpi.c), shared
  * (refcounted) like the check channel by communicators with the same members. */
 typedef struct mpi_shm mpi_shm;
+/* The two-level structure of a communicator spanning hosts (hier_mpi.c: its
+ * hosts' windows and the communicators between them), shared the same way. */
+typedef struct mpi_hier mpi_hier;
 
 typedef struct mpi_impl {
     MPI_Comm comm;
     mpi_check *chk;
     mpi_shm *shm;   /* NULL: not intra-node, size 1, or switched off */
+    mpi_hier *hier; /* NULL: on one host, two-level off, or a shape that does not take it */
 } mpi_impl;
 
 static inline MPI_Comm dt_mpi_comm(const dt_comm *c) { return ((const mpi_impl *)c->impl)->comm; }
@@ -56,6 +64,38 @@ void dt_mpi_shm_detach(mpi_impl *impl, int finalized);
  * in one chunk or the spans are all in place or their outputs do not overlap
  * their inputs. */
 int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, dt_dtype dt, dt_op op);
+/* The other collectives through the window (shm_mpi.c, shm_coll.c), with
+ * the transport op's arguments; each DT_DECLINED unless c has a window and
+ * the call moves at least dt_rel_shm_min() bytes (reduce and reduce_scatter:
+ * and (dt, op) reduce natively; the reduce-scatter's input, the allgather's
+ * output, the reduce's and broadcast's buffer). The reductions use the
+ * allreduce's association: bit-identical results. */
+int dt_mpi_shm_reduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op, int root);
+int dt_mpi_shm_reduce_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op);
+int dt_mpi_shm_allgather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt);
+int dt_mpi_shm_broadcast(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root);
+/* hier_mpi.c: the two-level collectives of communicators spanning hosts.
+ * attach: collective over c's members (all take the same branch): share
+ * `same`'s structure, or build one when the group spans hosts and
+ * DTRAIN_TWO_LEVEL allows (auto: some host has several members); detach:
+ * drop the reference. The collectives return DT_DECLINED (the same answer
+ * on every member) unless c has the structure, the call is at least
+ * dt_rel_two_level_min() bytes (any size when forced on), (dt, op) reduce
+ * natively, and a wire other than native comes with f32 data. */
+int dt_mpi_hier_attach(dt_comm *c, const dt_comm *same);
+void dt_mpi_hier_detach(mpi_impl *impl, int finalized);
+int dt_mpi_hier_allreduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op, int wire);
+int dt_mpi_hier_reduce_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op,
+                               int wire);
+int dt_mpi_hier_allgather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt);
+/* wire_mpi.c: the allreduce_wire / reduce_scatter_wire ops; release: the
+ * working buffer (transport finalize). */
+int dt_mpi_allreduce_wire(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op, int wire);
+int dt_mpi_reduce_scatter_wire(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op,
+                               int wire);
+void dt_mpi_wire_release(void);
+void dt_mpi_tree_release(void);
+
 /* alloc_shared / free_shared ops: a window of `bytes` per member whose
  * in-place allreduces skip the staging buffers; DT_DECLINED when c has no
  * window or some member lacks room in /dev/shm (agreed). free marks the

@@ -1,5 +1,7 @@
-/* src/transport/mpi/shm_mpi.c - allreduce through an MPI-3 shared-memory window, for
- * communicators whose ranks all run on one host.
+/* src/transport/mpi/shm_mpi.c - allreduce (and reduce) through an MPI-3
+ * shared-memory window, for communicators whose ranks all run on one host
+ * (reduce-scatter, allgather and broadcast: shm_coll.c; the layout of the
+ * window and the discipline every operation on it follows: shm_internal.h).
  *
  * Every rank of such a communicator owns two buffers of `slot` bytes (the
  * agreed DTRAIN_SHM_CHUNK_BYTES, default 1 MiB) in one
@@ -44,6 +46,9 @@
  * lines from memory before overwriting it, a third of such a call's memory
  * traffic (16-64 MB out-of-place: 10-25% faster on this VM, README).
  *
+ * A reduce runs the same way with only the root writing its output (the
+ * others take both barriers of each chunk and skip C).
+ *
  * Every element is reduced by one rank, in the fixed association of the
  * recursive doubling of check_mpi.c (a balanced tree over the ranks, the
  * first 2*rem ranks folded pairwise), so results are bit-identical on every
@@ -58,23 +63,18 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
-#include "transport/mpi/mpi_internal.h"
+#include "transport/mpi/shm_internal.h"
 #include "transport/reduce_kernels.h"
 #include "core/error.h"
 
-#define BLOCK_BYTES ((size_t)16 << 10) /* phase B works in blocks of this size */
+#define BLOCK_BYTES DT_SHM_BLOCK_BYTES
+#define PAGE DT_SHM_PAGE
 /* Allreduces from this size up on members that have regions exchange the
  * descriptor that may skip the buffers: below, the data stays in cache
  * anyway and the extra barrier would cost more than the copies. */
 #define REGION_MIN_BYTES ((size_t)512 << 10)
-/* Each rank's part of the window: a page holding its barrier counter (and
- * beside it its call descriptor and check headers: CTRL_*), then
- * its two buffers from PAGE + stagger(q): the ranks' buffers start at
- * different offsets within a 4 KiB page (q * PAGE / p), so that streams over
- * two ranks' buffers in phase B never alias in the low 12 address bits (a
- * load matching an earlier store there stalls on x86: "4K aliasing"). The
- * head is two pages: the counter's, and room for the stagger. */
-#define PAGE ((size_t)4096)
+/* Each member's part of the window (shm_internal.h): the counter's page and
+ * room for the stagger, then the two buffers. */
 #define HEAD_BYTES (2 * PAGE)
 /* Within the counter's page, each in its own cache line(s): the barrier
  * counter at 0, the call descriptor (region id, offset, bytes), and the two
@@ -90,35 +90,6 @@ _Static_assert(CTRL_DESC + 3 * sizeof(uint64_t) <= CTRL_HDRS && CTRL_HDRS + 2 * 
 static size_t inline_off(size_t slot) { return HEAD_BYTES + ((2 * slot + PAGE - 1) & ~(PAGE - 1)); }
 static size_t window_bytes(size_t slot) { return inline_off(slot) + PAGE + 2 * INLINE_BYTES; }
 static size_t stagger(int q, int p) { return ((size_t)q * PAGE / (size_t)p) & ~(size_t)63; }
-
-/* Memory from dt_comm_alloc_shared: a window of `bytes` per member, each
- * member's segment loadable by all. Kept until the members' window goes
- * (releasing a window is collective; dt_comm_free_shared is not). */
-typedef struct shm_region {
-    MPI_Win win;
-    char **base;      /* [p] each member's segment */
-    size_t bytes;     /* per member */
-    uint64_t id;      /* 1, 2, ... in allocation order: the same on every member */
-    int live;         /* 0 once freed by the caller */
-    struct shm_region *next;
-} shm_region;
-
-struct mpi_shm {
-    MPI_Win win;
-    int refs;
-    int parity;        /* buffer of the next chunk */
-    size_t slot;       /* bytes of each of a rank's two buffers */
-    uint64_t seq;      /* barriers passed */
-    int p, pof2, rem;  /* group size; tree shape (check_mpi.c's recursive doubling) */
-    char **base;       /* [p] each rank's two buffers */
-    char **ctrl;       /* [p] each rank's barrier counter */
-    const char **x;    /* [p] operand pointers of the block being reduced */
-    char *scratch;     /* [levels + 1][BLOCK_BYTES] partial results of the tree, then a result block */
-    int levels;
-    shm_region *regions;  /* dt_comm_alloc_shared memory of these members, newest first */
-    uint64_t nregions;    /* regions allocated so far (the same on every member) */
-    uint64_t checks;      /* fingerprint checks passed (the same on every member) */
-};
 
 static void shm_free(mpi_shm *s, int finalized) {
     if (!s) return;
@@ -143,17 +114,21 @@ static void shm_free(mpi_shm *s, int finalized) {
     free(s);
 }
 
+void dt_shm_release(mpi_shm *s, int finalized) {
+    if (s && --s->refs == 0) shm_free(s, finalized);
+}
+
 void dt_mpi_shm_detach(mpi_impl *impl, int finalized) {
     mpi_shm *s = impl->shm;
     impl->shm = NULL;
-    if (s && --s->refs == 0) shm_free(s, finalized);
+    dt_shm_release(s, finalized);
 }
 
 /* *all_ok = 1 if every member has `ok` and twice `need` bytes free in
  * /dev/shm (agreed over comm). Open MPI and MPICH back shared windows with a
  * file there, where running out means SIGBUS on first touch (containers
  * often give /dev/shm 64 MB). */
-static int shm_room(MPI_Comm comm, double need, int ok, int *all_ok) {
+int dt_shm_room(MPI_Comm comm, double need, int ok, int *all_ok) {
     struct statvfs sv;
     ok = ok && (statvfs("/dev/shm", &sv) != 0 || (double)sv.f_bavail * (double)sv.f_frsize >= 2.0 * need);
     DT_MPI_TRY(MPI_Allreduce(&ok, all_ok, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
@@ -190,26 +165,20 @@ static int window_open(MPI_Comm comm, int p, size_t bytes, int aligned, MPI_Win 
     return DT_OK;
 }
 
-int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
-    mpi_impl *impl = c->impl;
-    const mpi_impl *si = (same && same->ops == &dt_backend_mpi) ? same->impl : NULL;
-    if (si && si->shm) {
-        impl->shm = si->shm;
-        impl->shm->refs++;
-        return DT_OK;
-    }
-    int p = c->info.size;
-    /* identical on every member: size, host layout, agreed settings */
-    if (p < 2 || c->info.local_size != p || !dt_rel_shm_on()) return DT_OK;
+size_t dt_shm_window_bytes(void) { return window_bytes(dt_rel_shm_chunk()); }
+
+int dt_shm_open(MPI_Comm comm, int p, int me, int check_room, mpi_shm **out) {
+    *out = NULL;
     /* Room for the window: every member needs twice the window free in
      * /dev/shm, or none uses the path (agreed: the same branch everywhere). */
-    int all_ok = 0, rc = shm_room(impl->comm, (double)p * (double)window_bytes(dt_rel_shm_chunk()), 1, &all_ok);
+    int all_ok = 1, rc = check_room ? dt_shm_room(comm, (double)p * (double)window_bytes(dt_rel_shm_chunk()), 1, &all_ok) : DT_OK;
     if (rc || !all_ok) return rc;
     mpi_shm *s = calloc(1, sizeof *s);
     if (!s) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     s->win = MPI_WIN_NULL;
     s->refs = 1;
     s->p = p;
+    s->me = me;
     s->pof2 = 1;
     while (s->pof2 <= p / 2) s->pof2 <<= 1;
     s->rem = p - s->pof2;
@@ -222,18 +191,32 @@ int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
     s->scratch = malloc(BLOCK_BYTES * (size_t)(levels + 1));
     s->slot = dt_rel_shm_chunk();
     if (!s->base || !s->ctrl || !s->x || !s->scratch) { shm_free(s, 1); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
-    if ((rc = window_open(impl->comm, p, window_bytes(s->slot), 0, &s->win, s->ctrl))) {
+    if ((rc = window_open(comm, p, window_bytes(s->slot), 0, &s->win, s->ctrl))) {
         s->win = MPI_WIN_NULL;
         shm_free(s, 1);
         return rc;
     }
     for (int q = 0; q < p; q++) s->base[q] = s->ctrl[q] + PAGE + stagger(q, p);
-    atomic_store((_Atomic uint64_t *)(void *)s->ctrl[c->info.rank], 0);
+    atomic_store((_Atomic uint64_t *)(void *)s->ctrl[me], 0);
     rc = MPI_Win_sync(s->win);
-    if (rc == MPI_SUCCESS) rc = MPI_Barrier(impl->comm); /* every counter is 0 before anyone counts */
+    if (rc == MPI_SUCCESS) rc = MPI_Barrier(comm); /* every counter is 0 before anyone counts */
     if (rc != MPI_SUCCESS) { MPI_Win_free(&s->win); shm_free(s, 1); return dt_mpi_fail(rc, "MPI_Win_sync / MPI_Barrier"); }
-    impl->shm = s;
+    *out = s;
     return DT_OK;
+}
+
+int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
+    mpi_impl *impl = c->impl;
+    const mpi_impl *si = (same && same->ops == &dt_backend_mpi) ? same->impl : NULL;
+    if (si && si->shm) {
+        impl->shm = si->shm;
+        impl->shm->refs++;
+        return DT_OK;
+    }
+    int p = c->info.size;
+    /* identical on every member: size, host layout, agreed settings */
+    if (p < 2 || c->info.local_size != p || !dt_rel_shm_on()) return DT_OK;
+    return dt_shm_open(impl->comm, p, c->info.rank, 1, &impl->shm);
 }
 
 /* ---- memory of the members (dt_comm_alloc_shared) ------------------------ */
@@ -245,7 +228,7 @@ int dt_mpi_shm_alloc(dt_comm *c, size_t bytes, void **ptr) {
     int p = s->p, all_ok = 0;
     shm_region *r = calloc(1, sizeof *r);
     if (r && !(r->base = calloc((size_t)p, sizeof *r->base))) { free(r); r = NULL; }
-    int rc = shm_room(impl->comm, (double)p * (double)bytes, r != NULL, &all_ok);
+    int rc = dt_shm_room(impl->comm, (double)p * (double)bytes, r != NULL, &all_ok);
     if (rc || !all_ok) {
         if (r) free(r->base);
         free(r);
@@ -323,7 +306,7 @@ static inline size_t piece(walk *w, size_t pos, size_t end, const char **in, cha
 
 /* dst <- src, n bytes; `stream`: with streaming stores, which do not read
  * dst's lines first nor keep them in cache (the caller fences once done). */
-static void copy_out(char *dst, const char *src, size_t n, int stream) {
+void dt_shm_copy_out(char *dst, const char *src, size_t n, int stream) {
 #ifdef __SSE2__
     if (stream && n >= 256) {
         size_t head = (size_t)(-(uintptr_t)dst & 63); /* to a cache line boundary */
@@ -357,7 +340,7 @@ static void scatter(walk *w, size_t from, size_t to, const char *src, int stream
         const char *in;
         char *out;
         size_t len = piece(w, pos, to, &in, &out, 1);
-        copy_out(out, src + (pos - from) * w->es, len * w->es, stream && in != out);
+        dt_shm_copy_out(out, src + (pos - from) * w->es, len * w->es, stream && in != out);
         pos += len;
     }
 }
@@ -381,6 +364,16 @@ static const char *tree(mpi_shm *s, int lo, int hi, char *dst, int level, size_t
     return dst;
 }
 
+void dt_shm_tree(mpi_shm *s, char *dst, size_t n, dt_dtype dt, dt_op op) {
+    tree(s, 0, s->pof2, dst, 0, n, dt, op);
+}
+
+void dt_shm_fence(void) {
+#ifdef __SSE2__
+    _mm_sfence();
+#endif
+}
+
 static _Atomic uint64_t *counter(const mpi_shm *s, int q) { return (_Atomic uint64_t *)(void *)s->ctrl[q]; }
 
 /* Barrier over the window: publish my count (release: my stores to my buffer
@@ -388,7 +381,8 @@ static _Atomic uint64_t *counter(const mpi_shm *s, int q) { return (_Atomic uint
  * has reached it (acquire). Waiting yields the processor after a short spin,
  * so that a rank with more threads than cores (computing while its
  * communication thread waits here) keeps its compute thread running. */
-static void sync_all(mpi_shm *s, int me) {
+void dt_shm_sync(mpi_shm *s) {
+    int me = s->me;
     uint64_t t = ++s->seq;
     atomic_store_explicit(counter(s, me), t, memory_order_release);
     for (int q = 0; q < s->p; q++) {
@@ -471,7 +465,7 @@ static char *inline_slot(const mpi_shm *s, int q, uint64_t k) {
 /* Publish my header (my data already in my slot), one barrier, compare. */
 static void publish(mpi_shm *s, int me, dt_fp_hdr *h, uint64_t k) {
     memcpy(hdr_slot(s, me, k), h, sizeof *h);
-    sync_all(s, me); /* release / acquire: every header and slot is visible */
+    dt_shm_sync(s); /* release / acquire: every header and slot is visible */
     for (int q = 0; q < s->p; q++) {
         const dt_fp_hdr *o = hdr_slot(s, q, k);
         if (q != me && (o->fp != h->fp || (o->flags & DT_FP_MISMATCH))) h->flags |= DT_FP_MISMATCH;
@@ -480,7 +474,7 @@ static void publish(mpi_shm *s, int me, dt_fp_hdr *h, uint64_t k) {
 
 int dt_mpi_shm_check(dt_comm *c, dt_fp_hdr *h) {
     mpi_shm *s = ((mpi_impl *)c->impl)->shm;
-    publish(s, c->info.rank, h, s->checks++);
+    publish(s, s->me, h, s->checks++);
     return DT_OK;
 }
 
@@ -492,7 +486,7 @@ int dt_mpi_shm_allreduce_checked(dt_comm *c, const void *send, void *recv, size_
         dt_mpi_shm_check(c, h);
         return h->flags & DT_FP_MISMATCH ? DT_OK : c->ops->allreduce(c, send, recv, count, dt, op);
     }
-    int me = c->info.rank;
+    int me = s->me;
     uint64_t k = s->checks++;
     if (bytes) memcpy(inline_slot(s, me, k), send, bytes);
     h->data_bytes = (uint32_t)bytes;
@@ -502,7 +496,7 @@ int dt_mpi_shm_allreduce_checked(dt_comm *c, const void *send, void *recv, size_
     for (size_t pos = 0; pos < count; pos += B) {
         size_t len = count - pos < B ? count - pos : B;
         for (int q = 0; q < s->p; q++) s->x[q] = inline_slot(s, q, k) + pos * es;
-        tree(s, 0, s->pof2, (char *)recv + pos * es, 0, len, dt, op);
+        dt_shm_tree(s, (char *)recv + pos * es, len, dt, op);
     }
     if (op == DT_AVG) dt_reduce_divide(recv, count, dt, s->p);
     return DT_OK;
@@ -516,17 +510,18 @@ int dt_mpi_shm_allreduce_checked(dt_comm *c, const void *send, void *recv, size_
 static uint64_t *call_desc(const mpi_shm *s, int q) { return (uint64_t *)(void *)(s->ctrl[q] + CTRL_DESC); }
 
 /* Exchange the descriptors (one barrier) and agree: 1, with *reg / *off, if
- * every member reduces the same region span in place (same offset and size);
- * every member reaches the same answer. */
-static int region_agreed(mpi_shm *s, int me, const dt_span *sp, int n, size_t bytes, const shm_region **reg, size_t *off) {
+ * every member names the same region span (same offset and size) for `ptr`
+ * (NULL: none); every member reaches the same answer. */
+static int region_agreed_at(mpi_shm *s, const void *ptr, size_t bytes, const shm_region **reg, size_t *off) {
+    int me = s->me;
     const shm_region *r = NULL;
     size_t o = 0;
-    if (n == 1 && sp->in == sp->out) r = region_of(s, me, sp->out, bytes, &o);
+    if (ptr) r = region_of(s, me, ptr, bytes, &o);
     uint64_t *d = call_desc(s, me);
     d[0] = r ? r->id : 0;
     d[1] = o;
     d[2] = bytes;
-    sync_all(s, me); /* release / acquire: the descriptors are visible */
+    dt_shm_sync(s); /* release / acquire: the descriptors are visible */
     for (int q = 0; q < s->p; q++) {
         const uint64_t *e = call_desc(s, q);
         if (e[0] != d[0] || e[1] != d[1] || e[2] != d[2]) return 0;
@@ -534,6 +529,12 @@ static int region_agreed(mpi_shm *s, int me, const dt_span *sp, int n, size_t by
     *reg = r;
     *off = o;
     return r != NULL;
+}
+
+/* The allreduce's form: one span, in place. */
+static int region_agreed(mpi_shm *s, int me, const dt_span *sp, int n, size_t bytes, const shm_region **reg, size_t *off) {
+    (void)me;
+    return region_agreed_at(s, n == 1 && sp->in == sp->out ? sp->out : NULL, bytes, reg, off);
 }
 
 /* Allreduce of `total` elements at offset `off` of region r on every member,
@@ -553,31 +554,32 @@ static void reduce_region(mpi_shm *s, int me, const shm_region *r, size_t off, s
          * store, so the result may go straight over mine; more: the tree
          * stores partial results before it has read every operand */
         char *dst = p == 2 ? own + pos * es : res;
-        tree(s, 0, s->pof2, dst, 0, len, dt, op);
+        dt_shm_tree(s, dst, len, dt, op);
         if (op == DT_AVG) dt_reduce_divide(dst, len, dt, p);
         if (dst == res) memcpy(own + pos * es, res, len * es);
         pos += len;
     }
-    sync_all(s, me);
+    dt_shm_sync(s);
     for (int q = 0; q < p; q++) {
         if (q == me) continue;
         size_t ql = total * (size_t)q / (size_t)p, qh = total * (size_t)(q + 1) / (size_t)p;
         memcpy(own + ql * es, r->base[q] + off + ql * es, (qh - ql) * es);
     }
-    sync_all(s, me); /* no rank returns (and lets its caller write) while another still reads its segment */
+    dt_shm_sync(s); /* no rank returns (and lets its caller write) while another still reads its segment */
 }
 
-int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, dt_dtype dt, dt_op op) {
-    mpi_impl *impl = c->impl;
-    mpi_shm *s = impl->shm;
+/* The buffered allreduce (file comment) of the spans; root >= 0: a reduce,
+ * whose outputs only member `root` writes (the others' spans are read only). */
+static int shm_allreduce(mpi_shm *s, const dt_span *spans, int n, size_t total, dt_dtype dt, dt_op op, int root) {
     size_t es = dt_dtype_size(dt);
-    if (!s || n < 1 || !dt_reduce_kernel_ok(dt, op) || total == 0 || total < dt_rel_shm_min() / es)
-        return DT_DECLINED;
+    if (n < 1 || !dt_reduce_kernel_ok(dt, op) || total == 0 || total < dt_rel_shm_min() / es) return DT_DECLINED;
     /* direct: outputs may be written while inputs are still being read */
     int direct = n == 1 || safe_layout(spans, n, es);
     if (!direct && total > s->slot / es) return DT_DECLINED;
-    int p = s->p, me = c->info.rank;
-    if (s->nregions && total * es >= REGION_MIN_BYTES) { /* the same on every member: regions are allocated collectively */
+    int p = s->p, me = s->me, writes = root < 0 || root == me;
+    /* the same on every member: regions are allocated collectively, and a
+     * reduce never takes this path */
+    if (root < 0 && s->nregions && total * es >= REGION_MIN_BYTES) {
         const shm_region *r = NULL;
         size_t roff = 0;
         if (region_agreed(s, me, spans, n, total * es, &r, &roff)) {
@@ -585,7 +587,7 @@ int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, 
             return DT_OK;
         }
     }
-    int stream = total * es >= dt_rel_shm_stream();
+    int stream = writes && total * es >= dt_rel_shm_stream();
     size_t K = s->slot / es, B = BLOCK_BYTES / es;
     walk w = {.s = spans, .n = n, .i = 0, .base = 0, .es = es};
     for (size_t off = 0; off < total; off += K) {
@@ -597,7 +599,7 @@ int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, 
         /* A: the other ranks' parts of my input into my buffer */
         gather(&w, off, off + lo, mine);
         gather(&w, off + hi, off + k, mine + hi * es);
-        sync_all(s, me);
+        dt_shm_sync(s);
         /* B: my part, in blocks, into my buffer; my operand is read where
          * it lies. Direct: each block's result is copied to my output while
          * it is in cache (a kernel storing to both at once ran into the
@@ -613,22 +615,111 @@ int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, 
             size_t rel = (pos - off) * es;
             for (int q = 0; q < p; q++) s->x[q] = q == me ? in : s->base[q] + slot_off + rel;
             char *dst = mine + rel;
-            tree(s, 0, s->pof2, dst, 0, len, dt, op);
+            dt_shm_tree(s, dst, len, dt, op);
             if (op == DT_AVG) dt_reduce_divide(dst, len, dt, p);
-            if (direct) copy_out(out, dst, len * es, stream && out != in);
+            if (direct && writes) dt_shm_copy_out(out, dst, len * es, stream && out != in);
             pos += len;
         }
-        if (!direct) scatter(&w, off + lo, off + hi, mine + lo * es, stream);
-        sync_all(s, me);
+        if (!direct && writes) scatter(&w, off + lo, off + hi, mine + lo * es, stream);
+        dt_shm_sync(s);
         /* C: the other parts' results into my output */
-        for (int q = 0; q < p; q++) {
+        for (int q = 0; q < p && writes; q++) {
             if (q == me) continue;
             size_t ql = k * (size_t)q / (size_t)p, qh = k * (size_t)(q + 1) / (size_t)p;
             scatter(&w, off + ql, off + qh, s->base[q] + slot_off + ql * es, stream);
         }
     }
-#ifdef __SSE2__
-    if (stream) _mm_sfence(); /* the streamed stores are ordered before whatever reports the call done */
-#endif
+    if (stream) dt_shm_fence(); /* the streamed stores are ordered before whatever reports the call done */
+    return DT_OK;
+}
+
+int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, dt_dtype dt, dt_op op) {
+    mpi_shm *s = ((mpi_impl *)c->impl)->shm;
+    int rc = s ? shm_allreduce(s, spans, n, total, dt, op, -1) : DT_DECLINED;
+    if (rc == DT_OK) dt_path_count[DT_PATH_SHM_ALLREDUCE]++;
+    return rc;
+}
+
+int dt_mpi_shm_reduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op, int root) {
+    mpi_shm *s = ((mpi_impl *)c->impl)->shm;
+    /* off the root the span is only read (recv may be NULL there) */
+    dt_span one = {send, s && s->me == root ? recv : (void *)(uintptr_t)send, count};
+    int rc = s ? shm_allreduce(s, &one, 1, count, dt, op, root) : DT_DECLINED;
+    if (rc == DT_OK) dt_path_count[DT_PATH_SHM_REDUCE]++;
+    return rc;
+}
+
+/* ---- single copy from the members' own memory -------------------------------
+ * A reduce_scatter whose input, an allgather whose input, a broadcast whose
+ * root's input lies in dt_comm_alloc_shared memory (on every member that
+ * has input: each at any offset of any region), of at least REGION_MIN_BYTES
+ * in all, moves with no staging: after one barrier that exchanges where each
+ * member's input lies (and makes it visible), each member reads what it
+ * needs straight from the others' memory into its output, wherever that is;
+ * a second barrier keeps every member from returning (and its caller from
+ * writing its input) while another still reads it. One copy per byte
+ * received, as a single-copy MPI transport, without its system calls; a
+ * reduce_scatter reduces its block reading every member's input, the
+ * allreduce's tree. Returns DT_DECLINED (on every member alike) unless every
+ * input lies in such memory. */
+
+/* The region of id `id` (the same id on every member: allocated collectively). */
+static const shm_region *region_by_id(const mpi_shm *s, uint64_t id) {
+    for (const shm_region *r = s->regions; r; r = r->next)
+        if (r->id == id) return r;
+    return NULL;
+}
+
+/* Where member q's input lies, from its published descriptor (NULL: not in a region). */
+static const char *input_of(const mpi_shm *s, int q, size_t bytes) {
+    const uint64_t *e = call_desc(s, q);
+    const shm_region *r = e[0] ? region_by_id(s, e[0]) : NULL;
+    return r && e[2] == bytes ? r->base[q] + e[1] : NULL;
+}
+
+int dt_shm_region_collective(mpi_shm *s, int kind, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op,
+                             int root) {
+    size_t es = dt_dtype_size(dt), p = (size_t)s->p, blk = count * es;
+    size_t in_bytes = kind == DT_SHM_REGION_REDUCE_SCATTER ? blk * p : blk;
+    if (!s->nregions || blk * (kind == DT_SHM_REGION_BROADCAST ? 1 : p) < REGION_MIN_BYTES)
+        return DT_DECLINED; /* the same on every member */
+    int me = s->me, has = kind != DT_SHM_REGION_BROADCAST || me == root;
+    const shm_region *mine = NULL;
+    size_t off = 0;
+    if (has) mine = region_of(s, me, send, in_bytes, &off);
+    uint64_t *d = call_desc(s, me);
+    d[0] = mine ? mine->id : 0;
+    d[1] = off;
+    d[2] = in_bytes;
+    dt_shm_sync(s); /* release / acquire: descriptors and inputs are visible */
+    for (int q = 0; q < s->p; q++) /* every input in a region, or the staged path */
+        if ((kind != DT_SHM_REGION_BROADCAST || q == root) && !input_of(s, q, in_bytes)) return DT_DECLINED;
+    char *out = recv;
+    if (kind == DT_SHM_REGION_BROADCAST) {
+        if (me != root) memcpy(out, input_of(s, root, in_bytes), blk);
+        else if (send != recv) memcpy(out, send, blk);
+    } else if (kind == DT_SHM_REGION_ALLGATHER) {
+        for (int q = 0; q < s->p; q++) {
+            char *dst = out + (size_t)q * blk;
+            const char *src = q == me ? send : input_of(s, q, in_bytes);
+            if (dst != src) memcpy(dst, src, blk);
+        }
+    } else { /* my block of every member's input */
+        size_t B = BLOCK_BYTES / es, lo = (size_t)me * blk;
+        char *res = s->scratch + (size_t)s->levels * BLOCK_BYTES;
+        int in_place = out == (const char *)send + lo;
+        for (size_t pos = 0; pos < count;) {
+            size_t len = count - pos < B ? count - pos : B;
+            for (int q = 0; q < s->p; q++)
+                s->x[q] = (q == me ? (const char *)send : input_of(s, q, in_bytes)) + lo + pos * es;
+            /* over my own operand only at two members (one kernel reads both before each store) */
+            char *dst = !in_place || s->p == 2 ? out + pos * es : res;
+            dt_shm_tree(s, dst, len, dt, op);
+            if (op == DT_AVG) dt_reduce_divide(dst, len, dt, s->p);
+            if (dst == res) memcpy(out + pos * es, res, len * es);
+            pos += len;
+        }
+    }
+    dt_shm_sync(s); /* nobody returns while another still reads its input */
     return DT_OK;
 }

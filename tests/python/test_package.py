@@ -29,7 +29,7 @@ H._rank = R  # the harness must not ask the runtime after finalize
 
 DEFAULTS = {"enable_data_parallel": True, "zero_opt_level": 0, "bucket_size_mb": 25.0,
             "first_bucket_mb": 1.0, "overlap": True, "broadcast_buffers": True,
-            "sync_bn": False, "timeout_s": 300.0}
+            "sync_bn": False, "timeout_s": 300.0, "grad_comm_dtype": "f32"}
 
 
 def t_config():
@@ -64,6 +64,11 @@ def t_config():
     expect_raises("timeout 0", ValueError, lambda: setattr(d, "timeout_s", 0), "[0.001,")
     expect_raises("nan", ValueError, lambda: setattr(d, "first_bucket_mb", float("nan")),
                   "finite")
+    d.grad_comm_dtype = "BF16"
+    check("grad_comm_dtype, any case", d.grad_comm_dtype == "bf16")
+    expect_raises("grad_comm_dtype fp8", ValueError, lambda: setattr(d, "grad_comm_dtype", "fp8"),
+                  "not one of f32, bf16, f16")
+    expect_raises("grad_comm_dtype 16", TypeError, lambda: setattr(d, "grad_comm_dtype", 16), "a string")
     expect_raises("read-only rank", AttributeError, lambda: setattr(d, "rank", 3), "read-only")
     expect_raises("unknown attribute read", AttributeError, lambda: d.nope, "nope")
     # a dict like the seeds' raf_dist_config
@@ -119,7 +124,8 @@ class _CConfig(ctypes.Structure):
     _fields_ = [("enable_data_parallel", ctypes.c_int), ("zero_opt_level", ctypes.c_int),
                 ("bucket_size_mb", ctypes.c_double), ("first_bucket_mb", ctypes.c_double),
                 ("overlap", ctypes.c_int), ("broadcast_buffers", ctypes.c_int),
-                ("sync_bn", ctypes.c_int), ("timeout_s", ctypes.c_double)]
+                ("sync_bn", ctypes.c_int), ("timeout_s", ctypes.c_double),
+                ("grad_comm_dtype", ctypes.c_int)]
 
 
 def t_config_vs_c():
@@ -147,7 +153,7 @@ def t_config_vs_c():
           lambda: "%s vs %s" % (c_dumps(c_default()), DistConfig().to_dict()))
     py = DistConfig({"enable_data_parallel": False, "zero_opt_level": 2, "bucket_size_mb": 0,
                      "first_bucket_mb": 0.25, "overlap": False, "broadcast_buffers": False,
-                     "sync_bn": True, "timeout_s": 1.5})
+                     "sync_bn": True, "timeout_s": 1.5, "grad_comm_dtype": "bf16"})
     c = c_default()
     rc = lib.dt_config_parse_json(ctypes.byref(c), py.to_json().encode())
     check("C parses DistConfig.to_json()", rc == 0, lambda: lib.dt_last_error().decode())
@@ -159,6 +165,7 @@ def t_config_vs_c():
             [("overlap", v) for v in ("true", "OFF", "Yes", "0", "2", "maybe", "")] + \
             [("bucket_size_mb", v) for v in ("0", "1048576", "1048577", "-0.5", "inf", "1e3")] + \
             [("timeout_s", v) for v in ("0", "0.001", "1e7", "1e8", "nan")] + \
+            [("grad_comm_dtype", v) for v in ("f32", "BF16", "f16", "fp16", "", "1")] + \
             [("no_such_key", "1")]
     for key, val in cases:
         c = c_default()

@@ -40,6 +40,10 @@ Settings (default):
     synchronised batch norm.
 ``timeout_s`` (300.0)
     limit on any blocking wait, [0.001, 1e7] seconds.
+``grad_comm_dtype`` ("f32")
+    the type gradients travel in between processes: "f32", "bf16" or "f16"
+    (sums in f32; data parallel and ZeRO stage 1; with two-level collectives
+    only the leg between hosts is compressed).
 
 Values: booleans take True/False, 0/1 or the strings true/false/1/0/yes/no/
 on/off (any case); numbers take ints, floats or numeric strings (as in the C
@@ -105,6 +109,19 @@ def _number(name, v, lo, hi, integer):
     return f
 
 
+def _one_of(name, v, values):
+    if not isinstance(v, str):
+        raise TypeError("DistConfig.%s must be a string (%s), got %r" % (name, "/".join(values), v))
+    s = v.strip().lower()
+    if s not in values:
+        raise ValueError("DistConfig.%s: %r is not one of %s" % (name, v, ", ".join(values)))
+    return s
+
+
+def _choice(values):
+    return lambda name, v: _one_of(name, v, values)
+
+
 def _num(lo, hi, integer=False):
     return lambda name, v: _number(name, v, lo, hi, integer)
 
@@ -119,6 +136,7 @@ _FIELDS = {
     "broadcast_buffers": (True, _bool),
     "sync_bn": (False, _bool),
     "timeout_s": (300.0, _num(0.001, 1e7)),
+    "grad_comm_dtype": ("f32", _choice(("f32", "bf16", "f16"))),
 }
 _READONLY = ("rank", "size", "local_rank", "local_size", "root_rank")
 

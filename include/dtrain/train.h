@@ -21,6 +21,30 @@
  * all parameters). batch_size is PER RANK: the global batch is batch_size x N
  * (x accum_steps). Metrics printed by rank 0 are reduced over all ranks; the
  * evaluation set is split across ranks.
+ *
+ * DP THREADS (dp_threads = N > 1, dtrain-train --dp-threads N; seed 004's
+ * DataParallel): N threads of this process train one model. Each thread runs
+ * forward and backward on a model replica with its own activations and its
+ * own gradient buffer; the parameters are one copy, shared read-only while
+ * the threads run. Every micro-batch of batch_size samples (this rank's) is
+ * cut into N contiguous slices of batch_size/N samples, the first
+ * batch_size mod N threads taking one more: an uneven split is allowed, each
+ * thread's loss weighted by its share, so the step is the gradient of the
+ * micro-batch's mean loss. Batch-norm statistics are summed over the threads
+ * (and over the ranks with sync_bn): the threads are invisible, a run with N
+ * threads equals the 1-thread run with the same batch_size (the same global
+ * batch) up to float rounding (<= 1e-5 relative after 50 steps, tests/train/
+ * test_dp_threads.c), for every model without dropout (cnn's dropout masks
+ * are drawn per thread). The gradients are then reduced between the threads
+ * in parallel (thread i sums slice i of the flat vector over the replicas in
+ * replica order: reproducible, run to run), and once per process the
+ * cross-rank reduction (DDP's buckets) and ONE optimizer step follow: threads
+ * within a process, ranks across. No launcher or MPI is needed. BLAS runs
+ * single-threaded in each thread: threads must be 1. Refused (DT_ERR_INVALID,
+ * dtrain-train exit 2): dp_threads < 1, dp_threads > batch_size (a thread
+ * would have no sample), threads > 1 with dp_threads > 1, zero_opt_level > 0
+ * with dp_threads > 1 (ZeRO moves parameters and gradients per layer; not
+ * combined with threads yet). Evaluation runs on one thread.
  */
 #ifndef DTRAIN_TRAIN_H
 #define DTRAIN_TRAIN_H
@@ -66,7 +90,8 @@ typedef struct dt_train_options {
     long max_steps;          /* stop after N optimizer steps (0 = no limit) */
     int accum_steps;         /* micro-batches per optimizer step (no_sync), default 1 */
     double clip_grad_norm;   /* clip the global gradient L2 norm to this (0 = off) */
-    int threads;             /* BLAS threads per process, default 1 */
+    int threads;             /* BLAS threads per process, default 1; must be 1 with dp_threads > 1 */
+    int dp_threads;          /* data-parallel threads in this process, default 1 (see DP THREADS) */
     int shuffle;             /* default 1 */
     int drop_last;           /* sampler drops the tail instead of padding (default 0) */
     int eval;                /* evaluate on the test set after each epoch (default 1) */

@@ -6,6 +6,7 @@
     result = dtrain.train.fit(model="lenet", epochs=1, batch_size=64, lr=0.05)
     result = dtrain.train.fit(model="gpt", preset="gpt-test", max_steps=100, recompute=1,
                               optimizer="adamw", sample_prompt="The ")
+    result = dtrain.train.fit(model="mlp", batch_size=64, dp_threads=2)  # 2 threads, no launcher
 
 Keyword arguments are dtrain-train's flags with '_' for '-' (``batch_size=64``
 is ``--batch-size 64``; see ``dtrain-train --help``); the distributed config

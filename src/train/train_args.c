@@ -26,6 +26,7 @@ void dt_train_options_default(dt_train_options *o) {
     o->sample_length = 200;
     o->accum_steps = 1;
     o->threads = 1;
+    o->dp_threads = 1;
     o->shuffle = 1;
     o->eval = 1;
     dt_config_default(&o->dist);
@@ -67,6 +68,9 @@ const char *dt_train_usage(void) {
 "  --accum-steps K            micro-batches per step, accumulated without communication\n"
 "  --clip-grad-norm C         clip the global gradient L2 norm (over all shards) to C\n"
 "  --threads T                BLAS threads per process (default 1)\n"
+"  --dp-threads N             data parallel over N threads of this process (default 1): the\n"
+"                             batch cut into N slices, one gradient reduction, one step;\n"
+"                             combines with ranks; BLAS single-threaded (--threads 1)\n"
 "  --shuffle 0|1  --drop-last 0|1  --eval 0|1  --quiet\n"
 "  --json FILE                JSON lines: one object per step and per epoch\n"
 "  --timeline FILE            Chrome trace per rank (\"%d\" in FILE becomes the rank;\n"
@@ -267,6 +271,7 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
         else if (!strcmp(f, "--clip-grad-norm")) rc = parse_double(f, v, 0, 1e9, &o->clip_grad_norm);
         else if (!strcmp(f, "--accum-steps")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->accum_steps = (int)l; }
         else if (!strcmp(f, "--threads")) { rc = parse_long(f, v, 1, 1024, &l); o->threads = (int)l; }
+        else if (!strcmp(f, "--dp-threads")) { rc = parse_long(f, v, 1, 1024, &l); o->dp_threads = (int)l; }
         else if (!strcmp(f, "--shuffle")) { rc = parse_long(f, v, 0, 1, &l); o->shuffle = (int)l; given |= G_SHUFFLE; }
         else if (!strcmp(f, "--drop-last")) { rc = parse_long(f, v, 0, 1, &l); o->drop_last = (int)l; given |= G_DROP_LAST; }
         else if (!strcmp(f, "--eval")) { rc = parse_long(f, v, 0, 1, &l); o->eval = (int)l; }

@@ -12,6 +12,7 @@
 #include "dtrain/optim.h"
 #include "dtrain/trace.h"
 #include "dtrain/train.h"
+#include "train/dp_threads.h"
 #include "train/trainer_internal.h"
 
 static volatile sig_atomic_t g_stop_requested;
@@ -64,24 +65,38 @@ static int train_step(dt_trainer *t, tally *ep, tally *win, double *step_loss) {
         if (rc <= 0) return rc < 0 ? rc : DT_ERR(DT_ERR_INTERNAL, "the data source ended inside a step");
         /* the dropout stream depends only on (seed, rank, step, micro-step): a
          * resumed run draws the same masks as an uninterrupted one */
-        rc = dt_model_seed_dropout(t->model, (t->o.seed * 0x9e3779b97f4a7c15ull) ^
-                                                 ((uint64_t)t->ci.world_rank << 48) ^ ((uint64_t)t->step * 64 + (uint64_t)m));
+        const uint64_t dseed = (t->o.seed * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)t->ci.world_rank << 48) ^
+                               ((uint64_t)t->step * 64 + (uint64_t)m);
+        rc = dt_model_seed_dropout(t->model, dseed);
+        if (!rc && t->dpt) rc = dt_dp_threads_seed_dropout(t->dpt, dseed);
         if (!rc) rc = dt_strategy_begin_micro(t->st, m, k);
-        float l;
-        if (!rc) rc = dt_model_forward(t->model, t->x, t->y, B, 1, &l);
         if (rc) return rc;
-        int c = dt_model_correct(t->model, t->y, B);
-        if (c < 0) return c;
+        /* mean over k micro-batches, and over the data-parallel ranks when
+         * the strategy sums their gradients */
+        const float scale = 1.0f / (float)k / (float)t->st->dp_size;
+        float l;
+        int c;
+        double b0;
+        if (t->dpt) {
+            /* forward and backward on the threads, their gradients summed;
+             * then the strategy sees every layer's gradient ready, in
+             * backward order (its cross-rank reduction runs once per process) */
+            b0 = dt_trace_now_us();
+            if ((rc = dt_dp_threads_pass(t->dpt, t->x, t->y, B, scale, &l, &c))) return rc;
+            for (int layer = t->table.nlayers - 1; layer >= 0; layer--)
+                if (t->l_cnt[layer] && (rc = dt_strategy_grad_ready(t->st, layer))) return rc;
+        } else {
+            if ((rc = dt_model_forward(t->model, t->x, t->y, B, 1, &l))) return rc;
+            if ((c = dt_model_correct(t->model, t->y, B)) < 0) return c;
+            b0 = dt_trace_now_us();
+            if ((rc = dt_model_backward_scaled(t->model, scale))) return rc;
+        }
         for (tally *s = ep; s; s = s == ep ? win : NULL) {
             s->loss_sum += (double)l * B * P;
             s->correct += c;
             s->count += B * P;
         }
         *step_loss += l / k;
-        double b0 = dt_trace_now_us();
-        /* mean over k micro-batches, and over the data-parallel ranks when
-         * the strategy sums their gradients */
-        if ((rc = dt_model_backward_scaled(t->model, 1.0f / (float)k / (float)t->st->dp_size))) return rc;
         if ((rc = dt_strategy_finish_micro(t->st, m, k, &st, b0, dt_trace_now_us()))) return rc;
     }
     double o0 = dt_trace_now_us();

@@ -12,6 +12,7 @@
 #include "dtrain/reliability.h"
 #include "dtrain/trace.h"
 #include "dtrain/train.h"
+#include "train/dp_threads.h"
 #include "train/trainer_internal.h"
 
 /* ---- input errors (dtrain-train's exit 2) ------------------------------------------ */
@@ -171,6 +172,31 @@ static int setup_buffers(dt_trainer *t) {
     return DT_OK;
 }
 
+/* --dp-threads N: what it cannot be combined with (input errors: exit 2) */
+static int check_dp_threads(const dt_train_options *o) {
+    if (o->dp_threads < 1)
+        return DT_ERR(DT_ERR_INVALID, "dp_threads %d (--dp-threads): must be >= 1", o->dp_threads);
+    if (o->dp_threads == 1) return DT_OK;
+    if (o->dp_threads > o->batch_size)
+        return DT_ERR(DT_ERR_INVALID, "--dp-threads %d is more than --batch-size %d (per rank): a thread would have "
+                      "no sample", o->dp_threads, o->batch_size);
+    if (o->threads != 1)
+        return DT_ERR(DT_ERR_INVALID, "--threads %d with --dp-threads %d: BLAS runs single-threaded inside each "
+                      "data-parallel thread (leave --threads at 1)", o->threads, o->dp_threads);
+    if (o->dist.zero_opt_level > 0)
+        return DT_ERR(DT_ERR_INVALID, "--dp-threads %d with zero_opt_level %d: ZeRO moves parameters and gradients "
+                      "per layer and is not combined with data-parallel threads (use DDP or stage 0)",
+                      o->dp_threads, o->dist.zero_opt_level);
+    return DT_OK;
+}
+
+static int setup_dp_threads(dt_trainer *t, const dt_model_hooks *hk) {
+    dt_dp_threads_args a = {.model = t->model, .n = t->o.dp_threads, .hooks0 = *hk,
+                            .x_bytes = 4 * (size_t)t->io.x_size * (size_t)t->positions,
+                            .y_elems = (size_t)t->positions};
+    return dt_dp_threads_create(&a, &t->dpt);
+}
+
 int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     g_input_error = 0;
     if (!o || !out) return DT_ERR(DT_ERR_INVALID, "NULL argument");
@@ -184,6 +210,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
 #define FAIL(x) do { rc = (x); if (rc) { dt_trainer_free(t); return rc; } } while (0)
     if (o->batch_size < 1 || o->epochs < 1 || o->accum_steps < 1)
         FAIL(DT_ERR(DT_ERR_INVALID, "batch_size, epochs and accum_steps must be >= 1"));
+    FAIL(dt_trainer_mark_input(check_dp_threads(o)));
     if (t->ci.size > 1 && !o->dist.enable_data_parallel)
         FAIL(DT_ERR(DT_ERR_INVALID, "enable_data_parallel is off but %d ranks were launched: nothing would be shared", t->ci.size));
     if (!(t->fam = dt_train_family_of(o->model))) FAIL(DT_ERR_INVALID);
@@ -214,6 +241,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
                          .grad_ready = h_grad_ready, .post_backward = h_post_bwd,
                          .sync_stats = dt_strategy_has_sync_stats(t->st) ? h_sync_stats : NULL};
     FAIL(dt_model_set_hooks(t->model, &hk));
+    if (o->dp_threads > 1) FAIL(setup_dp_threads(t, &hk));
     if (*o->resume_dir) FAIL(dt_trainer_resume(t, o->resume_dir));
     if (*o->resume_dir && t->ci.size > 1) FAIL(dt_trainer_check_resumed(t));
     /* outputs last: a run refused for its input leaves nothing behind; all
@@ -230,6 +258,7 @@ void dt_trainer_free(dt_trainer *t) {
     if (!t) return;
     if (t->tracing) dt_trace_close();
     dtm_close(&t->metrics); /* a failed write was already reported by dt_trainer_fit or is moot */
+    dt_dp_threads_free(t->dpt); /* its replicas read the strategy's parameters: before the strategy */
     dt_strategy_free(t->st);
     dt_model_free(t->model);
     if (t->src) t->src->ops->close(t->src);

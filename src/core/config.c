@@ -16,25 +16,29 @@
 #include "core/error.h"
 #include "dtrain/config.h"
 
-typedef enum { K_BOOL, K_INT, K_NUM } kind;
-typedef struct key { const char *name; kind k; size_t off; double lo, hi; } key;
+typedef enum { K_BOOL, K_INT, K_NUM, K_ENUM } kind;
+typedef struct key { const char *name; kind k; size_t off; double lo, hi; const char *const *names; } key;
+
+/* K_ENUM values: the int is the index of the name (NULL-terminated list) */
+static const char *const k_shard_groups[] = {"world", "host", NULL}; /* DT_SHARD_WORLD, DT_SHARD_HOST */
 
 #define F(m) offsetof(dt_config, m)
 static const key g_keys[] = {
-    {"enable_data_parallel", K_BOOL, F(enable_data_parallel), 0, 1},
-    {"zero_opt_level", K_INT, F(zero_opt_level), 0, 3},
-    {"bucket_size_mb", K_NUM, F(bucket_size_mb), 0, 1 << 20},
-    {"first_bucket_mb", K_NUM, F(first_bucket_mb), 0, 1 << 20},
-    {"overlap", K_BOOL, F(overlap), 0, 1},
-    {"broadcast_buffers", K_BOOL, F(broadcast_buffers), 0, 1},
-    {"sync_bn", K_BOOL, F(sync_bn), 0, 1},
-    {"timeout_s", K_NUM, F(timeout_s), 0.001, 1e7},
+    {"enable_data_parallel", K_BOOL, F(enable_data_parallel), 0, 1, NULL},
+    {"zero_opt_level", K_INT, F(zero_opt_level), 0, 3, NULL},
+    {"shard_group", K_ENUM, F(shard_group), 0, 1, k_shard_groups},
+    {"bucket_size_mb", K_NUM, F(bucket_size_mb), 0, 1 << 20, NULL},
+    {"first_bucket_mb", K_NUM, F(first_bucket_mb), 0, 1 << 20, NULL},
+    {"overlap", K_BOOL, F(overlap), 0, 1, NULL},
+    {"broadcast_buffers", K_BOOL, F(broadcast_buffers), 0, 1, NULL},
+    {"sync_bn", K_BOOL, F(sync_bn), 0, 1, NULL},
+    {"timeout_s", K_NUM, F(timeout_s), 0.001, 1e7, NULL},
 };
 #define NKEYS (sizeof g_keys / sizeof g_keys[0])
 
 void dt_config_default(dt_config *c) {
     if (!c) return;
-    *c = (dt_config){.enable_data_parallel = 1, .zero_opt_level = 0, .bucket_size_mb = 25,
+    *c = (dt_config){.enable_data_parallel = 1, .zero_opt_level = 0, .shard_group = DT_SHARD_WORLD, .bucket_size_mb = 25,
                      .first_bucket_mb = 1, .overlap = 1, .broadcast_buffers = 1, .sync_bn = 0,
                      .timeout_s = 300};
 }
@@ -59,6 +63,15 @@ int dt_config_set(dt_config *c, const char *name, const char *value) {
             if (strcasecmp(value, f[i]) == 0) { *(int *)p = 0; return DT_OK; }
         }
         return DT_ERR(DT_ERR_INVALID, "config key '%s': '%s' is not a boolean (true/false)", name, value);
+    }
+    if (k->k == K_ENUM) {
+        char list[128] = "";
+        size_t n = 0;
+        for (int i = 0; k->names[i]; i++) {
+            if (strcmp(value, k->names[i]) == 0) { *(int *)p = i; return DT_OK; }
+            n += (size_t)snprintf(list + n, n < sizeof list ? sizeof list - n : 0, "%s%s", i ? ", " : "", k->names[i]);
+        }
+        return DT_ERR(DT_ERR_INVALID, "config key '%s': '%s' is not one of %s", name, value, list);
     }
     char *end;
     errno = 0;
@@ -196,7 +209,9 @@ int dt_config_dumps(const dt_config *c, char *buf, size_t cap) {
     for (size_t i = 0; i < NKEYS; i++) {
         const char *p = (const char *)c + g_keys[i].off;
         json_t *v = g_keys[i].k == K_BOOL ? json_boolean(*(const int *)p)
-                    : g_keys[i].k == K_INT ? json_integer(*(const int *)p) : number(*(const double *)p);
+                    : g_keys[i].k == K_INT ? json_integer(*(const int *)p)
+                    : g_keys[i].k == K_ENUM ? json_string(g_keys[i].names[*(const int *)p])
+                    : number(*(const double *)p);
         bad |= json_object_set_new(o, g_keys[i].name, v) != 0;
     }
     /* jansson's default layout: one line, ", " and ": " */

@@ -78,7 +78,9 @@ const char *dt_train_usage(void) {
 "  --config FILE              dist config JSON (see below)   --dump-config FILE\n"
 "dist config (JSON keys; env DTRAIN_<KEY>; flags --key with '-' for '_'):\n"
 "  --enable-data-parallel 0|1 --zero-opt-level 0..3 (alias --zero) --bucket-size-mb MB\n"
-"  --first-bucket-mb MB --overlap 0|1 --broadcast-buffers 0|1 --sync-bn 0|1 --timeout-s S\n";
+"  --first-bucket-mb MB --overlap 0|1 --broadcast-buffers 0|1 --sync-bn 0|1 --timeout-s S\n"
+"  --shard-group world|host   ZeRO shards over all ranks (default) or over each host's ranks,\n"
+"                             replicated across hosts (hybrid sharding; same ranks per host)\n";
 }
 
 static int parse_long(const char *flag, const char *v, long lo, long hi, long *out) {
@@ -165,6 +167,9 @@ static int check_conflicts(const dt_train_options *o, unsigned given) {
     if (o->dist.zero_opt_level > 0 && !o->dist.enable_data_parallel)
         return DT_ERR(DT_ERR_INVALID, "zero_opt_level %d shards over the data-parallel ranks: it needs "
                       "enable_data_parallel (both from flags, DTRAIN_* variables or --config)", o->dist.zero_opt_level);
+    if (o->dist.shard_group == DT_SHARD_HOST && o->dist.zero_opt_level == 0)
+        return DT_ERR(DT_ERR_INVALID, "shard_group host shards ZeRO's state per host: it needs zero_opt_level 1, 2 or 3 "
+                      "(data parallelism at level 0 shards nothing; from flags, DTRAIN_* variables or --config)");
     for (size_t i = 0; i < sizeof k_models / sizeof k_models[0]; i++) {
         const model_traits *m = &k_models[i];
         if (strcmp(o->model, m->name) != 0) continue;

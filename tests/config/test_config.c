@@ -22,6 +22,15 @@ int main(void) {
     CHECK_ERR(dt_config_set(&c, "zero_level", "1"), DT_ERR_INVALID, "unknown config key 'zero_level'");
     CHECK_ERR(dt_config_set(&c, "timeout_s", "-1"), DT_ERR_INVALID, "timeout_s");
     CHECK(c.zero_opt_level == 2, "failed set leaves value unchanged");
+    /* shard_group: world (default) or host, exactly those words */
+    CHECK(c.shard_group == DT_SHARD_WORLD, "shard_group default world");
+    CHECK_OK(dt_config_set(&c, "shard_group", "host"));
+    CHECK(c.shard_group == DT_SHARD_HOST, "shard_group host");
+    CHECK_ERR(dt_config_set(&c, "shard_group", "node"), DT_ERR_INVALID,
+              "config key 'shard_group': 'node' is not one of world, host");
+    CHECK_ERR(dt_config_set(&c, "shard_group", "1"), DT_ERR_INVALID, "is not one of world, host");
+    CHECK_ERR(dt_config_set(&c, "shard_group", "Host"), DT_ERR_INVALID, "is not one of world, host");
+    CHECK(c.shard_group == DT_SHARD_HOST, "failed shard_group set leaves value unchanged");
 
     /* JSON round trip */
     char buf[1024];
@@ -30,7 +39,10 @@ int main(void) {
     dt_config_default(&d);
     CHECK_OK(dt_config_parse_json(&d, buf));
     CHECK(dt_config_hash(&c) == dt_config_hash(&d), "round trip hash");
-    CHECK(d.zero_opt_level == 2 && d.overlap == 0 && d.bucket_size_mb == 0.5, "round trip values");
+    CHECK(d.zero_opt_level == 2 && d.overlap == 0 && d.bucket_size_mb == 0.5 && d.shard_group == DT_SHARD_HOST,
+          "round trip values");
+    CHECK(strstr(buf, "\"shard_group\": \"host\"") != NULL, "shard_group dumped as a string: %s", buf);
+    CHECK_ERR(dt_config_parse_json(&d, "{\"shard_group\": 1}"), DT_ERR_INVALID, "'1' is not one of world, host");
     dt_config_default(&d);
     CHECK(dt_config_hash(&c) != dt_config_hash(&d), "hash differs for different configs");
     CHECK_OK(dt_config_parse_json(&d, " { \"enable_data_parallel\" : true , \"zero_opt_level\": 1 } "));
@@ -66,7 +78,8 @@ int main(void) {
     d.first_bucket_mb = 0.1;
     d.timeout_s = 1e7;
     CHECK(dt_config_dumps(&d, buf, sizeof buf) > 0 &&
-              strcmp(buf, "{\"enable_data_parallel\": true, \"zero_opt_level\": 0, \"bucket_size_mb\": 25, "
+              strcmp(buf, "{\"enable_data_parallel\": true, \"zero_opt_level\": 0, \"shard_group\": \"world\", "
+                          "\"bucket_size_mb\": 25, "
                           "\"first_bucket_mb\": 0.10000000000000001, \"overlap\": true, \"broadcast_buffers\": true, "
                           "\"sync_bn\": false, \"timeout_s\": 10000000}") == 0,
           "dumps: %s", buf);
@@ -96,6 +109,12 @@ int main(void) {
     setenv("DTRAIN_OVERLAP", "sometimes", 1);
     CHECK_ERR(dt_config_from_env(&d), DT_ERR_INVALID, "DTRAIN_OVERLAP");
     unsetenv("DTRAIN_OVERLAP");
+    setenv("DTRAIN_SHARD_GROUP", "host", 1);
+    CHECK_OK(dt_config_from_env(&d));
+    CHECK(d.shard_group == DT_SHARD_HOST, "DTRAIN_SHARD_GROUP");
+    setenv("DTRAIN_SHARD_GROUP", "rack", 1);
+    CHECK_ERR(dt_config_from_env(&d), DT_ERR_INVALID, "environment variable DTRAIN_SHARD_GROUP: config key 'shard_group': 'rack'");
+    unsetenv("DTRAIN_SHARD_GROUP");
     CHECK(dt_config_has_key("sync_bn") && !dt_config_has_key("sync"), "has_key");
     return dt_test_finish("config_json");
 }

@@ -11,6 +11,10 @@
  *    cached (a second call returns the same); refused on a sub-communicator;
  *  - dt_zero_create refuses replicas whose members hold different shards
  *    (on every rank, no hang);
+ *  - dt_zero over those communicators, stages 1-3, average 1, plain SGD
+ *    (lr 1): one step moves every parameter by minus the mean over ALL
+ *    ranks of their gradients (float64 reference, 1e-6), on both hosts
+ *    (each gathers from its own host's ranks);
  *  - per-rank model state through the trainer (fp32 Adam, mlp) with
  *    shard_group host equals the ZeRO formulas with N = local_size (2), not
  *    the world size: stage 1 8P + 8P/L, stage 2 4P + 12P/L, stage 3 16P/L
@@ -23,6 +27,58 @@
 #include "dtrain/train.h"
 #include "dtrain/zero.h"
 #include "testutil.h"
+
+#define ZP 1003 /* parameters: two segments, [0, 600) and [600, ZP) */
+
+static float grad_of(int world_rank, size_t i) { return (float)((world_rank + 1) * 0.25 + (double)(i % 7) * 0.125); }
+
+static void zero_step_mean(dt_comm *shard, dt_comm *rep, int stage, int me, int world) {
+    float *params = malloc(sizeof(float) * ZP), *grads = calloc(ZP, sizeof(float)), *got = malloc(sizeof(float) * ZP);
+    for (size_t i = 0; i < ZP; i++) params[i] = (float)(me * 1000 + (int)i); /* world rank 0's win */
+    size_t off[2] = {0, 600}, cnt[2] = {600, ZP - 600};
+    dt_zero_config zc;
+    dt_zero_config_default(&zc);
+    zc.stage = stage;
+    zc.replicas = rep;
+    zc.bucket_cap_bytes = 1024;
+    dt_optim_config oc;
+    dt_optim_config_default(&oc, DT_OPTIM_SGD);
+    oc.momentum = 0;
+    oc.lr = 1;
+    dt_zero *z = NULL;
+    CHECK_OK(dt_zero_create(shard, &zc, ZP, off, cnt, 2, params, stage == 1 ? grads : NULL, &oc, &z));
+    if (!z) goto out;
+    CHECK_OK(dt_zero_begin_step(z, 1));
+    for (int s = 1; s >= 0; s--) {
+        float *p, *g;
+        CHECK_OK(dt_zero_pre_backward(z, s, &p, &g));
+        for (size_t i = 0; g && i < cnt[s]; i++) g[i] = grad_of(me, off[s] + i);
+        CHECK_OK(dt_zero_grad_ready(z, s));
+        CHECK_OK(dt_zero_post_backward(z, s));
+    }
+    CHECK_OK(dt_zero_finish(z));
+    CHECK_OK(dt_zero_step(z, 1.0f, 0, NULL));
+    int root = dt_comm_world_rank_of(shard, 0); /* this host's first rank */
+    CHECK_OK(dt_zero_gather_range(z, 0, ZP, me == root ? got : NULL, root));
+    if (me == root) {
+        double worst = 0;
+        for (size_t i = 0; i < ZP; i++) {
+            double mean = 0;
+            for (int r = 0; r < world; r++) mean += grad_of(r, i);
+            mean /= world;
+            double want = (double)i - mean, d = fabs((double)got[i] - want) / fmax(1, fabs(want));
+            if (d > worst) worst = d;
+        }
+        printf("mh_hsdp: dt_zero stage %d with replicas, gathered on world rank %d: largest relative error %.3g\n",
+               stage, root, worst);
+        CHECK(worst <= 1e-6, "stage %d: one SGD step is not minus the mean gradient over all ranks (%.3g)", stage, worst);
+    }
+    dt_zero_free(z);
+out:
+    free(params);
+    free(grads);
+    free(got);
+}
 
 static double model_state(dt_comm *w, int zero, int group, double *P) {
     dt_mem_reset();
@@ -114,6 +170,8 @@ int main(void) {
         CHECK_ERR(dt_zero_create(c, &zc, 8, &off, &cnt, 1, params, NULL, &oc, &z), DT_ERR_INVALID, "replicas");
         CHECK(z == NULL, "no zero on error");
     }
+
+    for (int stage = 1; stage <= 3 && shard && rep; stage++) zero_step_mean(shard, rep, stage, me, ci.size);
 
     /* per-rank model state: N = the ranks of a host */
     for (int zero = 1; zero <= 3; zero++) {

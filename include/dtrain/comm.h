@@ -109,6 +109,12 @@ const char *dt_comm_backend(const dt_comm *comm);
 int dt_comm_group_rank(const dt_comm *comm, int world_rank);
 /* World rank of comm's member number `rank`, or DT_ERR_INVALID. */
 int dt_comm_world_rank_of(const dt_comm *comm, int rank);
+/* The host of comm's member number `rank`: hosts are numbered 0, 1, ... in
+ * the order of their lowest world rank (the same numbers on every rank and
+ * for every communicator); local_rank/local_size count the members with this
+ * rank's host number. 0 for every member when the job has one host or runs
+ * standalone. DT_ERR_INVALID for a NULL comm or a rank out of range. */
+int dt_comm_host_of(const dt_comm *comm, int rank);
 
 /* The sub-communicator for a rank_list given flat: `ranks` holds the groups
  * one after another, group g having group_lens[g] entries. Collective over

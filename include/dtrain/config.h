@@ -4,6 +4,11 @@
  * flag --<name with '-' for '_'>):
  *   enable_data_parallel  bool    default true  gradients averaged across ranks
  *   zero_opt_level        int 0-3 default 0     ZeRO stage
+ *   shard_group           world|host default world  the ranks ZeRO shards over: all of
+ *                                               them, or those of each host (hybrid
+ *                                               sharding: replicated across hosts, see
+ *                                               dtrain/zero.h); every host must run the
+ *                                               same number of ranks
  *   bucket_size_mb        number  default 25    bucket cap in MiB (0: one bucket per layer)
  *   first_bucket_mb       number  default 1     first bucket cap in MiB
  *   overlap               bool    default true  reduce buckets during backward (trainer:
@@ -21,7 +26,7 @@
  *                                               hosts is compressed, within a host's
  *                                               shared-memory window nothing is)
  * Precedence, lowest first: defaults, JSON file, DTRAIN_* environment, flags.
- * Booleans accept true/false/1/0/yes/no/on/off. */
+ * Booleans accept true/false/1/0/yes/no/on/off, names (shard_group, grad_comm_dtype) any case. */
 #ifndef DTRAIN_CONFIG_H
 #define DTRAIN_CONFIG_H
 
@@ -31,9 +36,12 @@
 extern "C" {
 #endif
 
+enum { DT_SHARD_WORLD = 0, DT_SHARD_HOST = 1 }; /* dt_config.shard_group */
+
 typedef struct dt_config {
     int enable_data_parallel;
     int zero_opt_level;
+    int shard_group;          /* DT_SHARD_WORLD or DT_SHARD_HOST; JSON "world" / "host" */
     double bucket_size_mb;
     double first_bucket_mb;
     int overlap;

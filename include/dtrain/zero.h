@@ -45,7 +45,24 @@
  * the global gradient norm, steps the optimizer on the slice, re-shares the
  * parameters). Gradient accumulation: stage 1 skips communication on
  * micro-steps begun with sync = 0; stages 2 and 3 reduce every micro-step into
- * the shard, which accumulates. */
+ * the shard, which accumulates.
+ *
+ * HYBRID SHARDING (FSDP's HSDP, DeepSpeed's hpZ): the state is sharded over
+ * `comm` and that layout is REPLICATED R times, each replica on its own
+ * communicator (typically: comm = the ranks of one host, R = the number of
+ * hosts; dt_zero_hybrid_comms makes these). cfg.replicas is the communicator
+ * of the R ranks that hold the same shard (this rank and the ranks of the
+ * other replicas with the same comm rank). Everything above then happens
+ * within comm only: stage 3's parameter gathers, the reductions into the
+ * owners, the re-sharing; across replicas, dt_zero_step sums each gradient
+ * shard over cfg.replicas (one allreduce of hi - lo elements per step, after
+ * the last micro-step) before the norm and the update, so every replica
+ * takes the same step and stays identical. Stage 1: the caller's full
+ * gradient buffer is summed over comm only; its shard [lo, hi) holds the sum
+ * over every replica after dt_zero_step. `average` divides by the size of
+ * comm times R. At create the parameters are broadcast over cfg.replicas
+ * from its rank 0, then over comm from rank 0: with dt_zero_hybrid_comms'
+ * communicators every rank starts from world rank 0's. */
 #ifndef DTRAIN_ZERO_H
 #define DTRAIN_ZERO_H
 
@@ -76,6 +93,10 @@ typedef struct dt_zero_config {
                                 * and 3 reduce per owner piece (dt_reduce, which has no
                                 * compressed form): only DT_WIRE_NATIVE, DT_ERR_UNSUPPORTED
                                 * from dt_zero_create otherwise */
+    dt_comm *replicas;         /* NULL (default): comm holds the only copy of the state;
+                                * or the ranks holding this rank's shard in the other
+                                * replicas (HYBRID SHARDING): each of them must have the
+                                * same rank and size in its own comm; must outlive z */
 } dt_zero_config;
 
 void dt_zero_config_default(dt_zero_config *cfg);
@@ -83,11 +104,21 @@ void dt_zero_config_default(dt_zero_config *cfg);
 /* Collective over comm. seg_offset/seg_count: nsegs segments in forward
  * order, inside [0, num_params); cfg->seg_owner (if not NULL) in [0, nsegs),
  * a segment with another owner must be empty and the owner must own itself
- * (DT_ERR_INVALID otherwise). params: the full flat vector; for stages 1
+ * (DT_ERR_INVALID otherwise); cfg->replicas whose members do not all have the
+ * same rank and size in their comm: DT_ERR_INVALID on every rank. params: the full flat vector; for stages 1
  * and 2 it stays the caller's working copy (kept in sync), for stage 3 it is
  * read during create only (after rank 0's values are broadcast into it) and
  * may be released afterwards. grads: the caller's full gradient buffer, stage
  * 1 only (NULL for stages 2 and 3). ocfg: optimizer for the slice. */
+/* The communicators of hybrid sharding over `world` (the world communicator:
+ * every world rank calls this, as for any rank_list sub-communicator):
+ * *shard = the ranks of this rank's host, *replicas = the ranks with this
+ * rank's local rank on every host (one per host, in host order; a
+ * communicator of one rank on one host). Owned by the communicator pool.
+ * Errors, identical on every rank: DT_ERR_INVALID when hosts run different
+ * numbers of ranks (naming them) or world is not the world communicator. */
+int dt_zero_hybrid_comms(dt_comm *world, dt_comm **shard, dt_comm **replicas);
+
 int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t num_params,
                    const size_t *seg_offset, const size_t *seg_count, int nsegs,
                    float *params, float *grads, const dt_optim_config *ocfg, dt_zero **out);
@@ -124,7 +155,8 @@ float *dt_zero_param_shard(dt_zero *z);   /* [hi - lo] */
 float *dt_zero_grad_shard(dt_zero *z);    /* [hi - lo] */
 dt_optim *dt_zero_optim(dt_zero *z);
 /* Copy the global range [offset, offset + count) of the parameters into dst
- * on the rank with world rank `root` (dst may be NULL elsewhere). Collective;
+ * on the rank with world rank `root`, a member of comm (dst may be NULL
+ * elsewhere). Collective over comm (with replicas: only root's replica calls it);
  * moves only the pieces other ranks own (for consolidated checkpoints of
  * stage 3, layer by layer). */
 int dt_zero_gather_range(dt_zero *z, size_t offset, size_t count, float *dst, int root);

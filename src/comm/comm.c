@@ -93,6 +93,15 @@ int dt_comm_world_rank_of(const dt_comm *comm, int rank) {
     return comm->world_ranks[rank];
 }
 
+int dt_comm_host_of(const dt_comm *comm, int rank) {
+    int rc = dt_comm_check(comm, __func__);
+    if (rc) return rc;
+    if (rank < 0 || rank >= comm->info.size)
+        return DT_ERR(DT_ERR_INVALID, "rank %d out of range [0, %d)", rank, comm->info.size);
+    const dt_boot *b = dt_boot_get();
+    return b && b->host ? b->host[comm->world_ranks[rank]] : 0;
+}
+
 int dt_comm_make_standalone(int world_rank, int world_size, int group_id, int group_size,
                             dt_comm **out) {
     dt_comm *c = calloc(1, sizeof *c);

@@ -22,11 +22,14 @@ typedef struct key { const char *name; kind k; size_t off; double lo, hi; const 
 /* K_ENUM values: the int stored is the index of the name (grad_comm_dtype:
  * the dt_wire value, coll.h) */
 static const char *const g_comm_dtypes[] = {"f32", "bf16", "f16", NULL};
+/* K_ENUM values: the int is the index of the name (NULL-terminated list) */
+static const char *const k_shard_groups[] = {"world", "host", NULL}; /* DT_SHARD_WORLD, DT_SHARD_HOST */
 
 #define F(m) offsetof(dt_config, m)
 static const key g_keys[] = {
     {"enable_data_parallel", K_BOOL, F(enable_data_parallel), 0, 1, NULL},
     {"zero_opt_level", K_INT, F(zero_opt_level), 0, 3, NULL},
+    {"shard_group", K_ENUM, F(shard_group), 0, 1, k_shard_groups},
     {"bucket_size_mb", K_NUM, F(bucket_size_mb), 0, 1 << 20, NULL},
     {"first_bucket_mb", K_NUM, F(first_bucket_mb), 0, 1 << 20, NULL},
     {"overlap", K_BOOL, F(overlap), 0, 1, NULL},
@@ -39,7 +42,7 @@ static const key g_keys[] = {
 
 void dt_config_default(dt_config *c) {
     if (!c) return;
-    *c = (dt_config){.enable_data_parallel = 1, .zero_opt_level = 0, .bucket_size_mb = 25,
+    *c = (dt_config){.enable_data_parallel = 1, .zero_opt_level = 0, .shard_group = DT_SHARD_WORLD, .bucket_size_mb = 25,
                      .first_bucket_mb = 1, .overlap = 1, .broadcast_buffers = 1, .sync_bn = 0,
                      .timeout_s = 300, .grad_comm_dtype = 0};
 }

@@ -21,12 +21,13 @@
  *    hooks take the replica's table through `ctx`), gradients reduced
  *    between the threads at grad_ready/finish_micro, one optimizer step;
  *    dp_size / dp_rank then count replicas, not processes (the trainer cuts
- *    batches and scales the loss by them);
- *  - hybrid sharding (ZeRO within a host, replicated across hosts): its own
- *    sub-communicators made in create; state() says which shard this rank
- *    holds (lo, hi) and which part of it it writes to a checkpoint (one
- *    replica's ranks write, save_lo == save_hi on the others); load() reads
- *    what it holds from any checkpoint layout.
+ *    batches and scales the loss by them).
+ * Hybrid sharding (dist.shard_group host: ZeRO within a host, replicated
+ * across hosts) is the ZeRO strategies' own: sub-communicators made in
+ * create (dt_zero_hybrid_comms); state() says which shard this rank holds
+ * (lo, hi) and which part of it it writes to a checkpoint (the replicas of a
+ * shard write one part each); load() reads what it holds from any
+ * checkpoint layout.
  *
  * CALL ORDER (one optimizer step of k micro-steps, m = 0..k-1):
  *   begin_micro(m, k) -> model forward/backward with the hooks below ->
@@ -68,7 +69,8 @@ typedef struct dt_layer_table {
 
 typedef struct dt_strategy_args {
     dt_comm *comm;                   /* the ranks that train together */
-    const dt_config *dist;           /* buckets, overlap, broadcast_buffers, sync_bn, zero level */
+    const dt_config *dist;           /* buckets, overlap, broadcast_buffers, sync_bn, zero level,
+                                      * shard group */
     const dt_optim_config *optim;    /* the optimizer of the whole vector / the shard */
     const dt_optim_range *no_decay;  /* global ranges without weight decay (dt_optim_set_no_decay) */
     int n_no_decay;

@@ -2,10 +2,14 @@
  * (dtrain/zero.h): the optimizer state (and, from stage 2, the gradients;
  * at stage 3 the parameters too) sharded over the ranks; the model's tied
  * parameters (gpt's head) are the layer table's owners, handed to ZeRO as
- * its segments' owners. */
+ * its segments' owners. shard_group host: sharded over the ranks of each
+ * host and replicated across hosts (dtrain/zero.h's HYBRID SHARDING); the
+ * strategy's communicator (the world) still cuts the batches, synchronises
+ * batch norm and broadcasts buffers. */
 #include <stdlib.h>
 #include "core/error.h"
 #include "dtrain/coll.h"
+#include "dtrain/config.h"
 #include "dtrain/mem.h"
 #include "dtrain/trace.h"
 #include "dtrain/zero.h"
@@ -14,6 +18,8 @@
 typedef struct zs {
     dt_zero *zero;
     int stage;
+    dt_comm *shard;   /* the ranks ZeRO shards over: s->comm, or this rank's host */
+    int rep_rank, nrep; /* this rank's replica (hybrid: its host's place) and their count */
     long long mem[2]; /* bytes of the model's own flat params / grads registered */
 } zs;
 
@@ -44,7 +50,17 @@ static int zero_create(dt_strategy *s, const dt_strategy_args *a, int stage) {
     zc.overlap = a->dist->overlap;
     zc.average = 0; /* the trainer scales backward by 1/dp_size */
     zc.seg_owner = t->owner;
-    int rc = dt_zero_create(s->comm, &zc, t->num_params, t->offset, t->count, t->nlayers, t->params,
+    z->shard = s->comm;
+    z->nrep = 1;
+    int rc;
+    if (a->dist->shard_group == DT_SHARD_HOST) {
+        /* the host's ranks, and across hosts the ranks of the same local
+         * rank (made even on one host: one replica, the same code path) */
+        if ((rc = dt_zero_hybrid_comms(s->comm, &z->shard, &zc.replicas))) return rc;
+        z->rep_rank = dt_comm_rank(zc.replicas);
+        z->nrep = dt_comm_size(zc.replicas);
+    }
+    rc = dt_zero_create(z->shard, &zc, t->num_params, t->offset, t->count, t->nlayers, t->params,
                             stage == 1 ? t->grads : NULL, a->optim, &z->zero);
     if (rc) return rc;
     size_t lo, hi;
@@ -113,7 +129,16 @@ static int zero_step(dt_strategy *s, dt_strategy_step *st) {
     return rc;
 }
 
+/* 1 if world rank w is a member of comm */
+static int member(const dt_comm *comm, int w) {
+    for (int i = 0, n = dt_comm_size(comm); i < n; i++)
+        if (dt_comm_world_rank_of(comm, i) == w) return 1;
+    return 0;
+}
+
 static int zero_gather(dt_strategy *s, size_t offset, size_t count, float *dst, int root) {
+    /* hybrid: root's host holds every shard; the other replicas take no part */
+    if (Z(s)->shard != s->comm && !member(Z(s)->shard, root)) return DT_OK;
     return dt_zero_gather_range(Z(s)->zero, offset, count, dst, root);
 }
 
@@ -123,8 +148,13 @@ static int zero_state(dt_strategy *s, dt_strategy_state *st) {
     /* this rank's slice is current even while stages 1/2 re-share it */
     st->params = dt_zero_param_shard(z->zero);
     st->opt = dt_zero_optim(z->zero);
-    st->save_lo = st->lo;
-    st->save_hi = st->hi;
+    /* hybrid: the replicas hold the same shard; replica k writes the k-th of
+     * nrep parts of it (every rank writes about P / world size, as at
+     * shard_group world) */
+    size_t n = st->hi - st->lo, part = (n + (size_t)z->nrep - 1) / (size_t)z->nrep;
+    size_t a = (size_t)z->rep_rank * part < n ? (size_t)z->rep_rank * part : n;
+    st->save_lo = st->lo + a;
+    st->save_hi = st->lo + (a + part < n ? a + part : n);
     return DT_OK;
 }
 

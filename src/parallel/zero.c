@@ -27,6 +27,7 @@ struct dt_zero {
     dt_comm_info ci;
     dt_zero_config cfg;
     int N, r;
+    int R;          /* replicas (hybrid sharding: cfg.replicas' size), else 1 */
     size_t P, S, lo, hi;
     int nsegs;
     size_t *off, *cnt, maxseg;
@@ -107,6 +108,32 @@ void dt_zero_free(dt_zero *z) {
     free(z);
 }
 
+/* Hybrid sharding: every member of `rep` has this rank's rank and size in
+ * its comm. The verdict is agreed over rep and then comm, so that every rank
+ * of the grid returns the same. */
+static int check_replicas(dt_comm *comm, const dt_comm_info *ci, dt_comm *rep, dt_comm_info *ri) {
+    int rc = dt_comm_info_get(rep, ri);
+    if (rc) return rc;
+    int *all = malloc(sizeof(int) * 2 * (size_t)ri->size), mine[2] = {ci->rank, ci->size}, bad[2] = {0, 0};
+    rc = all ? dt_allgather(mine, all, 2, DT_I32, rep) : DT_ERR(DT_ERR_NOMEM, "out of memory");
+    for (int i = 0; !rc && i < ri->size && !bad[0]; i++)
+        if (all[2 * i] != mine[0] || all[2 * i + 1] != mine[1])
+            bad[0] = 1, bad[1] = i;
+    int who = bad[0] ? dt_comm_world_rank_of(rep, bad[1]) : -1, them[2] = {bad[0] ? all[2 * bad[1]] : 0,
+                                                                            bad[0] ? all[2 * bad[1] + 1] : 0};
+    free(all);
+    if (rc) return rc;
+    int v = bad[0];
+    if ((rc = dt_allreduce(&v, &v, 1, DT_I32, DT_MAX, rep)) || (rc = dt_allreduce(&v, &v, 1, DT_I32, DT_MAX, comm)))
+        return rc;
+    if (bad[0])
+        return DT_ERR(DT_ERR_INVALID, "replicas: world rank %d is rank %d of %d in its comm, this rank (world %d) is rank "
+                      "%d of %d: replicas must hold the same shard", who, them[0], them[1], ci->world_rank, mine[0],
+                      mine[1]);
+    if (v) return DT_ERR(DT_ERR_INVALID, "replicas: the ranks of another replica do not hold the same shards (see their message)");
+    return DT_OK;
+}
+
 int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const size_t *seg_off,
                    const size_t *seg_cnt, int nsegs, float *params, float *grads,
                    const dt_optim_config *ocfg, dt_zero **out) {
@@ -126,6 +153,8 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
     if (c.stage > 1 && c.wire != DT_WIRE_NATIVE) /* grad_comm_dtype: stage 1's buckets only, for now */
         return DT_ERR(DT_ERR_UNSUPPORTED, "ZeRO stage %d reduces gradients per owner piece, which has no compressed "
                       "form yet: use grad_comm_dtype f32, or stage 0 or 1 for wire type %d", c.stage, c.wire);
+    dt_comm_info ri = {.size = 1};
+    if (c.replicas && (rc = check_replicas(comm, &ci, c.replicas, &ri))) return rc;
     for (int s = 0; s < nsegs; s++)
         if (seg_off[s] > P || seg_cnt[s] > P - seg_off[s])
             return DT_ERR(DT_ERR_INVALID, "segment %d [%zu, +%zu) lies outside [0, %zu)", s, seg_off[s], seg_cnt[s], P);
@@ -145,6 +174,7 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
     z->cfg = c;
     z->N = ci.size;
     z->r = ci.rank;
+    z->R = ri.size;
     z->P = P;
     z->S = (P + (size_t)z->N - 1) / (size_t)z->N;
     z->lo = (size_t)z->r * z->S < P ? (size_t)z->r * z->S : P;
@@ -178,7 +208,10 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
     for (int s = 0; s < nsegs; s++) if (seg_cnt[s] > z->maxseg) z->maxseg = seg_cnt[s];
     for (int i = 0; i < 2; i++) { z->gb[i].seg = -1; z->pb[i].seg = -1; }
 
-    /* everyone starts from the root's parameters */
+    /* everyone starts from the root's parameters (with replicas: first every
+     * replica from replica 0, then within each from its comm rank 0) */
+    if (c.replicas && (rc = dt_broadcast(params, params, P, DT_F32, dt_comm_world_rank_of(c.replicas, 0), c.replicas)))
+        FAIL(rc);
     if ((rc = dt_broadcast(params, params, P, DT_F32, dt_comm_world_rank_of(comm, 0), comm))) FAIL(rc);
     size_t n = z->hi - z->lo;
     if (c.stage == 3) {
@@ -528,7 +561,10 @@ int dt_zero_step(dt_zero *z, float lr, double max_norm, double *norm_out) {
     if (z->in_step) return DT_ERR(DT_ERR_STATE, "dt_zero_step inside a micro-step (call dt_zero_finish first)");
     size_t n = z->hi - z->lo;
     int rc;
-    if (z->cfg.stage >= 2 && z->cfg.average) dt_grad_scale(z->g_shard, n, 1.0f / (float)z->N);
+    /* hybrid sharding: the shard summed over the replicas (the same n on each) */
+    if (z->R > 1 && n && (rc = dt_allreduce(z->g_shard, z->g_shard, n, DT_F32, DT_SUM, z->cfg.replicas))) return rc;
+    if (z->cfg.average && (z->cfg.stage >= 2 || z->R > 1)) /* stage 1: DDP already divided by N */
+        dt_grad_scale(z->g_shard, n, 1.0f / (float)(z->cfg.stage >= 2 ? z->N * z->R : z->R));
     if (norm_out || max_norm > 0) { /* a pass over the gradients and an allreduce: only when asked */
         double sq = dt_grad_sqnorm(z->g_shard, n);
         if ((rc = dt_allreduce(&sq, &sq, 1, DT_F64, DT_SUM, z->comm))) return rc;

@@ -115,7 +115,9 @@ int dt_trainer_save_checkpoint(dt_trainer *t, const char *dir) {
     int N = t->ci.size, r = t->ci.rank, zero = t->o.dist.zero_opt_level, rc = DT_OK;
     /* what this rank holds, and the part it writes (every strategy writes the
      * ZeRO partition [r*S, (r+1)*S), so a checkpoint has the same layout
-     * whatever wrote it) */
+     * whatever wrote it; with shard_group host each of a shard's replicas
+     * writes one part of that host shard: parts of about P/N all the same,
+     * and any layout reads any other, dt_ckpt_read_range stitching them) */
     dt_strategy_state ss;
     if ((rc = dt_strategy_state_get(t->st, &ss))) return rc;
     int ns = dt_optim_num_states(ss.opt);

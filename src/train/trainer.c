@@ -13,6 +13,7 @@
 #include "dtrain/trace.h"
 #include "dtrain/train.h"
 #include "train/dp_threads.h"
+#include "dtrain/zero.h"
 #include "train/trainer_internal.h"
 
 /* ---- input errors (dtrain-train's exit 2) ------------------------------------------ */
@@ -113,6 +114,12 @@ static int setup_optimizer(dt_trainer *t) {
     oc.lr = o->lr > 0 ? o->lr : (kind == DT_OPTIM_SGD ? 0.01 : 1e-3);
     if (kind == DT_OPTIM_SGD) { oc.momentum = o->momentum; oc.nesterov = o->nesterov; }
     if (o->weight_decay >= 0) oc.weight_decay = o->weight_decay;
+    if (o->dist.zero_opt_level > 0 && o->dist.shard_group == DT_SHARD_HOST) {
+        /* hosts with different numbers of ranks: the launch does not fit the
+         * config (exit 2); the strategy takes the same (cached) communicators */
+        dt_comm *sh, *rp;
+        if ((rc = dt_zero_hybrid_comms(t->comm, &sh, &rp))) return rc == DT_ERR_INVALID ? dt_trainer_mark_input(rc) : rc;
+    }
     dt_strategy_args sa = {.comm = t->comm, .dist = &o->dist, .optim = &oc, .no_decay = t->no_decay,
                            .n_no_decay = t->n_no_decay, .table = &t->table};
     if ((rc = dt_strategy_create(&sa, &t->st))) return rc;
@@ -354,8 +361,10 @@ int dt_trainer_gather_params(dt_trainer *t, float *dst, int root) {
 void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when) {
     if (!t || t->ci.rank != 0 || !f) return;
     size_t P = dt_model_num_params(t->model);
-    fprintf(f, "memory (%s, rank 0 of %d, %s, ZeRO stage %d, P = %zu parameters = %.2f MB):\n", when, t->ci.size,
-            dt_strategy_name(t->st), t->o.dist.zero_opt_level, P, 4.0 * (double)P / 1e6);
+    fprintf(f, "memory (%s, rank 0 of %d, %s, ZeRO stage %d%s, P = %zu parameters = %.2f MB):\n", when, t->ci.size,
+            dt_strategy_name(t->st), t->o.dist.zero_opt_level,
+            t->o.dist.zero_opt_level && t->o.dist.shard_group == DT_SHARD_HOST ? " sharded per host" : "", P,
+            4.0 * (double)P / 1e6);
     fprintf(f, "  %-11s %14s %14s %8s\n", "category", "current B", "peak B", "x P");
     long long model_state = 0;
     for (int c = 0; c < DT_MEM_NUM; c++) {

@@ -33,6 +33,17 @@ int main(void) {
     CHECK_ERR(dt_config_set(&c, "grad_comm_dtype", "1"), DT_ERR_INVALID, "'1' is not one of");
     CHECK_ERR(dt_config_set(&c, "grad_comm_dtype", ""), DT_ERR_INVALID, "'' is not one of");
     CHECK(c.grad_comm_dtype == 1, "failed set leaves grad_comm_dtype unchanged");
+    /* shard_group: world (default) or host */
+    CHECK(c.shard_group == DT_SHARD_WORLD, "shard_group default world");
+    CHECK_OK(dt_config_set(&c, "shard_group", "host"));
+    CHECK(c.shard_group == DT_SHARD_HOST, "shard_group host");
+    CHECK_ERR(dt_config_set(&c, "shard_group", "node"), DT_ERR_INVALID,
+              "config key 'shard_group': 'node' is not one of world, host");
+    CHECK_ERR(dt_config_set(&c, "shard_group", "1"), DT_ERR_INVALID, "is not one of world, host");
+    CHECK(c.shard_group == DT_SHARD_HOST, "failed shard_group set leaves value unchanged");
+    CHECK_OK(dt_config_set(&c, "shard_group", "world"));
+    CHECK_OK(dt_config_set(&c, "shard_group", "Host")); /* names in any case, as booleans */
+    CHECK(c.shard_group == DT_SHARD_HOST, "shard_group Host");
 
     /* JSON round trip */
     char buf[1024];
@@ -43,6 +54,10 @@ int main(void) {
     CHECK(dt_config_hash(&c) == dt_config_hash(&d), "round trip hash");
     CHECK(d.zero_opt_level == 2 && d.overlap == 0 && d.bucket_size_mb == 0.5 && d.grad_comm_dtype == 1,
           "round trip values");
+    CHECK(d.zero_opt_level == 2 && d.overlap == 0 && d.bucket_size_mb == 0.5 && d.shard_group == DT_SHARD_HOST,
+          "round trip values");
+    CHECK(strstr(buf, "\"shard_group\": \"host\"") != NULL, "shard_group dumped as a string: %s", buf);
+    CHECK_ERR(dt_config_parse_json(&d, "{\"shard_group\": 1}"), DT_ERR_INVALID, "'1' is not one of world, host");
     dt_config_default(&d);
     CHECK(dt_config_hash(&c) != dt_config_hash(&d), "hash differs for different configs");
     CHECK_OK(dt_config_parse_json(&d, " { \"enable_data_parallel\" : true , \"zero_opt_level\": 1 } "));
@@ -78,7 +93,8 @@ int main(void) {
     d.first_bucket_mb = 0.1;
     d.timeout_s = 1e7;
     CHECK(dt_config_dumps(&d, buf, sizeof buf) > 0 &&
-              strcmp(buf, "{\"enable_data_parallel\": true, \"zero_opt_level\": 0, \"bucket_size_mb\": 25, "
+              strcmp(buf, "{\"enable_data_parallel\": true, \"zero_opt_level\": 0, \"shard_group\": \"world\", "
+                          "\"bucket_size_mb\": 25, "
                           "\"first_bucket_mb\": 0.10000000000000001, \"overlap\": true, \"broadcast_buffers\": true, "
                           "\"sync_bn\": false, \"timeout_s\": 10000000, \"grad_comm_dtype\": \"f32\"}") == 0,
           "dumps: %s", buf);
@@ -116,6 +132,13 @@ int main(void) {
     setenv("DTRAIN_OVERLAP", "sometimes", 1);
     CHECK_ERR(dt_config_from_env(&d), DT_ERR_INVALID, "DTRAIN_OVERLAP");
     unsetenv("DTRAIN_OVERLAP");
+    setenv("DTRAIN_SHARD_GROUP", "host", 1);
+    CHECK_OK(dt_config_from_env(&d));
+    CHECK(d.shard_group == DT_SHARD_HOST, "DTRAIN_SHARD_GROUP");
+    setenv("DTRAIN_SHARD_GROUP", "rack", 1);
+    CHECK_ERR(dt_config_from_env(&d), DT_ERR_INVALID, "environment variable DTRAIN_SHARD_GROUP");
+    CHECK(dt_test_msg_has("'rack' is not one of world, host"), "env message names the value: %s", dt_last_error());
+    unsetenv("DTRAIN_SHARD_GROUP");
     CHECK(dt_config_has_key("sync_bn") && !dt_config_has_key("sync"), "has_key");
     return dt_test_finish("config_json");
 }

@@ -13,6 +13,10 @@ parameter:
   - every tensor of the saved model: same names, shapes, dtypes, and
     max|a - b| <= rtol_param * max|b| over the tensor.
 Prints the largest differences and whether the runs are bitwise identical.
+
+compare_runs.py --models-only A.safetensors B.safetensors --rtol-param R
+compares the saved models only (e.g. a resumed run's against an
+uninterrupted one's).
 Exit status 0 if within tolerance, 1 if not, 2 on a malformed input."""
 import argparse
 import json
@@ -95,7 +99,21 @@ def main():
                     bad.append("epoch %s: %s %r vs %r" % (p.get("epoch"), k, v, w))
             elif abs(v - w) > o.rtol_loss * max(abs(w), 1e-30):
                 bad.append("epoch %s: %s %r vs %r" % (p.get("epoch"), k, v, w))
-    ta, tb = load_st(o.a_st), load_st(o.b_st)
+    worst_param, worst_name, ndiff, nall = compare_models(o.a_st, o.b_st, o.rtol_param, bad)
+    same &= ndiff == 0
+    print("compare_runs: %d steps; largest loss difference %.3g (relative, tolerance %g); largest parameter "
+          "difference %.3g of the tensor's largest value (%s; tolerance %g); %d of %d parameters differ; %s"
+          % (o.steps, worst_loss, o.rtol_loss, worst_param, worst_name, o.rtol_param, ndiff, nall,
+             "bitwise identical" if same else "not bitwise identical"))
+    for b in bad[:20]:
+        print("compare_runs: FAIL: " + b)
+    return 1 if bad else 0
+
+
+def compare_models(a_st, b_st, rtol_param, bad):
+    """Every tensor within rtol_param of its largest value; appends to bad.
+    Returns (largest relative difference, its tensor, values differing, values)."""
+    ta, tb = load_st(a_st), load_st(b_st)
     if sorted(ta) != sorted(tb):
         bad.append("tensor names differ: %s vs %s" % (sorted(ta), sorted(tb)))
     worst_param, worst_name, ndiff, nall = 0.0, "-", 0, 0
@@ -115,17 +133,25 @@ def main():
         nall += xa.size
         if rel > worst_param:
             worst_param, worst_name = rel, k
-        if not rel <= o.rtol_param:
-            bad.append("%s: max|a-b| / max|b| = %.3g > %g" % (k, rel, o.rtol_param))
-    same &= ndiff == 0
-    print("compare_runs: %d steps; largest loss difference %.3g (relative, tolerance %g); largest parameter "
-          "difference %.3g of the tensor's largest value (%s; tolerance %g); %d of %d parameters differ; %s"
-          % (o.steps, worst_loss, o.rtol_loss, worst_param, worst_name, o.rtol_param, ndiff, nall,
-             "bitwise identical" if same else "not bitwise identical"))
+        if not rel <= rtol_param:
+            bad.append("%s: max|a-b| / max|b| = %.3g > %g" % (k, rel, rtol_param))
+    return worst_param, worst_name, ndiff, nall
+
+
+def models_only(argv):
+    ap = argparse.ArgumentParser(prog="compare_runs.py --models-only")
+    ap.add_argument("a_st")
+    ap.add_argument("b_st")
+    ap.add_argument("--rtol-param", type=float, required=True)
+    o = ap.parse_args(argv)
+    bad = []
+    worst, name, ndiff, nall = compare_models(o.a_st, o.b_st, o.rtol_param, bad)
+    print("compare_runs: models %s and %s: largest parameter difference %.3g of the tensor's largest value (%s; "
+          "tolerance %g); %d of %d parameters differ" % (o.a_st, o.b_st, worst, name, o.rtol_param, ndiff, nall))
     for b in bad[:20]:
         print("compare_runs: FAIL: " + b)
     return 1 if bad else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(models_only(sys.argv[2:]) if sys.argv[1:2] == ["--models-only"] else main())

@@ -9,6 +9,18 @@
 #   train ZERO TRAINER PYTHON       dtrain-train (--zero ZERO) on 2 hosts x 2
 #                                   ranks and on 1 host x 4 ranks: the same
 #                                   losses and parameters (compare_runs.py)
+#   hsdp ZERO MODEL TRAINER PYTHON [ckpt] [bytes]
+#                                   hybrid sharding: dtrain-train --zero ZERO
+#                                   --shard-group host (MODEL mlp or gpt) on 2
+#                                   hosts x 2 ranks against shard_group world
+#                                   on 1 host x 4 ranks (compare_runs.py);
+#                                   ckpt: a checkpoint of either resumed by the
+#                                   other (resharded) ends where the other's
+#                                   uninterrupted run ends; bytes: the bytes
+#                                   crossing hosts (the hosts' eth0) against
+#                                   shard_group world on the 2 hosts
+#   hsdp-uneven TRAINER             3 ranks on 2 hosts with --shard-group host:
+#                                   exit 2 and a message naming the hosts
 #   fault kill|kill-recovery|stop RANK FAULT_PROG EXPECT_FAIL
 #                                   rank RANK (on host 2) SIGKILLed (also with
 #                                   mpirun told not to end the job) or
@@ -92,6 +104,76 @@ train)
     # Tolerance 1e-5: see tests/multihost/CMakeLists.txt.
     "$py" "$HERE/compare_runs.py" "$TMP/hosts2.json" "$TMP/hosts2.safetensors" "$TMP/host1.json" \
         "$TMP/host1.safetensors" --steps $steps --rtol-loss 1e-5 --rtol-param 1e-5
+    ;;
+hsdp)
+    zero=$1 model=$2 trainer=$3 py=$4
+    shift 4
+    steps=20 half=10
+    if [[ $model == gpt ]]; then
+        corpus=/usr/share/games/fortunes/computers
+        [[ -f $corpus ]] || { echo "mh_run: SKIP: $corpus is missing (Debian package fortunes)"; exit 77; }
+        flags=(--model gpt --preset gpt-test --data "$corpus" --batch-size 2 --train-limit 400 --test-limit 16
+            --sample-length 0 --optimizer sgd --momentum 0.9 --lr 0.05 --clip-grad-norm 1)
+    else
+        flags=(--model mlp --batch-size 16 --train-limit 2048 --test-limit 256 --optimizer sgd --momentum 0.9
+            --lr 0.05 --clip-grad-norm 1)
+    fi
+    flags+=(--epochs 1 --seed 3 --quiet --zero "$zero" --bucket-size-mb 0.5 --first-bucket-mb 0.1)
+    host1=(-H "${NAMES[0]}:4")
+    # bytes sent by the hosts' network interfaces (what crosses hosts)
+    wire() {
+        local ns t=0
+        for ns in "${NSS[@]}"; do t=$((t + $(ip netns exec "$ns" cat /sys/class/net/eth0/statistics/tx_bytes))); done
+        echo $t
+    }
+    b0=$(wire)
+    mhrun -np 4 "$trainer" "${flags[@]}" --max-steps $steps --shard-group host --json "$TMP/h.json" \
+        --save-model "$TMP/h.safetensors"
+    b1=$(wire)
+    mhrun -np 4 "${host1[@]}" "$trainer" "${flags[@]}" --max-steps $steps --shard-group world \
+        --json "$TMP/w.json" --save-model "$TMP/w.safetensors"
+    # Tolerance 1e-5: see tests/multihost/CMakeLists.txt.
+    "$py" "$HERE/compare_runs.py" "$TMP/h.json" "$TMP/h.safetensors" "$TMP/w.json" "$TMP/w.safetensors" \
+        --steps $steps --rtol-loss 1e-5 --rtol-param 1e-5
+    for extra in "$@"; do
+        case $extra in
+        ckpt) # half the steps, a checkpoint, the rest in the other layout
+            mhrun -np 4 "$trainer" "${flags[@]}" --max-steps $half --shard-group host --checkpoint-dir "$TMP/ch"
+            mhrun -np 4 "${host1[@]}" "$trainer" "${flags[@]}" --max-steps $steps --shard-group world \
+                --resume "$TMP/ch" --save-model "$TMP/ch_w.safetensors"
+            mhrun -np 4 "${host1[@]}" "$trainer" "${flags[@]}" --max-steps $half --shard-group world \
+                --checkpoint-dir "$TMP/cw"
+            mhrun -np 4 "$trainer" "${flags[@]}" --max-steps $steps --shard-group host --resume "$TMP/cw" \
+                --save-model "$TMP/cw_h.safetensors"
+            "$py" "$HERE/compare_runs.py" --models-only "$TMP/ch_w.safetensors" "$TMP/w.safetensors" --rtol-param 1e-5
+            "$py" "$HERE/compare_runs.py" --models-only "$TMP/cw_h.safetensors" "$TMP/h.safetensors" --rtol-param 1e-5
+            ;;
+        bytes) # stage 3 gathers stay on the host: fewer bytes cross than at shard_group world
+            b2=$(wire)
+            mhrun -np 4 "$trainer" "${flags[@]}" --max-steps $steps --shard-group world --save-model "$TMP/x.safetensors"
+            b3=$(wire)
+            h=$((b1 - b0)) w=$((b3 - b2))
+            echo "mh_run: bytes crossing hosts, $steps steps: shard_group host $h, world $w (ratio $(awk -v h=$h -v w=$w 'BEGIN { printf "%.3f", h / w }'))"
+            if ! awk -v h=$h -v w=$w 'BEGIN { exit !(h < 0.8 * w) }'; then
+                echo "mh_run: FAIL: shard_group host sent $h bytes across hosts, not < 0.8 x world's $w"
+                exit 1
+            fi
+            ;;
+        *) echo "mh_run: hsdp: unknown extra '$extra' (ckpt, bytes)"; exit 2 ;;
+        esac
+    done
+    ;;
+hsdp-uneven)
+    trainer=$1
+    rc=0
+    mhrun -np 3 "$trainer" --model mlp --max-steps 1 --train-limit 256 --epochs 1 --quiet --zero 3 \
+        --shard-group host > "$TMP/out" 2>&1 || rc=$?
+    cat "$TMP/out"
+    if [[ $rc != 2 ]] || ! grep -q "same number of ranks on every host: host 0 (of world rank 0) runs 2, host 1 (world ranks 2) runs 1" "$TMP/out"; then
+        echo "mh_run: FAIL: 2 + 1 ranks with --shard-group host: exit $rc (want 2 and the message naming the hosts)"
+        exit 1
+    fi
+    echo "mh_run: uneven hosts refused with exit 2"
     ;;
 fault)
     what=$1 rank=$2 prog=$3 expect=$4

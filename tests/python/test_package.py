@@ -27,7 +27,7 @@ UNDER_MPI = comm.backend == "mpi" or S > 1
 H._rank = R  # the harness must not ask the runtime after finalize
 
 
-DEFAULTS = {"enable_data_parallel": True, "zero_opt_level": 0, "bucket_size_mb": 25.0,
+DEFAULTS = {"enable_data_parallel": True, "zero_opt_level": 0, "shard_group": "world", "bucket_size_mb": 25.0,
             "first_bucket_mb": 1.0, "overlap": True, "broadcast_buffers": True,
             "sync_bn": False, "timeout_s": 300.0, "grad_comm_dtype": "f32"}
 
@@ -122,7 +122,7 @@ def t_config():
 class _CConfig(ctypes.Structure):
     """struct dt_config of include/dtrain/config.h"""
     _fields_ = [("enable_data_parallel", ctypes.c_int), ("zero_opt_level", ctypes.c_int),
-                ("bucket_size_mb", ctypes.c_double), ("first_bucket_mb", ctypes.c_double),
+                ("shard_group", ctypes.c_int), ("bucket_size_mb", ctypes.c_double), ("first_bucket_mb", ctypes.c_double),
                 ("overlap", ctypes.c_int), ("broadcast_buffers", ctypes.c_int),
                 ("sync_bn", ctypes.c_int), ("timeout_s", ctypes.c_double),
                 ("grad_comm_dtype", ctypes.c_int)]
@@ -151,7 +151,7 @@ def t_config_vs_c():
 
     check("C defaults == DistConfig defaults", c_dumps(c_default()) == DistConfig().to_dict(),
           lambda: "%s vs %s" % (c_dumps(c_default()), DistConfig().to_dict()))
-    py = DistConfig({"enable_data_parallel": False, "zero_opt_level": 2, "bucket_size_mb": 0,
+    py = DistConfig({"enable_data_parallel": False, "zero_opt_level": 2, "shard_group": "host", "bucket_size_mb": 0,
                      "first_bucket_mb": 0.25, "overlap": False, "broadcast_buffers": False,
                      "sync_bn": True, "timeout_s": 1.5, "grad_comm_dtype": "bf16"})
     c = c_default()
@@ -166,6 +166,7 @@ def t_config_vs_c():
             [("bucket_size_mb", v) for v in ("0", "1048576", "1048577", "-0.5", "inf", "1e3")] + \
             [("timeout_s", v) for v in ("0", "0.001", "1e7", "1e8", "nan")] + \
             [("grad_comm_dtype", v) for v in ("f32", "BF16", "f16", "fp16", "", "1")] + \
+            [("shard_group", v) for v in ("world", "host", "Host", "node", "1", "")] + \
             [("no_such_key", "1")]
     for key, val in cases:
         c = c_default()

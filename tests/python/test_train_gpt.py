@@ -31,6 +31,20 @@ def t_fit_gpt():
           abs(res["samples_per_s"] * 32 - res["tokens_per_s"]) <= 1e-6 * res["tokens_per_s"], res)
 
 
+def t_fit_shard_group():
+    """fit(shard_group="host") reaches the trainer: on one host the same run as
+    shard_group "world" (the very losses); a bad value is the C flag parser's error."""
+    if S == 1 or comm.local_size != S:
+        return  # several ranks on one host only (tests/multihost covers several hosts)
+    kw = dict(model="gpt", preset="gpt-test", n_layer=1, n_embd=32, n_head=2, block_size=32, batch_size=2,
+              max_steps=3, optimizer="adamw", lr=1e-3, eval=0, sample_length=0, quiet=True, zero_opt_level=3)
+    world = dtrain.train.fit(shard_group="world", **kw)
+    host = dtrain.train.fit(shard_group="host", **kw)
+    check("shard_group host on one host = world", host["last_loss"] == world["last_loss"], (host, world))
+    expect_raises("shard_group node", dtrain.DtrainError, lambda: dtrain.train.fit(shard_group="node", **kw),
+                  "--shard-group", "'node' is not one of world, host", status="DT_ERR_INVALID")
+
+
 def t_fit_gpt_flag_errors():
     expect_raises("recompute on a classifier", dtrain.DtrainError,
                   lambda: dtrain.train.fit(model="mlp", recompute=1), "--recompute applies to --model gpt only",

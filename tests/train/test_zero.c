@@ -3,9 +3,13 @@
  * the whole vector) for SGD-momentum and AdamW, with and without global
  * gradient clipping and with accumulation; per-rank model-state bytes
  * (params + grads + optimizer, fp32 Adam) equal the ZeRO formulas within 5%:
- * stage 0 16P, 1 8P + 8P/N, 2 4P + 12P/N, 3 16P/N; temporary buffers bounded. */
+ * stage 0 16P, 1 8P + 8P/N, 2 4P + 12P/N, 3 16P/N; temporary buffers bounded.
+ * shard_group host on one host gives the very bits of shard_group world
+ * (tests/multihost checks it across hosts). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+#include "dtrain/config.h"
 #include "dtrain/mem.h"
 #include "dtrain/model.h"
 #include "dtrain/train.h"
@@ -16,7 +20,7 @@
 
 typedef struct run { const char *optim; double clip; int accum; } run;
 
-static float *train(dt_comm *comm, int zero, run r, int batch, size_t *n) {
+static float *train_in(dt_comm *comm, int zero, int group, run r, int batch, size_t *n) {
     dt_train_options o;
     dt_train_options_default(&o);
     snprintf(o.model, sizeof o.model, "mlp");
@@ -35,6 +39,7 @@ static float *train(dt_comm *comm, int zero, run r, int batch, size_t *n) {
     o.seed = 11;
     o.comm = comm;
     o.dist.zero_opt_level = zero;
+    o.dist.shard_group = group;
     o.dist.bucket_size_mb = 0.05; /* several buckets and broadcast chunks */
     o.dist.first_bucket_mb = 0.01;
     dt_trainer *t;
@@ -52,6 +57,10 @@ static float *train(dt_comm *comm, int zero, run r, int batch, size_t *n) {
     if (rc) { CHECK_OK(rc); free(p); p = NULL; }
     dt_trainer_free(t);
     return p;
+}
+
+static float *train(dt_comm *comm, int zero, run r, int batch, size_t *n) {
+    return train_in(comm, zero, DT_SHARD_WORLD, r, batch, n);
 }
 
 static void check_memory(dt_comm *w, int N, int rank) {
@@ -97,6 +106,9 @@ int main(void) {
     int N = dt_comm_size(w), rank = dt_comm_rank(w);
     dt_test_rank = rank;
     dt_comm *solo = dt_test_solo_comm();
+    dt_comm_info wi;
+    CHECK_OK(dt_comm_info_get(w, &wi));
+    const int comm_is_world = wi.local_size == wi.size; /* one host (the suite's case) */
 
     run runs[] = {{"sgd", 0, 1}, {"adamw", 0, 1}, {"sgd", 0.5, 1}, {"adamw", 0.5, 2}};
     float *unclipped[2] = {NULL, NULL}; /* sgd, adamw without clipping */
@@ -125,6 +137,19 @@ int main(void) {
                 if (rank == 0) printf("  stage %d: vs stage 0 %.3g, vs 1 rank %.3g\n", zero, e0, e1);
                 CHECK(nz == n0 && e0 <= 1e-5 && e1 <= 1e-5, "%s clip %g accum %d stage %d: rel err %.3g / %.3g",
                       runs[k].optim, runs[k].clip, runs[k].accum, zero, e0, e1);
+            }
+            /* shard_group host on one host: the host is the world (the hybrid
+             * code path with one replica), so the very same bits */
+            if (k == 3 && comm_is_world) {
+                size_t nh = 0;
+                float *h = train_in(w, zero, DT_SHARD_HOST, runs[k], B / N, &nh);
+                if (h && z) {
+                    if (rank == 0) printf("  stage %d shard_group host (one host): %s stage %d over the world\n", zero,
+                                          memcmp(h, z, nz * sizeof(float)) ? "DIFFERS from" : "bitwise equal to", zero);
+                    CHECK(nh == nz && memcmp(h, z, nz * sizeof(float)) == 0,
+                          "stage %d: shard_group host on one host differs from world", zero);
+                }
+                free(h);
             }
             free(z);
         }

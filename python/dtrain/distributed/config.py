@@ -27,6 +27,13 @@ Settings (default):
     ZeRO stage 0-3: 1 partitions the optimizer state, 2 also replaces the
     gradient AllReduce by ReduceScatter, 3 also partitions the weights (what
     the trainer supports is the trainer's to say).
+``shard_group`` ("world")
+    the ranks ZeRO shards over: "world" (all of them) or "host" (the ranks
+    of each host, replicated across hosts: hybrid sharding, as FSDP's HSDP;
+    parameter gathers and reduce-scatters stay on the host, each gradient
+    shard is summed across hosts once per step). Needs zero_opt_level 1-3
+    and the same number of ranks on every host (the trainer refuses
+    otherwise). ``dtrain.train.fit(shard_group="host", zero_opt_level=3)``.
 ``bucket_size_mb`` (25.0)
     gradient bucket cap in MiB, [0, 2^20]; 0: one bucket per layer.
 ``first_bucket_mb`` (1.0)
@@ -130,6 +137,7 @@ def _num(lo, hi, integer=False):
 _FIELDS = {
     "enable_data_parallel": (True, _bool),
     "zero_opt_level": (0, _num(0, 3, integer=True)),
+    "shard_group": ("world", _choice(("world", "host"))),
     "bucket_size_mb": (25.0, _num(0, 1 << 20)),
     "first_bucket_mb": (1.0, _num(0, 1 << 20)),
     "overlap": (True, _bool),

@@ -13,8 +13,12 @@
  *     (host-memory collectives between processes need the mpi transport);
  *   - no launcher: standalone, a world of 1 on the "void" transport.
  * DTRAIN_BOOTSTRAP=auto|mpi|tcp|none and DTRAIN_BACKEND=auto|mpi|void (default
- * auto) override the detection; DTRAIN_BACKEND=mpi implies the mpi bootstrap,
- * void the standalone one ("none") unless DTRAIN_BOOTSTRAP says otherwise.
+ * auto) override the detection; DTRAIN_BACKEND=mpi implies the mpi bootstrap.
+ * DTRAIN_BACKEND=void keeps the launcher's bootstrap: under mpirun -np 2 the
+ * world has 2 ranks (0 and 1) on the void transport, whose collectives
+ * between processes return DT_ERR_UNSUPPORTED; DTRAIN_BOOTSTRAP=none makes
+ * every process a world of its own (each then rank 0 of 1: their output
+ * files collide, so only on purpose).
  *
  * Sub-communicators come from a rank_list: a list of disjoint groups of world
  * ranks, e.g. [[0,1],[2,3]]. Rank r joins the group that lists it; a rank in

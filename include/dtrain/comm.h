@@ -13,8 +13,12 @@
  *     (host-memory collectives between processes need the mpi transport);
  *   - no launcher: standalone, a world of 1 on the "void" transport.
  * DTRAIN_BOOTSTRAP=auto|mpi|tcp|none and DTRAIN_BACKEND=auto|mpi|void (default
- * auto) override the detection; DTRAIN_BACKEND=mpi implies the mpi bootstrap,
- * void the standalone one ("none") unless DTRAIN_BOOTSTRAP says otherwise.
+ * auto) override the detection; DTRAIN_BACKEND=mpi implies the mpi bootstrap.
+ * DTRAIN_BACKEND=void keeps the launcher's bootstrap: under mpirun -np 2 the
+ * world has 2 ranks (0 and 1) on the void transport, whose collectives
+ * between processes return DT_ERR_UNSUPPORTED; DTRAIN_BOOTSTRAP=none makes
+ * every process a world of its own (each then rank 0 of 1: their output
+ * files collide, so only on purpose).
  *
  * Sub-communicators come from a rank_list: a list of disjoint groups of world
  * ranks, e.g. [[0,1],[2,3]]. Rank r joins the group that lists it; a rank in
@@ -24,7 +28,11 @@
  * keyed by the canonical rank_list (each group sorted ascending; group order
  * kept, since it defines group_id). Inside a group, ranks are numbered by
  * ascending world rank. Communicators returned by this API are owned by the
- * library and stay valid until dt_finalize(); never free them.
+ * library and stay valid until dt_comm_release() of that rank_list or
+ * dt_finalize(); never free them. Creation (and release) is a checked
+ * operation on the world: it takes the world's next collective sequence
+ * number, so a rank that calls a collective where the others create a
+ * communicator gets DT_ERR_MISMATCH on every rank (reliability.h).
  *
  * Attribute meaning (seed 003's table), for a communicator C seen from rank r:
  *   rank/size            r's index in C / number of ranks in C
@@ -136,6 +144,23 @@ int dt_rank_list_parse(const char *text, int *ranks, int max_ranks, int *nranks,
 
 /* Number of sub-communicators currently cached in the pool. */
 int dt_comm_pool_size(void);
+
+/* Release a sub-communicator from the pool: its transport state (MPI
+ * communicators for its data and its check channel, and its shared-memory
+ * window unless another communicator with the same members still uses it)
+ * is freed, and the next dt_comm_from_rank_list* of that rank_list creates
+ * it anew. The pool has no size limit of its own:
+ * a program that uses many distinct rank_lists releases the ones it is done
+ * with. Collective over the WORLD, like creation: every world rank calls it
+ * for the communicator it got from the same rank_list (ranks in no group of
+ * it too), in the same order relative to the world's collectives; it waits
+ * for this rank's outstanding asynchronous work first. Afterwards `comm`
+ * is invalid on every rank (as after free(); dt_finalize releases the rest).
+ * Errors: DT_ERR_INVALID for NULL, the world, or a pointer that is not a
+ * pooled communicator (released already); DT_ERR_MISMATCH on every rank
+ * when ranks release different rank_lists, or some call a collective on the
+ * world instead (the communicator then stays); DT_ERR_STATE before dt_init. */
+int dt_comm_release(dt_comm *comm);
 
 /* Memory for tensors that comm reduces in place, e.g. a model's flat gradient
  * buffer (what PyTorch and NCCL call registered / symmetric memory).

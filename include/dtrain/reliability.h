@@ -1,5 +1,6 @@
-/* dtrain/reliability.h - collective mismatch detection, timeouts, stalls and
- * dead ranks. Included by dtrain/coll.h (and so by dtrain/dtrain.h).
+/* dtrain/reliability.h - collective mismatch detection, timeouts, stalls,
+ * dead and departed ranks. Included by dtrain/coll.h (and so by
+ * dtrain/dtrain.h).
  *
  * 1. Collective fingerprints (always on unless DTRAIN_CHECK_COLLECTIVES=0).
  *    Every collective carries a fingerprint: the communicator's sequence number
@@ -26,9 +27,15 @@
  *    sequence number is where it was before, and the communicator is usable.
  *    The check also catches the same collective issued on two communicators
  *    with the same members (e.g. world and rank_list [[0,1]] on 2 ranks):
- *    communicators with the same members share one check channel.
- *    Communicators with different members never meet, so a rank that calls a
- *    collective on a communicator its peers are not using ends as a stall (2.).
+ *    communicators with the same members share one check channel. Creating
+ *    a sub-communicator (dt_comm_from_rank_list*, also implicitly from
+ *    Python's rank_list= arguments) and releasing one (dt_comm_release) are
+ *    checked operations on the world: they take its next sequence number, so
+ *    a rank that calls a world collective where the others create one (or
+ *    the reverse) gets DT_ERR_MISMATCH on every rank ("rank 0: sub-communicator
+ *    creation #61 on world | rank 1: allreduce(...) #61 on world").
+ *    Communicators with different members never meet in a check; when their
+ *    calls wait for each other in a circle, the watchdog sees it (3.).
  *
  *    Point to point: dt_send/dt_recv swap a 64-byte header with the peer
  *    before the data (per-peer, per-direction sequence numbers, dtype, count),
@@ -40,8 +47,8 @@
  *      (world rank 0) called send(f32, count 8, to rank 1) #1 on world, but
  *      rank 1 called recv(f32, count 16, from rank 0) #1 on world
  *
- *    A point-to-point call facing a collective is not detected as a mismatch
- *    (they travel on different channels): it ends as a stall.
+ *    A point-to-point call facing a collective travels on another channel: the
+ *    watchdog catches it (3.).
  *
  *    How, and what it costs: the ranks exchange 64-byte headers by recursive
  *    doubling (log2(size) rounds of point-to-point messages on a channel of
@@ -80,47 +87,97 @@
  *        on world has not completed after 3.0 s (timeout 3 s; DTRAIN_TIMEOUT /
  *        dt_set_timeout)
  *      dtrain:   arrived (3 of 4): 0,1,2
- *      dtrain:   not arrived: rank 3 (pid 4242): not in a dtrain call for
- *        3.0 s; its last call was broadcast #60 on world
+ *      dtrain:   not arrived: rank 3 (pid 4242, host n2): not in a dtrain
+ *        call for 3.0 s; its last call was broadcast #60 on world
  *      dtrain: ranks that have not arrived skipped this call, are stuck
  *        elsewhere or died; aborting the job (exit code 75)
  *
  *    (printed in one piece; wrapped here). A rank that has not arrived is
  *    described as "waiting in <call> for N s" (another call), "not in a dtrain
  *    call for N s; its last call was ...", "in dt_finalize", "exited without
- *    calling dt_finalize" or "dead (its process is gone)"; if every rank has
- *    arrived, the report says the transport itself is stuck. The first rank of
- *    a host to notice prints the report; other stalled ranks print one line
- *    pointing at it. Ranks of one host publish their state in a private POSIX
- *    shared-memory segment (mode 0600, unlinked as soon as every local rank
- *    has mapped it, so nothing is left in /dev/shm even after a crash); ranks
- *    on other hosts are listed as "on other hosts (state not visible from
- *    here)". Then the watchdog ends the job, exit code DT_ABORT_EXIT_CODE: the
- *    only place where the library ends the process itself. Under MPI this is
- *    MPI_Abort, which ends every rank on every host (the watchdog never calls
- *    MPI otherwise). Under the tcp bootstrap (torchrun, srun without MPI) the
- *    rank tells rank 0 (rank 0: every rank) and exits; ranks inside a
- *    bootstrap exchange fail naming it, the others are ended by their
- *    launcher (torchrun ends every worker when one fails; srun needs
- *    --kill-on-bad-exit=1) or by their own watchdog.
+ *    calling dt_finalize" or "dead (its process is gone)", followed by "; its
+ *    process is stopped (/proc state T: SIGSTOP, SIGTSTP or a debugger; ...)"
+ *    when it is (also 't': a debugger, 'D': blocked in the kernel). A rank that
+ *    has arrived but is stopped is listed as "arrived, but cannot go on: rank
+ *    1 (...): its process is stopped (...)"; only when every rank has arrived
+ *    and none is stopped does the report say the transport itself is stuck.
+ *    The first rank of each host to notice prints the report; other stalled
+ *    ranks of that host print one line pointing at it. Ranks of one host
+ *    publish their state in a private POSIX shared-memory segment (mode 0600,
+ *    unlinked as soon as every local rank has mapped it, so nothing is left
+ *    in /dev/shm even after a crash); in jobs across hosts the reporting rank
+ *    asks the other hosts for theirs over the watchdogs' side channel (below)
+ *    and lists them the same way, so every full report names a stopped or
+ *    missing rank and its host, whichever host prints it; ranks of a host
+ *    that does not answer within 1.5 s are listed as "on other hosts that did
+ *    not answer". Then the watchdog ends the job, exit code
+ *    DT_ABORT_EXIT_CODE: the only place where the library ends the process
+ *    itself. It first tells the other hosts' ranks (they print "the job ends:
+ *    rank R (host H) reported: <its first line>" and end too). Under MPI the
+ *    end is MPI_Abort, which ends every rank on every host (the watchdog never
+ *    calls MPI otherwise). Under the tcp bootstrap (torchrun, srun without
+ *    MPI) the rank tells rank 0 (rank 0: every rank) and exits; ranks inside a
+ *    bootstrap exchange fail naming it, the others are ended by the notice,
+ *    their launcher or their own watchdog.
  *
- * 3. Dead ranks.
+ * 3. Dead ranks, departed ranks, waits in a circle (at once, no timeout).
  *    The watchdog also watches the other processes of its host (a pidfd per
  *    process, so it wakes the moment one ends): when one ends without
- *    dt_finalize (SIGKILL, crash, exit()), every rank of the host prints one
- *    line naming the lost rank and the job is aborted at once:
+ *    dt_finalize (SIGKILL, crash, exit() or a return from main), every rank of
+ *    the host prints one line naming the lost rank and what it was doing, the
+ *    other hosts are told, and the job is aborted at once:
  *
  *      dtrain: rank 0: lost rank 1 (pid 4242, host vm): the process died
- *        (killed by a signal or crashed) before dt_finalize; this rank was
- *        waiting in allreduce(f32, count 16384, avg) #61 on world for 0.0 s.
- *        Aborting the job (exit code 75)
+ *        (killed by a signal or crashed) before dt_finalize; it was in
+ *        allreduce(f32, count 16384, avg) #61 on world for 0.1 s; this rank
+ *        was waiting in allreduce(f32, count 16384, avg) #61 on world for 0.1
+ *        s. Aborting the job (exit code 75)
  *
- *    ("the process exited without calling dt_finalize" after an exit()). A
- *    rank lost on another host is caught by its peers' timeout and appears in
- *    their stall report. Under Open MPI, mpirun also ends the job itself
- *    ("mpirun noticed that process rank 1 with PID ... exited on signal 9");
- *    either way every rank exits non-zero: within milliseconds on one host,
- *    within the timeout across hosts.
+ *    ("the process exited without calling dt_finalize" after an exit()). The
+ *    ranks of the other hosts print the same line with "(seen by rank R on
+ *    host H)" and end at once too, also when the launcher would not end the
+ *    job. In jobs across hosts every rank listens on a TCP port of its own
+ *    (the kernel's choice; addresses, port, pid and host name are exchanged
+ *    at dt_init through the bootstrap): the watchdogs' side channel, which
+ *    carries these notices and the states a stall report asks for. A rank
+ *    alone on its host has no host-mate to see it die: the first ranks of the
+ *    hosts keep a ring of connections, and one that closes without a goodbye
+ *    reports the rank lost ("died or its host went down"). A firewall that
+ *    blocks the ports only takes these away: the job runs, losses across hosts
+ *    are then seen by the launcher or the timeout.
+ *
+ *    A rank that LEAVES while others still expect it is reported like a lost
+ *    one: a member of the call this rank waits in is in dt_finalize (or has
+ *    exited) and never entered that call (every rank publishes, per
+ *    communicator, the last call it entered, so this is exact):
+ *
+ *      dtrain: rank 1 (pid 4242, host vm) left the job: it is in dt_finalize
+ *        (its last call on world was #60) while rank 0 (pid 4241, host vm)
+ *        waits in allreduce(f32, count 16384, avg) #61 on world, which rank 1
+ *        never entered. Aborting the job (exit code 75)
+ *
+ *    Python's exit hook calls dt_finalize, so an uncaught exception,
+ *    sys.exit() or an early dtrain.finalize() on one rank ends up here. Ranks
+ *    that reach dt_finalize after every other rank did end normally.
+ *
+ *    With the fingerprint check on (1.), no rank completes a collective
+ *    before every member entered it, so the watchdog also knows whom each
+ *    blocked rank waits for; when the waits go round in a circle (a
+ *    collective on one communicator facing one on another with other
+ *    members, dt_send/dt_recv facing a collective) none can go on, and after
+ *    reading the states again in the circle's order it reports them:
+ *
+ *      dtrain: collective mismatch across communicators (seen by rank 1):
+ *        rank 1 (pid 4242, host vm) waits in allreduce(f32, count 16384, avg)
+ *        #1 on [[0,1]] group 0 for rank 0; rank 0 (pid 4241, host vm) waits in
+ *        allreduce(f32, count 16384, avg) #62 on world for rank 1; none of them
+ *        can go on: ... Aborting the job (exit code 75)
+ *
+ *    A blocked call that no rank waits for in a circle (a rank computing for
+ *    a long time) is left to the timeout (2.). Under Open MPI, mpirun may also
+ *    end the job itself ("mpirun noticed that process rank 1 with PID ...
+ *    exited on signal 9"); either way every rank exits non-zero within
+ *    milliseconds to a second or two, on every host.
  */
 #ifndef DTRAIN_RELIABILITY_H
 #define DTRAIN_RELIABILITY_H

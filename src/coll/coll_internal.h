@@ -46,6 +46,15 @@ int dt_fp_inline_ok(const dt_coll_desc *d);
 /* Run d checked: DT_ERR_MISMATCH (message from every rank's view) if the
  * group's headers differ, else the transport's status. */
 int dt_fp_execute(const dt_coll_desc *d, dt_fp_hdr *h);
+/* A blocking operation on c that is not a collective but must meet the
+ * group's collectives in order (sub-communicator creation and release on
+ * the world: kind DT_OP_COMM_*): publishes it for the watchdog (the caller
+ * ends it with dt_wd_op_end after its own work, whatever this returns), takes
+ * c's next sequence number and, when the check is on, runs the fingerprint
+ * check of that number, so a rank that calls a collective where the others
+ * create a communicator (or the reverse) gets DT_ERR_MISMATCH on every rank
+ * instead of a hang. On a mismatch the sequence number is not consumed. */
+int dt_coll_op_begin(const char *fn, dt_comm *c, int kind);
 /* Fused list collectives (fusion.c). */
 int dt_fusion_execute(const dt_coll_desc *d);
 void dt_fusion_release(void);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "coll/coll_internal.h"
 #include "comm/registry.h"
+#include "comm/watchdog.h"
 #include "core/error.h"
 
 static uint64_t mix(uint64_t h, uint64_t v) {
@@ -102,11 +103,9 @@ static const char *view(char *buf, size_t cap, const dt_fp_hdr *h) {
 }
 
 /* every rank's view -> the DT_ERR_MISMATCH message */
-static int coll_mismatch(const dt_coll_desc *d, const dt_fp_hdr *mine) {
-    dt_comm *c = d->comm;
+static int coll_mismatch(const char *fn, dt_comm *c, const dt_fp_hdr *mine) {
     int p = c->info.size;
-    char fn[48], me[256], cname[96];
-    fn_name(fn, sizeof fn, d->kind);
+    char me[256], cname[96];
     view(me, sizeof me, mine);
     dt_reg_name(c->cid, cname, sizeof cname);
     dt_fp_hdr *all = malloc(sizeof *all * (size_t)p);
@@ -176,6 +175,7 @@ int dt_fp_execute(const dt_coll_desc *d, dt_fp_hdr *h) {
         rc = o->p2p_check(c, d->root, h, &t);
         if (rc) return rc;
         if (t.fp != h->fp) return p2p_mismatch(d, h, &t);
+        dt_wd_op_phase(2); /* the peer is here: the data follows */
         return dt_coll_transport(d);
     }
     if (dt_fp_inline_ok(d)) {
@@ -186,6 +186,34 @@ int dt_fp_execute(const dt_coll_desc *d, dt_fp_hdr *h) {
         if (!rc && !(h->flags & DT_FP_MISMATCH) && d->kind != DT_COLL_BARRIER) rc = dt_coll_transport(d);
     }
     if (rc) return rc;
-    if (h->flags & DT_FP_MISMATCH) return coll_mismatch(d, h);
+    if (h->flags & DT_FP_MISMATCH) {
+        char fn[48];
+        fn_name(fn, sizeof fn, d->kind);
+        return coll_mismatch(fn, c, h);
+    }
+    return DT_OK;
+}
+
+int dt_coll_op_begin(const char *fn, dt_comm *c, int kind) {
+    uint64_t seq = c->seq + 1;
+    dt_fp_hdr h;
+    memset(&h, 0, sizeof h);
+    h.seq = seq;
+    h.kind = (uint16_t)kind;
+    h.cid = c->cid;
+    h.gkey = c->gkey;
+    h.world_rank = (uint32_t)c->info.world_rank;
+    h.root = -1;
+    h.dtype = h.op = DT_FP_NONE;
+    uint64_t f = mix(mix(mix(0x636f6c6c00000000ull, seq), h.kind), h.dtype);
+    f = mix(mix(mix(f, h.op), h.count), (uint64_t)(int64_t)h.root);
+    h.fp = mix(mix(mix(f, c->gkey), 0), 0);
+    dt_wd_op_begin(h.cid, kind, seq, DT_FP_NONE, 0, -1, DT_FP_NONE, 0);
+    if (c->info.size > 1 && c->ops->check && dt_rel_check_on()) {
+        int rc = c->ops->check(c, &h);
+        if (rc) return rc;
+        if (h.flags & DT_FP_MISMATCH) return coll_mismatch(fn, c, &h);
+    }
+    c->seq = seq;
     return DT_OK;
 }

@@ -27,11 +27,7 @@ void dt_comm_set_identity(dt_comm *c, uint32_t cid) {
     uint64_t g = dt_fnv1a(DT_FNV_BASIS, key, strlen(key));
     c->cid = cid;
     c->gkey = dt_fnv1a(g, &c->info.group_id, sizeof c->info.group_id);
-    char name[96];
-    if (!c->key) snprintf(name, sizeof name, "world");
-    else if (c->info.group_id < 0) snprintf(name, sizeof name, "%.60s (no group)", c->key);
-    else snprintf(name, sizeof name, "%.60s%s group %d", c->key, strlen(c->key) > 60 ? "..." : "", c->info.group_id);
-    dt_reg_add(cid, name, c->world_ranks, c->info.size);
+    dt_reg_add(cid, c->key, c->info.world_size, c->info.group_id, c->world_ranks, c->info.size);
 }
 
 int dt_comm_check(const dt_comm *comm, const char *func) {

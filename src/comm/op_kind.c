@@ -12,20 +12,27 @@ const char *dt_op_kind_name(int kind) {
         "reduce_scatter_fused", "reduce_scatter_per_rank"};
     if (kind == DT_OP_COMM_CREATE) return "sub-communicator creation";
     if (kind == DT_OP_FINALIZE) return "dt_finalize";
+    if (kind == DT_OP_COMM_RELEASE) return "sub-communicator release";
     return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
 const char *dt_op_describe(char *buf, size_t cap, int kind, int dtype, uint64_t count, int op,
                            int root, uint64_t seq, uint32_t cid, uint32_t nlist, uint32_t layout) {
+    return dt_op_describe_of(-1, buf, cap, kind, dtype, count, op, root, seq, cid, nlist, layout);
+}
+
+const char *dt_op_describe_of(int who, char *buf, size_t cap, int kind, int dtype, uint64_t count, int op,
+                              int root, uint64_t seq, uint32_t cid, uint32_t nlist, uint32_t layout) {
     char cname[96], lay[32] = "";
     if (layout) snprintf(lay, sizeof lay, ", layout %08x", (unsigned)layout);
-    dt_reg_name(cid, cname, sizeof cname);
+    if (who < 0) dt_reg_name(cid, cname, sizeof cname);
+    else dt_reg_name_of(cid, who, cname, sizeof cname);
     const char *dn = dtype == (int)DT_FP_NONE ? "?" : dt_dtype_name((dt_dtype)dtype);
     const char *on = op == (int)DT_FP_NONE ? "?" : dt_op_name((dt_op)op);
     unsigned long long n = (unsigned long long)count, s = (unsigned long long)seq;
     switch (kind) {
-    case DT_OP_COMM_CREATE:
-        snprintf(buf, cap, "sub-communicator creation #%llu (over world)", s);
+    case DT_OP_COMM_CREATE: case DT_OP_COMM_RELEASE:
+        snprintf(buf, cap, "%s #%llu on world", dt_op_kind_name(kind), s);
         return buf;
     case DT_OP_FINALIZE:
         snprintf(buf, cap, "dt_finalize");

@@ -16,8 +16,10 @@ typedef enum dt_coll_kind {
     DT_COLL_REDUCE_SCATTER_PER_RANK /* in: one tensor per rank; recv/count/dtype: the output */
 } dt_coll_kind;
 
-/* Operations that are not collectives (dt_coll_kind values are below 64). */
-enum { DT_OP_COMM_CREATE = 64, DT_OP_FINALIZE = 65 };
+/* Operations that are not collectives (dt_coll_kind values are below 64).
+ * Creation and release of a sub-communicator are checked operations on the
+ * world: they take the world's next sequence number, like a collective. */
+enum { DT_OP_COMM_CREATE = 64, DT_OP_FINALIZE = 65, DT_OP_COMM_RELEASE = 66 };
 
 /* "allreduce", ..., "dt_finalize", "sub-communicator creation"; "?" if unknown. */
 const char *dt_op_kind_name(int kind);
@@ -27,5 +29,8 @@ const char *dt_op_kind_name(int kind);
  * for list collectives; communicator names from the registry). */
 const char *dt_op_describe(char *buf, size_t cap, int kind, int dtype, uint64_t count, int op,
                            int root, uint64_t seq, uint32_t cid, uint32_t nlist, uint32_t layout);
+/* The same for a call made by world rank `who` (its group's name). */
+const char *dt_op_describe_of(int who, char *buf, size_t cap, int kind, int dtype, uint64_t count, int op,
+                              int root, uint64_t seq, uint32_t cid, uint32_t nlist, uint32_t layout);
 
 #endif

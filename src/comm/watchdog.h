@@ -14,14 +14,22 @@
 void dt_wd_op_begin(uint32_t cid, int kind, uint64_t seq, int dtype, uint64_t count, int root_world,
                     int op, uint32_t nlist);
 void dt_wd_op_end(void);
+/* The current operation's phase: point-to-point calls say 2 once the header
+ * exchange with the peer is done (the watchdog then knows the peer arrived). */
+void dt_wd_op_phase(int phase);
+/* A new communicator: this rank has entered none of its calls yet (its
+ * progress entry; every rank creates every communicator). */
+void dt_wd_comm_created(uint32_t cid);
 
 /* ---- the watchdog (jobs of more than one process) ---- */
 /* Collective over the open bootstrap's job: a shared segment for the ranks of
- * each host, then the thread. Failures to set up the segment only reduce
- * what reports show. */
+ * each host, every rank's host name and pid, the side channel between hosts
+ * (jobs across hosts), then the threads. Failures to set up the segment or
+ * the side channel only reduce what reports show. */
 int dt_wd_start(void);
 /* dt_finalize: mark this rank as finalizing (peers then take its exit as
- * normal) / finalized, and stop the thread. */
+ * normal; a rank still waiting for one of its calls is told it left) /
+ * finalized, and stop the threads. */
 void dt_wd_finalizing(void);
 void dt_wd_stop(void);
 

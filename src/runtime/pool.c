@@ -1,13 +1,19 @@
 /* src/runtime/pool.c - rank_list parsing, validation and the sub-communicator
- * pool (created on first use, cached by canonical rank_list). The ranks agree
- * on the rank_list over the bootstrap, then the world's transport builds the
- * groups; local attributes come from the bootstrap's hosts. */
+ * pool (created on first use, cached by canonical rank_list, released by
+ * dt_comm_release). Creation and release are checked operations on the world
+ * (they take its next sequence number and meet its collectives' fingerprint
+ * check, so a rank that calls a collective where the others create or
+ * release a communicator fails with DT_ERR_MISMATCH instead of hanging);
+ * then the ranks agree on the rank_list over the bootstrap, and the world's
+ * transport builds (or frees) the groups; local attributes come from the
+ * bootstrap's hosts. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "bootstrap/bootstrap.h"
 #include "coll/engine.h"
+#include "comm/registry.h"
 #include "comm/comm_internal.h"
 #include "comm/op_kind.h"
 #include "comm/watchdog.h"
@@ -160,6 +166,29 @@ static char *make_key(const int *sorted, const int *lens, int ngroups) {
     return key;
 }
 
+/* Every rank sees every rank's hash `h` of what it passed (its rank_list, or
+ * its error when `vrc` says the list was invalid, the message in
+ * dt_last_error()), so all reach the same verdict: DT_OK, vrc, or
+ * DT_ERR_MISMATCH. */
+static int agree(dt_comm *world, int vrc, unsigned long long h, const char *what) {
+    int W = world->info.size, me = world->info.rank;
+    if (W == 1) return vrc;
+    char saved[1024];
+    snprintf(saved, sizeof saved, "%s", dt_last_error());
+    unsigned long long *all = malloc(sizeof *all * (size_t)W);
+    if (!all) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    int rc = dt_boot_allgather(&h, all, sizeof h);
+    int same = 1;
+    for (int r = 0; !rc && r < W; r++) same &= all[r] == h;
+    free(all);
+    if (rc) return rc;
+    if (!same)
+        return DT_ERR(DT_ERR_MISMATCH, "ranks passed different rank_lists%s (world rank %d passed %s%s)", what, me,
+                      vrc ? "an invalid one: " : "a valid one", vrc ? saved : "");
+    if (vrc) return dt_error(vrc, NULL, "%s", saved);
+    return DT_OK;
+}
+
 /* The collective part of dt_comm_from_rank_list: agree on the rank_list over
  * the world, then split. `vrc` is the local validation result (its message in
  * dt_last_error()), `h` the hash of what this rank passed. Takes ownership of
@@ -167,26 +196,8 @@ static char *make_key(const int *sorted, const int *lens, int ngroups) {
 static int create(dt_comm *world, int vrc, unsigned long long h, char *key, const int *group_lens,
                   int ngroups, const int *sorted, int my_group, int my_off, dt_comm **out) {
     int W = world->info.size, me = world->info.rank, rc;
-    if (W > 1) {
-        /* every rank sees every rank's hash, so all reach the same verdict */
-        char saved[1024];
-        snprintf(saved, sizeof saved, "%s", dt_last_error());
-        unsigned long long *all = malloc(sizeof *all * (size_t)W);
-        if (!all) { free(key); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
-        rc = dt_boot_allgather(&h, all, sizeof h);
-        int same = 1;
-        for (int r = 0; !rc && r < W; r++) same &= all[r] == h;
-        free(all);
-        if (rc) { free(key); return rc; }
-        if (!same) {
-            free(key);
-            return DT_ERR(DT_ERR_MISMATCH, "ranks passed different rank_lists (world rank %d passed %s%s)",
-                          me, vrc ? "an invalid one: " : "", vrc ? saved : "a valid one");
-        }
-        if (vrc) return dt_error(vrc, NULL, "%s", saved);
-    } else if (vrc) {
-        return vrc;
-    }
+    rc = agree(world, vrc, h, "");
+    if (rc) { free(key); return rc; }
 
     int gsize = my_group >= 0 ? group_lens[my_group] : 1;
     dt_comm *c;
@@ -214,6 +225,7 @@ static int create(dt_comm *world, int vrc, unsigned long long h, char *key, cons
     c->key = key;
     if (rc) { dt_comm_destroy(c); return rc; }
     dt_comm_set_identity(c, ++g_next_cid);
+    dt_wd_comm_created(c->cid); /* no rank has entered any of its calls */
     c->next = g_pool;
     g_pool = c;
     *out = c;
@@ -243,15 +255,65 @@ int dt_comm_from_rank_list(const int *ranks, const int *group_lens, int ngroups,
         h = hash_str(dt_last_error()); /* identical bad input: identical hash */
     }
     if (W > 1) {
+        char vmsg[1024];
+        snprintf(vmsg, sizeof vmsg, "%s", vrc ? dt_last_error() : "");
         dt_engine_exclusive_begin();
-        dt_wd_op_begin(0, DT_OP_COMM_CREATE, g_next_cid + 1, DT_FP_NONE, 0, -1, DT_FP_NONE, 0);
+        rc = dt_coll_op_begin("dt_comm_from_rank_list", world, DT_OP_COMM_CREATE);
+        if (!rc && vrc) { /* the validation's message again (the agreement shows it) */
+            char *sep = strstr(vmsg, ": ");
+            if (sep) { *sep = '\0'; dt_error(vrc, vmsg, "%s", sep + 2); }
+        }
+        if (rc) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", dt_last_error());
+            const char *m = strstr(msg, ": ") ? strstr(msg, ": ") + 2 : msg;
+            rc = dt_error(rc, "dt_comm_from_rank_list", "%s (this rank was creating the sub-communicator of %s)", m,
+                          key ? key : "an invalid rank_list");
+            free(key);
+        }
     }
-    rc = create(world, vrc, h, key, group_lens, ngroups, sorted, my_group, my_off, out);
+    if (!rc) rc = create(world, vrc, h, key, group_lens, ngroups, sorted, my_group, my_off, out);
     if (W > 1) {
         dt_wd_op_end();
         dt_engine_exclusive_end();
     }
     free(sorted);
+    return rc;
+}
+
+int dt_comm_release(dt_comm *comm) {
+    dt_comm *world = dt_comm_world();
+    int rc = dt_comm_check(world, __func__);
+    if (rc) return rc;
+    if (!comm) return DT_ERR(DT_ERR_INVALID, "communicator is NULL");
+    if (comm == world) return DT_ERR(DT_ERR_INVALID, "the world communicator cannot be released (dt_finalize frees it)");
+    dt_comm **at = &g_pool;
+    while (*at && *at != comm) at = &(*at)->next;
+    if (!*at)
+        return DT_ERR(DT_ERR_INVALID, "communicator %p is not one of the pool's sub-communicators (released already, "
+                      "or not from dt_comm_from_rank_list*)", (void *)comm);
+    int W = world->info.size;
+    if (W > 1) {
+        dt_engine_exclusive_begin();
+        rc = dt_coll_op_begin(__func__, world, DT_OP_COMM_RELEASE);
+        if (rc) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", dt_last_error());
+            const char *m = strstr(msg, ": ") ? strstr(msg, ": ") + 2 : msg;
+            rc = dt_error(rc, __func__, "%s (this rank was releasing the sub-communicator of %s)", m, comm->key);
+        }
+    }
+    if (!rc) rc = agree(world, DT_OK, hash_str(comm->key), " to dt_comm_release");
+    if (!rc) {
+        *at = comm->next;
+        uint32_t cid = comm->cid;
+        dt_comm_destroy(comm);
+        dt_reg_remove(cid);
+    }
+    if (W > 1) {
+        dt_wd_op_end();
+        dt_engine_exclusive_end();
+    }
     return rc;
 }
 

@@ -175,14 +175,16 @@ int dt_finalize(void) {
     if (!dt_is_initialized())
         return DT_ERR(DT_ERR_STATE, "dtrain is not initialised (dt_finalize without dt_init, or called twice)");
     int rc = dt_engine_shutdown();
-    dt_pool_clear();
     if (g_wd_on) {
-        /* peers take this rank's exit as normal from here on; leaving the
-         * job (MPI_Finalize, the tcp bootstrap's last barrier) waits for
-         * every rank and is watched like any blocking call */
+        /* peers take this rank's exit as normal from here on, and a peer
+         * still waiting for one of its calls learns that it left; freeing
+         * the communicators (collective for shared windows) and leaving the
+         * job (MPI_Finalize, the tcp bootstrap's last barrier) wait for
+         * every rank and are watched like any blocking call */
         dt_wd_finalizing();
         dt_wd_op_begin(0, DT_OP_FINALIZE, 1, DT_FP_NONE, 0, -1, DT_FP_NONE, 0);
     }
+    dt_pool_clear();
     dt_comm_set_world(NULL);
     dt_comm_destroy(g_world);
     g_world = NULL;

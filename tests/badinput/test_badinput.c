@@ -38,6 +38,7 @@
 static char g_dir[128];             /* temporary directory */
 static const char *g_train, *g_mpiexec;
 static char g_bench[1024];          /* dtrain-bench, beside dtrain-train */
+static char g_fault[1024];          /* tests/fault's fault_prog, beside this program */
 static char g_msg[4096];            /* message captured by a K_CALL row */
 
 /* Records dt_last_error() as the row's message and returns rc. */
@@ -240,6 +241,17 @@ static int api_list_count_mismatch(void) {
     if (dt_init()) return R(-100);
     dt_tensor in[1] = {{fa, 4, DT_F32}}, out[1] = {{fb, 3, DT_F32}};
     int rc = R(dt_allreduce_list(in, out, 1, DT_SUM, dt_comm_world()));
+    dt_finalize();
+    return rc;
+}
+
+WITH_WORLD(api_release_world, dt_comm_release(w))
+static int api_release_twice(void) {
+    if (dt_init()) return R(-100);
+    dt_comm *c = NULL;
+    int rc = dt_comm_from_rank_list_str("[[0]]", &c);
+    if (!rc) rc = dt_comm_release(c);
+    rc = rc ? R(rc) : R(dt_comm_release(c));
     dt_finalize();
     return rc;
 }
@@ -503,7 +515,8 @@ typedef struct row {
     const char *input;   /* what is wrong, for the docs */
     int kind;
     int (*fn)(void);     /* K_CALL */
-    const char *argv[MAXARG]; /* K_PROC: "$T" = dtrain-train, "$B" = dtrain-bench, "$MPI" = mpiexec, "@x" = temp dir/x */
+    const char *argv[MAXARG]; /* K_PROC: "$T" = dtrain-train, "$B" = dtrain-bench, "$F" = tests/fault's fault_prog,
+                               * "$MPI" = mpiexec, "@x" = temp dir/x */
     const char *env;     /* K_PROC: "NAME=VALUE" added to the environment, or NULL */
     int want;            /* K_CALL: status; K_PROC: exit code */
     const char *msg;     /* substring of dt_last_error() / of the output */
@@ -536,6 +549,11 @@ static const row g_rows[] = {
          api_barrier_after_finalize, DT_ERR_STATE, "not after dt_finalize", "do not use the runtime after dt_finalize"),
     CALL("api-bad-backend", "API", "DTRAIN_BACKEND=nccl2", api_bad_backend, DT_ERR_UNSUPPORTED, "DTRAIN_BACKEND='nccl2'",
          "use DTRAIN_BACKEND=auto, mpi or void"),
+    CALL("api-release-world", "API", "dt_comm_release(dt_comm_world())", api_release_world, DT_ERR_INVALID,
+         "the world communicator cannot be released", "release only communicators from dt_comm_from_rank_list*; dt_finalize frees the world"),
+    CALL("api-release-twice", "API", "dt_comm_release twice on one communicator", api_release_twice, DT_ERR_INVALID,
+         "is not one of the pool's sub-communicators (released already",
+         "release once; get it again from dt_comm_from_rank_list* (a new communicator)"),
     CALL("api-null-comm", "API", "collective with comm NULL", api_null_comm, DT_ERR_INVALID, "communicator is NULL",
          "pass dt_comm_world() or a communicator from dt_comm_from_rank_list*"),
     CALL("api-null-sendbuf", "API", "dt_allreduce with sendbuf NULL and count 4", api_null_sendbuf, DT_ERR_INVALID,
@@ -949,6 +967,34 @@ static const row g_rows[] = {
      {"$MPI", "-n", "2", "sh", "-c",
       "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; s=; [ $r = 1 ] && s=--bogus; exec \"$0\" -b 4K -e 4K -n 2 $s",
       "$B", NULL}, NULL, 2, "dtrain-bench[rank 1]: unknown option '--bogus'", 0, "start every rank with the same dtrain-bench options"},
+    {"launch-backend-void", "launch", "DTRAIN_BACKEND=void under mpirun -np 2", K_PROC, NULL,
+     {"$MPI", "-n", "2", "$T", "--data", "@fm", QUICK, NULL}, "DTRAIN_BACKEND=void", 1,
+     "DTRAIN_BACKEND=void under an MPI launcher", 2,
+     "unset DTRAIN_BACKEND (or mpi / auto); the world keeps the launcher's ranks either way (DTRAIN_BOOTSTRAP=none: "
+     "each process alone, on purpose)"},
+    {"launch-finalize-early", "launch",
+     "rank 1 calls dt_finalize while rank 0 waits in a collective (as Python's exit hook does after an exception, "
+     "sys.exit() or an early dtrain.finalize())", K_PROC, NULL, {"$MPI", "-n", "2", "$F", "skipfin", NULL},
+     "DTRAIN_TIMEOUT=60", 75, "left the job: it is in dt_finalize (its last call on world was #60) while rank 0", 0,
+     "find why rank 1 left early (its traceback, its exit path): every rank must make the same calls before dt_finalize"},
+    {"launch-exit-early", "launch", "rank 1 returns from main (or calls exit()) without dt_finalize", K_PROC, NULL,
+     {"$MPI", "-n", "2", "$F", "exit", NULL}, "DTRAIN_TIMEOUT=60", 1,
+     "lost rank 1 (pid", 0, "call dt_finalize on every rank before leaving (the others are ended at once, on every host)"},
+    {"launch-mismatch-create", "launch", "rank 0 creates a sub-communicator ([[0,1]]) where rank 1 calls an allreduce",
+     K_PROC, NULL, {"$MPI", "-n", "2", "$F", "mis_create", NULL}, "DTRAIN_TIMEOUT=60", 3,
+     "rank 0: sub-communicator creation #61 on world | rank 1: allreduce(f32, count 16384, avg) #61 on world", 0,
+     "every rank creates every sub-communicator, at the same point of the world's collectives"},
+    {"launch-mismatch-comms", "launch", "rank 1 allreduces on [[0,1]] while ranks 0 and 2 allreduce on the world",
+     K_PROC, NULL, {"$MPI", "-n", "3", "$F", "mis_comm", NULL}, "DTRAIN_TIMEOUT=60", 75,
+     "collective mismatch across communicators", 0,
+     "the ranks named call collectives on different communicators in different orders: make the order the same"},
+    {"launch-mismatch-p2p", "launch", "rank 0 sends to rank 1, rank 1 calls an allreduce", K_PROC, NULL,
+     {"$MPI", "-n", "2", "$F", "mis_p2p", NULL}, "DTRAIN_TIMEOUT=60", 75,
+     "waits in send(f32, count 16384, to rank 1) #1 on world for rank 1", 0,
+     "pair every dt_send with a dt_recv before the peer's next collective"},
+    {"launch-stopped-rank", "launch", "rank 1 stopped (SIGSTOP) inside an allreduce every rank entered", K_PROC, NULL,
+     {"$MPI", "-n", "2", "$F", "stopin", NULL}, "DTRAIN_TIMEOUT=3", 75,
+     "arrived, but cannot go on: rank 1", 0, "continue it (kill -CONT PID): a debugger, a job control stop (Ctrl-Z)?"},
     {"bench-oom", "launch", "dtrain-bench -b 16384G (more than the memory)", K_PROC, NULL,
      {"$B", "-b", "16384G", "-e", "16384G", NULL}, NULL, 1,
      "the buffers could not be allocated on some rank (out of memory)", 0, "choose sizes that fit (-b / -e)"},
@@ -1126,6 +1172,7 @@ static void rm_rf(const char *p) {
 static const char *expand(const char *a) {
     if (!strcmp(a, "$T")) return g_train;
     if (!strcmp(a, "$B")) return g_bench;
+    if (!strcmp(a, "$F")) return g_fault;
     if (!strcmp(a, "$MPI")) return g_mpiexec;
     if (a[0] == '@') return path(a + 1);
     return a;
@@ -1276,6 +1323,12 @@ int main(int argc, char **argv) {
     snprintf(g_bench, sizeof g_bench, "%s", g_train);
     char *slash = strrchr(g_bench, '/');
     snprintf(slash ? slash + 1 : g_bench, sizeof g_bench - (size_t)(slash ? slash + 1 - g_bench : 0), "dtrain-bench");
+    {
+        ssize_t k = readlink("/proc/self/exe", g_fault, sizeof g_fault - 32);
+        g_fault[k > 0 ? k : 0] = '\0';
+        char *sl = strrchr(g_fault, '/');
+        snprintf(sl ? sl + 1 : g_fault, 32, "fault_prog");
+    }
     /* standalone rows: never pick MPI up from a launcher's environment */
     unsetenv("DTRAIN_BACKEND");
     snprintf(g_dir, sizeof g_dir, "%s/dt_badinput_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");

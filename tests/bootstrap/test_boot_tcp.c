@@ -21,7 +21,11 @@
  *   wd-kill          dt_init, then rank 1 is killed: the watchdog reports it
  *                    (run under expect_fail.sh)
  *   wd-stall         rank 0 creates a communicator rank 1 never joins: the
- *                    stall report (under expect_fail.sh) */
+ *                    stall report (under expect_fail.sh)
+ *   wd-kill-last     dt_init, then the last rank is killed while the others
+ *                    sleep outside any dtrain call: run on pretended hosts
+ *                    (-H), every rank on another host learns it over the
+ *                    watchdogs' side channel and ends at once */
 #define _POSIX_C_SOURCE 200809L
 #include <netinet/in.h>
 #include <signal.h>
@@ -299,17 +303,17 @@ static int t_peer_exit(void) {
     return dt_test_finish("peer_exit");
 }
 
-static int t_watchdog(int stall) {
+static int t_watchdog(int stall, int victim) {
     if (dt_init()) { fprintf(stderr, "dt_init: %s\n", dt_last_error()); return 1; }
     dt_comm *c = NULL;
-    if (ME == 1) {
+    if (ME == victim) {
         if (!stall) raise(SIGKILL);
         sleep(60);
         return 1;
     }
     if (stall) dt_comm_from_rank_list_str("[[0,1]]", &c);
     else sleep(60);
-    fprintf(stderr, "rank 0: still here (the watchdog did not end the job)\n");
+    fprintf(stderr, "rank %d: still here (the watchdog did not end the job)\n", ME);
     return 1;
 }
 
@@ -324,9 +328,10 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "alone-root")) return t_timeout(0, 3, "2 of 3 ranks did not join within 1 s (DTRAIN_BOOTSTRAP_TIMEOUT)%.0s: ranks 1,2");
     if (!strcmp(mode, "calls-differ")) return t_calls_differ();
     if (!strcmp(mode, "peer-exit")) return t_peer_exit();
-    if (!strcmp(mode, "wd-kill")) return t_watchdog(0);
-    if (!strcmp(mode, "wd-stall")) return t_watchdog(1);
+    if (!strcmp(mode, "wd-kill")) return t_watchdog(0, 1);
+    if (!strcmp(mode, "wd-stall")) return t_watchdog(1, 1);
+    if (!strcmp(mode, "wd-kill-last")) return t_watchdog(0, N - 1);
     fprintf(stderr, "usage: test_boot_tcp boot|attrs|expect-fail STATUS TEXT|unreachable|alone-root|calls-differ|"
-                    "peer-exit|wd-kill|wd-stall\n");
+                    "peer-exit|wd-kill|wd-stall|wd-kill-last\n");
     return 2;
 }

@@ -398,6 +398,52 @@ int main(int argc, char **argv) {
         CHECK(y == N * (N + 1) / 2, "world allreduce after errors gave %d", y);
     }
 
+    /* dt_comm_release (issue 16, item 10: the pool never shrank) */
+    {
+        char list[256] = "[";
+        for (int r = N - 1; r >= 0; r--) snprintf(list + strlen(list), sizeof list - strlen(list), "%s[%d]", r < N - 1 ? "," : "", r);
+        strcat(list, "]"); /* [[N-1],...,[0]]: every rank alone */
+        dt_comm *a = NULL, *b = NULL;
+        CHECK_OK(dt_comm_from_rank_list_str(list, &a));
+        int before = dt_comm_pool_size();
+        CHECK_OK(dt_comm_release(a));
+        CHECK(dt_comm_pool_size() == before - 1, "pool %d after dt_comm_release, want %d", dt_comm_pool_size(), before - 1);
+        CHECK_ERRM(dt_comm_release(a), DT_ERR_INVALID, "not one of the pool's sub-communicators");
+        CHECK_ERRM(dt_comm_release(NULL), DT_ERR_INVALID, "NULL");
+        CHECK_ERRM(dt_comm_release(w), DT_ERR_INVALID, "world communicator cannot be released");
+        /* made again: a new, working communicator */
+        CHECK_OK(dt_comm_from_rank_list_str(list, &b));
+        CHECK(dt_comm_pool_size() == before, "pool %d after making it again, want %d", dt_comm_pool_size(), before);
+        int x = ME + 1, y = 0;
+        if (b) CHECK_OK(dt_allreduce(&x, &y, 1, DT_I32, DT_SUM, b));
+        CHECK(y == ME + 1, "allreduce on a re-created group of one gave %d", y);
+        if (N >= 2 && !VOID_MODE) {
+            int r2[] = {0, 1}, l2[] = {2};
+            dt_comm *p = NULL, *q = NULL;
+            CHECK_OK(dt_comm_from_rank_list(r2, l2, 1, &p));
+            /* rank 0 releases while the others call a collective on the world:
+             * a mismatch on every rank, and p stays */
+            if (ME == 0) CHECK_ERRM(dt_comm_release(p), DT_ERR_MISMATCH, "sub-communicator release");
+            else CHECK_ERRM(dt_allreduce(&x, &y, 1, DT_I32, DT_SUM, w), DT_ERR_MISMATCH, "sub-communicator release");
+            y = 0;
+            if (ME < 2 && p) CHECK_OK(dt_allreduce(&x, &y, 1, DT_I32, DT_SUM, p));
+            if (ME < 2) CHECK(y == 3, "allreduce on [[0,1]] after the mismatched release gave %d", y);
+            /* ranks that release different lists */
+            CHECK_ERRM(dt_comm_release(ME == 0 ? p : b), DT_ERR_MISMATCH, "different rank_lists to dt_comm_release");
+            int n0 = dt_comm_pool_size();
+            CHECK_OK(dt_comm_release(p));
+            CHECK_OK(dt_comm_release(b));
+            CHECK(dt_comm_pool_size() == n0 - 2, "pool %d after two releases, want %d", dt_comm_pool_size(), n0 - 2);
+            /* and [[0,1]] again, the same members as before */
+            CHECK_OK(dt_comm_from_rank_list(r2, l2, 1, &q));
+            y = 0;
+            if (ME < 2 && q) CHECK_OK(dt_allreduce(&x, &y, 1, DT_I32, DT_SUM, q));
+            if (ME < 2) CHECK(y == 3, "allreduce on a re-created [[0,1]] gave %d", y);
+        } else if (b) {
+            CHECK_OK(dt_comm_release(b));
+        }
+    }
+
     CHECK_OK(dt_finalize());
     CHECK(!dt_is_initialized() && dt_comm_world() == NULL, "still initialised after dt_finalize");
     CHECK(dt_comm_pool_size() == 0, "pool size %d after dt_finalize", dt_comm_pool_size());

@@ -21,11 +21,13 @@
 #                                   shard_group world on the 2 hosts
 #   hsdp-uneven TRAINER             3 ranks on 2 hosts with --shard-group host:
 #                                   exit 2 and a message naming the hosts
-#   fault kill|kill-recovery|stop RANK FAULT_PROG EXPECT_FAIL
-#                                   rank RANK (on host 2) SIGKILLed (also with
-#                                   mpirun told not to end the job) or
-#                                   SIGSTOPped: every rank ends, within the
-#                                   bound, and the report names RANK and host 2
+#   fault MODE RANK FAULT_PROG EXPECT_FAIL
+#                                   rank RANK (on host 2) misbehaves (MODE:
+#                                   kill, kill-recovery, exit-recovery,
+#                                   skipfin, stop, stopin, kill-recovery-2x1,
+#                                   mis-p2p):
+#                                   every rank ends within the bound, a message
+#                                   names RANK and host 2 (below)
 #
 # Each mode makes its own set (`dtrain-hosts with 2 -- ...`, removed at the
 # end whatever happens) and exits 77 when no hosts can be made here (not
@@ -179,6 +181,10 @@ fault)
     what=$1 rank=$2 prog=$3 expect=$4
     h2=${NAMES[1]}
     export FAULT_RANK=$rank DTRAIN_HOSTS_EXPORT="FAULT_RANK ${DTRAIN_HOSTS_EXPORT:-}"
+    # "lost rank R (pid P, host H)" printed by a rank of host 1: it learnt of
+    # the loss on host 2 through the watchdogs' side channel, not by a timeout
+    # (ranks 0 and 1 run on host 1)
+    lost_on_h1="dtrain: rank [01]: lost rank $rank \\(pid [0-9]+, host $h2\\)"
     rc=0
     case $what in
     kill) # the lost rank's host-mate reports it (dtrain), or mpirun does
@@ -186,28 +192,58 @@ fault)
             -- "$H" run -- -np 4 "$prog" kill > "$TMP/out" 2>&1 || rc=$?
         ;;
     kill-recovery) # mpirun told not to end the job (as other launchers may
-        # not): the lost rank's host-mate names it, the others end by themselves
-        sh "$expect" 13 -z -e "dtrain: rank [0-9]+: lost rank $rank \\(pid [0-9]+, host $h2\\)" \
+        # not): the ranks on host 1 learn of it at once and name it
+        DTRAIN_TIMEOUT=30 sh "$expect" 13 -z -e "$lost_on_h1: the process died" -n "STALL" \
             -- "$H" run -- -np 4 --mca orte_enable_recovery 1 "$prog" kill > "$TMP/out" 2>&1 || rc=$?
         ;;
-    stop) # alive but silent: the stall report of its host names it
-        sh "$expect" 20 -e "STALL on rank [0-9]+ \\(host $h2\\)" -e "not arrived: rank $rank " \
+    kill-recovery-2x1) # one rank per host (rank RANK must be 1): no host-mate to see the death,
+        # the other host's watchdog learns it from the closed side channel
+        DTRAIN_TIMEOUT=30 sh "$expect" 13 -z -e "$lost_on_h1" -n "STALL" \
+            -- "$H" run -- -np 2 -H "${NAMES[0]}:1,${NAMES[1]}:1" --mca orte_enable_recovery 1 "$prog" kill \
+            > "$TMP/out" 2>&1 || rc=$?
+        ;;
+    exit-recovery) # exit() without dt_finalize on host 2
+        DTRAIN_TIMEOUT=30 sh "$expect" 13 -z -e "$lost_on_h1: the process exited without calling dt_finalize" \
+            -n "STALL" -- "$H" run -- -np 4 --mca orte_enable_recovery 1 "$prog" exit > "$TMP/out" 2>&1 || rc=$?
+        ;;
+    skipfin) # an early dt_finalize on host 2: the others expect it
+        DTRAIN_TIMEOUT=30 sh "$expect" 13 -e "rank $rank \\(pid [0-9]+, host $h2\\) left the job: it is in dt_finalize" \
+            -n "STALL" -- "$H" run -- -np 4 "$prog" skipfin > "$TMP/out" 2>&1 || rc=$?
+        ;;
+    stop) # alive but silent: every full stall report names it, its host and
+        # its state, whichever host printed it
+        sh "$expect" 20 -e "STALL on rank [0-9]+ \\(host " \
+            -e "not arrived: rank $rank \\(pid [0-9]+, host $h2\\): .*stopped \\(/proc state T" \
             -- "$H" run -- -np 4 "$prog" stop > "$TMP/out" 2>&1 || rc=$?
         ;;
-    *) echo "mh_run: fault: kill, kill-recovery or stop"; exit 2 ;;
+    stopin) # stopped inside a collective every rank entered: every full
+        # report says so, none blames the transport
+        sh "$expect" 20 -e "STALL on rank [0-9]+ \\(host " \
+            -e "arrived, but cannot go on: rank $rank \\(pid [0-9]+, host $h2\\): its process is stopped \\(/proc state T" \
+            -n "the transport itself is stuck" \
+            -- "$H" run -- -np 4 "$prog" stopin > "$TMP/out" 2>&1 || rc=$?
+        ;;
+    mis-p2p) # rank 0 (host 1) sends to RANK (host 2), which calls a collective:
+        # waits in a circle across hosts, seen at once
+        DTRAIN_TIMEOUT=30 sh "$expect" 13 -e "collective mismatch across communicators" \
+            -e "rank 0 \\(pid [0-9]+, host ${NAMES[0]}\\) waits in send\\(f32, count 16384, to rank $rank\\) #1 on world for rank $rank" \
+            -e "rank $rank \\(pid [0-9]+, host $h2\\) waits in allreduce\\(f32, count 16384, avg\\) #61 on world for rank 0" \
+            -n "STALL" -- "$H" run -- -np 4 "$prog" mis_p2p > "$TMP/out" 2>&1 || rc=$?
+        ;;
+    *) echo "mh_run: fault: kill, kill-recovery, kill-recovery-2x1, exit-recovery, skipfin, stop, stopin or mis-p2p"; exit 2 ;;
     esac
     cat "$TMP/out"
-    if [[ $what == stop ]]; then
-        # rank RANK must be listed as not arrived in a full stall report
-        # written by a rank of its own host (the header names the host)
+    if [[ $what == stop || $what == stopin ]]; then
+        # every full stall report (whichever host wrote it) must list rank
+        # RANK as stopped, with its host
         if awk -v h="$h2" -v r="$rank" '
-            /dtrain: STALL on rank [0-9]+ \(host / { inrep = index($0, "(host " h ")") > 0 && /DTRAIN_TIMEOUT/; next }
-            /dtrain: ranks that have not arrived/ { inrep = 0 }
-            inrep && index($0, "not arrived: rank " r " ") { found = 1 }
-            END { exit !found }' "$TMP/out"; then
-            echo "mh_run: rank $rank named as not arrived in a stall report from its host $h2"
+            /^dtrain: STALL on rank [0-9]+ \(host / { if (inrep && !named) bad = 1; inrep = /DTRAIN_TIMEOUT/; named = 0; n += inrep; next }
+            /^dtrain: ranks that have not arrived/ { if (inrep && !named) bad = 1; inrep = 0 }
+            inrep && index($0, "rank " r " (pid ") && index($0, ", host " h "):") && index($0, "stopped (/proc state T") { named = 1 }
+            END { if (inrep && !named) bad = 1; exit !(n > 0 && !bad) }' "$TMP/out"; then
+            echo "mh_run: every full stall report names rank $rank on $h2 as stopped"
         else
-            echo "mh_run: FAIL: no stall report from host $h2 names rank $rank"
+            echo "mh_run: FAIL: a full stall report does not name rank $rank on $h2 as stopped (or there is none)"
             rc=1
         fi
     fi

@@ -22,6 +22,10 @@
 static int no_data_transport(const dt_comm *c, const char *fn) {
     const dt_boot *b = dt_boot_get();
     const char *boot = b ? b->ops->name : "none";
+    if (dt_transport_find("mpi") && strcmp(boot, "mpi") == 0)
+        return dt_error(DT_ERR_UNSUPPORTED, fn, "the group has %d processes and its transport, void, moves no data "
+                        "between processes (DTRAIN_BACKEND=void under an MPI launcher): unset DTRAIN_BACKEND or set "
+                        "it to mpi or auto", c->info.size);
     if (dt_transport_find("mpi"))
         return dt_error(DT_ERR_UNSUPPORTED, fn, "the group has %d processes and its transport, void, moves no data "
                         "between processes (this job was started by the %s bootstrap, without MPI): collectives on "
@@ -98,10 +102,13 @@ const dt_backend_ops dt_backend_void = {
 static int v_probe(void) { return DT_OK; }
 static int v_world(dt_comm *w) { return DT_OK; }
 
+/* Asked for by name (DTRAIN_BACKEND=void) it keeps the launcher's bootstrap
+ * (.boot NULL): under mpirun -np 2 the world has ranks 0 and 1, never two
+ * worlds of one that both think they are rank 0. */
 const dt_transport dt_transport_void = {
     .name = "void",
     .ops = &dt_backend_void,
-    .boot = "none",
+    .boot = NULL,
     .probe = v_probe,
     .world = v_world,
     .finalize = NULL,

@@ -175,7 +175,7 @@ int dt_finalize(void) {
     if (!dt_is_initialized())
         return DT_ERR(DT_ERR_STATE, "dtrain is not initialised (dt_finalize without dt_init, or called twice)");
     int rc = dt_engine_shutdown();
-    dt_pool_clear();
+    dt_comm_pool_clear();
     if (g_wd_on) {
         /* peers take this rank's exit as normal from here on; leaving the
          * job (MPI_Finalize, the tcp bootstrap's last barrier) waits for

@@ -1,5 +1,7 @@
-/* src/runtime/pool.c - rank_list parsing, validation and the sub-communicator
- * pool (created on first use, cached by canonical rank_list). The ranks agree
+/* src/runtime/comm_pool.c - the communicator pool (the cache of rank_list
+ * sub-communicators, not to be confused with src/nn/pool.c, the pooling
+ * layers): rank_list parsing, validation and the sub-communicators (created
+ * on first use, cached by canonical rank_list). The ranks agree
  * on the rank_list over the bootstrap, then the world's transport builds the
  * groups; local attributes come from the bootstrap's hosts. */
 #include <ctype.h>
@@ -23,7 +25,7 @@ int dt_comm_pool_size(void) {
     return n;
 }
 
-void dt_pool_clear(void) {
+void dt_comm_pool_clear(void) {
     g_next_cid = 0;
     while (g_pool) {
         dt_comm *c = g_pool;

@@ -52,7 +52,7 @@ void dt_mpi_check_release(void);
 int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same);
 void dt_mpi_shm_detach(mpi_impl *impl, int finalized);
 /* allreduce_spans op: DT_DECLINED unless c has a window, (dt, op) reduce
- * natively, the call is at least dt_rel_shm_min() bytes, and either it fits
+ * natively, the call is at least dt_shm_min() bytes, and either it fits
  * in one chunk or the spans are all in place or their outputs do not overlap
  * their inputs. */
 int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, dt_dtype dt, dt_op op);

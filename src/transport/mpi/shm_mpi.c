@@ -200,10 +200,10 @@ int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
     }
     int p = c->info.size;
     /* identical on every member: size, host layout, agreed settings */
-    if (p < 2 || c->info.local_size != p || !dt_rel_shm_on()) return DT_OK;
+    if (p < 2 || c->info.local_size != p || !dt_shm_on()) return DT_OK;
     /* Room for the window: every member needs twice the window free in
      * /dev/shm, or none uses the path (agreed: the same branch everywhere). */
-    int all_ok = 0, rc = shm_room(impl->comm, (double)p * (double)window_bytes(dt_rel_shm_chunk()), 1, &all_ok);
+    int all_ok = 0, rc = shm_room(impl->comm, (double)p * (double)window_bytes(dt_shm_chunk()), 1, &all_ok);
     if (rc || !all_ok) return rc;
     mpi_shm *s = calloc(1, sizeof *s);
     if (!s) return DT_ERR(DT_ERR_NOMEM, "out of memory");
@@ -220,7 +220,7 @@ int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
     s->x = calloc((size_t)p, sizeof *s->x);
     s->levels = levels;
     s->scratch = malloc(BLOCK_BYTES * (size_t)(levels + 1));
-    s->slot = dt_rel_shm_chunk();
+    s->slot = dt_shm_chunk();
     if (!s->base || !s->ctrl || !s->x || !s->scratch) { shm_free(s, 1); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
     if ((rc = window_open(impl->comm, p, window_bytes(s->slot), 0, &s->win, s->ctrl))) {
         s->win = MPI_WIN_NULL;
@@ -571,7 +571,7 @@ int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, 
     mpi_impl *impl = c->impl;
     mpi_shm *s = impl->shm;
     size_t es = dt_dtype_size(dt);
-    if (!s || n < 1 || !dt_reduce_kernel_ok(dt, op) || total == 0 || total < dt_rel_shm_min() / es)
+    if (!s || n < 1 || !dt_reduce_kernel_ok(dt, op) || total == 0 || total < dt_shm_min() / es)
         return DT_DECLINED;
     /* direct: outputs may be written while inputs are still being read */
     int direct = n == 1 || safe_layout(spans, n, es);
@@ -585,7 +585,7 @@ int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, 
             return DT_OK;
         }
     }
-    int stream = total * es >= dt_rel_shm_stream();
+    int stream = total * es >= dt_shm_stream();
     size_t K = s->slot / es, B = BLOCK_BYTES / es;
     walk w = {.s = spans, .n = n, .i = 0, .base = 0, .es = es};
     for (size_t off = 0; off < total; off += K) {

@@ -23,33 +23,33 @@
  *    300 s): a call that does not complete in time ends the job with a stall
  *    report naming the ranks that did not arrive (reliability.h).
  *
- * Allreduce algorithms (MPI backend) and their numerics:
- *  - On a communicator whose ranks all run on one host, allreduces of at least
- *    DTRAIN_SHM_MIN_BYTES (default 16 KiB; 64 KiB and up while the fingerprint
- *    check is on, which takes smaller ones inline) go through a shared-memory
- *    window (MPI_Win_allocate_shared) instead of MPI_Allreduce: each rank
- *    reduces 1/size of the data reading the others' values in place, lists
- *    are read from and written to the tensors directly (no packing). f32, f64
- *    and the integer types (narrow integers: not avg); f16/bf16 keep the
- *    widening MPI path. Calls above DTRAIN_SHM_CHUNK_BYTES (default 1 MiB,
- *    the size of each rank's two buffers) run in chunks of it. The smaller
- *    ones that the check takes inline also use the window: each rank puts
- *    its data there beside its check header and, after one barrier, reduces
- *    every rank's data itself (reliability.h).
- *    A communicator takes the path only if /dev/shm has room for twice its
- *    window on every member (else MPI_Allreduce, as across hosts).
- *    DTRAIN_SHM_ALLREDUCE=0 turns the path off. The three settings are agreed
- *    over the world at dt_init (off if any rank says off; the largest
- *    threshold and chunk). Out-of-place calls of at least
- *    DTRAIN_SHM_STREAM_BYTES (default 16 MiB; each rank's own setting, the
- *    results do not depend on it) write their outputs with streaming stores,
- *    which bypass the caches: such an output is left in memory, not in cache.
- *  - Every element is then reduced in one fixed association (a balanced tree
- *    over the group ranks, the one the inline-checked small allreduces use),
- *    so floating-point results are bit-identical on every rank AND do not
- *    depend on how the data is cut into calls, lists or buckets.
- *  - Across hosts, or with the path off, MPI_Allreduce's own algorithms run:
- *    results are identical on every rank but may depend on the call's size.
+ * Allreduce results and settings (MPI backend):
+ *  - On a communicator whose ranks all run on one host, allreduces of f32,
+ *    f64 and the integer types (narrow integers: not avg) of at least
+ *    DTRAIN_SHM_MIN_BYTES take dtrain's shared-memory path (how it works:
+ *    docs/shared-memory.md; not API). Its results: every element is reduced
+ *    in one fixed association (a balanced tree over the group ranks), so
+ *    floating-point results are bit-identical on every rank AND do not depend
+ *    on how the data is cut into calls, lists or buckets.
+ *  - Its settings, environment variables read by dt_init:
+ *      DTRAIN_SHM_ALLREDUCE=0      turns the path off;
+ *      DTRAIN_SHM_MIN_BYTES=N      smallest call it takes (default 16 KiB;
+ *                                  smaller calls that the fingerprint check
+ *                                  takes inline, up to 64 KiB, use it too);
+ *      DTRAIN_SHM_CHUNK_BYTES=N    each rank's two buffers (default 1 MiB;
+ *                                  larger calls run in chunks of it);
+ *      DTRAIN_SHM_STREAM_BYTES=N   out-of-place calls of at least N bytes
+ *                                  (default 16 MiB) write their outputs with
+ *                                  streaming stores: such an output is left
+ *                                  in memory, not in cache.
+ *    The first three are agreed over the world at dt_init (off if any rank
+ *    says off; the largest threshold and chunk); the stream threshold is each
+ *    rank's own (results do not depend on it). A communicator takes the path
+ *    only if /dev/shm has room for twice its window on every member (else
+ *    MPI_Allreduce, as across hosts).
+ *  - f16/bf16, across hosts, or with the path off, MPI_Allreduce's own
+ *    algorithms run: results are identical on every rank but may depend on
+ *    the call's size.
  *
  * Ordering and threads: each process has one communication engine. Work runs
  * in submission order, blocking calls included: a blocking call made while

@@ -37,7 +37,11 @@ extern "C" {
 
 typedef struct dt_train_options {
     char model[16];          /* "mlp" | "lenet" | "cnn" | "gpt" (default lenet) */
-    int hidden1, hidden2;    /* model sizes, 0 = the model's default */
+    /* model sizes, 0 = the model's default: mlp hidden1/hidden2 (--hidden1/2),
+     * cnn conv_channels1/2 (--channels1/2); each pair shares its storage, as
+     * in dt_model_config (hidden1/2 for cnn: DEPRECATED names) */
+    union { int hidden1; int conv_channels1; };
+    union { int hidden2; int conv_channels2; };
     float dropout;           /* cnn dropout; < 0 = default */
     /* gpt (--model gpt): sizes from a preset, each overridable */
     char preset[16];         /* "gpt-test" | "gpt-demo" | "gpt2-124m"; "" = gpt-demo's sizes */

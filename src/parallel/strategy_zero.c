@@ -5,8 +5,8 @@
  * its segments' owners. */
 #include <stdlib.h>
 #include "core/error.h"
+#include "core/mem.h"
 #include "dtrain/coll.h"
-#include "dtrain/mem.h"
 #include "dtrain/trace.h"
 #include "dtrain/zero.h"
 #include "parallel/strategy.h"

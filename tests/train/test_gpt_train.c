@@ -18,7 +18,7 @@
  * The 1-rank reference runs on every rank over a standalone communicator. */
 #include <math.h>
 #include <stdlib.h>
-#include "dtrain/mem.h"
+#include "core/mem.h"
 #include "dtrain/model.h"
 #include "dtrain/train.h"
 #include "testutil.h"

@@ -6,7 +6,7 @@
  * stage 0 16P, 1 8P + 8P/N, 2 4P + 12P/N, 3 16P/N; temporary buffers bounded. */
 #include <math.h>
 #include <stdlib.h>
-#include "dtrain/mem.h"
+#include "core/mem.h"
 #include "dtrain/model.h"
 #include "dtrain/train.h"
 #include "testutil.h"

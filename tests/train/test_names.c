@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "testutil.h"
+#include "dtrain/config.h"
 #include "dtrain/model.h"
 #include "dtrain/optim.h"
 #include "dtrain/train.h"
@@ -142,6 +143,14 @@ static void test_deprecated_names(void) {
     dt_optim_destroy(NULL);
     CHECK_OK(dt_optim_create(&oc, 16, &opt));
     dt_optim_free(opt);
+
+    dt_config c;
+    dt_config_default(&c);
+    c.zero_opt_level = 2;
+    char j1[1024], j2[1024];
+    int n1 = dt_config_to_json(&c, j1, sizeof j1), n2 = dt_config_dumps(&c, j2, sizeof j2);
+    CHECK(n1 > 0 && n1 == n2 && strcmp(j1, j2) == 0 && strstr(j1, "\"zero_opt_level\": 2"),
+          "dt_config_dumps '%s' differs from dt_config_to_json '%s'", j2, j1);
 }
 
 int main(void) {

@@ -1,4 +1,4 @@
-/* tests/nn/nn_step_bench.c - single-process step time of the built-in models
+/* bench/programs/nn_step_bench.c - single-process step time of the built-in models
  * (forward + backward + plain SGD update + zero_grad), 1 BLAS thread unless
  * told otherwise. Not a test: prints numbers, asserts nothing.
  *

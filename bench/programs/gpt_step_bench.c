@@ -1,4 +1,4 @@
-/* tests/nn/gpt_step_bench.c - single-process training step time of a gpt
+/* bench/programs/gpt_step_bench.c - single-process training step time of a gpt
  * preset (forward + backward + AdamW + zero_grad), and the sgemm rate of
  * this core measured in the same run, so that the model's FLOP rate
  * (6P + 12*L*T*D FLOPs per token, forward + backward) can be given as a

@@ -14,8 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "comm/comm_internal.h"
 #include "dtrain/dtrain.h"
+#include "transport/settings.h" /* dt_rel_set_for_testing: the check on/off at run time */
 
 static int cmpd(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

@@ -121,7 +121,8 @@ void dt_train_options_default(dt_train_options *o);
  * --nesterov with adam/adamw, --nesterov 1 with momentum 0, sync_bn with a
  * model without batch norm (mlp, gpt), zero_opt_level > 0 with
  * enable_data_parallel off, --dropout with mlp/lenet/gpt, --hidden1/2 with
- * lenet/gpt, --min-lr without --schedule cosine, --checkpoint-every without
+ * lenet/gpt (on cnn they are the deprecated names of --channels1/2: they
+ * work, with a note on stderr), --channels1/2 with mlp/lenet/gpt, --min-lr without --schedule cosine, --checkpoint-every without
  * --checkpoint-dir, the gpt flags (--preset, --n-layer, --n-head, --n-embd,
  * --block-size, --recompute, --sample-*) with a classifier, --shuffle /
  * --drop-last with gpt, and gpt sizes whose n_embd (the flag's or the

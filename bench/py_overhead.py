@@ -25,7 +25,7 @@ per-round median of each is kept):
   new      dtrain.allreduce(x): the public API, new result array
   list     dtrain.allreduce([x]): the fused-list path with one array
 
-The C side (bench/c_allreduce_small.c, built by tests/python/CMakeLists.txt)
+The C side (bench/programs/c_allreduce_small.c, built by bench/programs/CMakeLists.txt)
 times dt_allreduce and MPI_Allreduce on the same buffers the same way.
 """
 import argparse

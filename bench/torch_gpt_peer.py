@@ -140,7 +140,7 @@ def load_lib(path):
     lib.dt_text_num_eval_windows.restype = ctypes.c_int64
     lib.dt_text_eval_batch.argtypes = [P(TextDataset), ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int,
                                        P(ctypes.c_int32), P(ctypes.c_int32)]
-    lib.dt_model_config_init.argtypes = [P(ModelConfig), ctypes.c_char_p]
+    lib.dt_model_config_default.argtypes = [P(ModelConfig), ctypes.c_char_p]
     lib.dt_model_create.argtypes = [P(ModelConfig), P(ctypes.c_void_p)]
     lib.dt_model_num_params.argtypes = [ctypes.c_void_p]
     lib.dt_model_num_params.restype = ctypes.c_size_t
@@ -163,7 +163,7 @@ def check(lib, rc, what):
 def dtrain_init(lib, a, L, NH, C, T, V):
     """dtrain's initial parameters of the model (by state_dict name)."""
     cfg = ModelConfig()
-    check(lib, lib.dt_model_config_init(ctypes.byref(cfg), b"gpt"), "dt_model_config_init")
+    check(lib, lib.dt_model_config_default(ctypes.byref(cfg), b"gpt"), "dt_model_config_default")
     cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.block_size, cfg.vocab_size = L, NH, C, T, V
     cfg.seed = a.seed
     m = ctypes.c_void_p()

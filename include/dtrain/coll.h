@@ -23,75 +23,49 @@
  *    300 s): a call that does not complete in time ends the job with a stall
  *    report naming the ranks that did not arrive (reliability.h).
  *
- * Algorithms (MPI backend) and their numerics:
- *  - On a communicator whose ranks all run on one host, allreduces of at least
- *    DTRAIN_SHM_MIN_BYTES (default 16 KiB; 64 KiB and up while the fingerprint
- *    check is on, which takes smaller ones inline) go through a shared-memory
- *    window (MPI_Win_allocate_shared) instead of MPI_Allreduce: each rank
- *    reduces 1/size of the data reading the others' values in place, lists
- *    are read from and written to the tensors directly (no packing). f32, f64
- *    and the integer types (narrow integers: not avg); f16/bf16 keep the
- *    widening MPI path. Calls above DTRAIN_SHM_CHUNK_BYTES (default 1 MiB,
- *    the size of each rank's two buffers) run in chunks of it. The smaller
- *    ones that the check takes inline also use the window: each rank puts
- *    its data there beside its check header and, after one barrier, reduces
- *    every rank's data itself (reliability.h).
- *    reduce_scatter, reduce, allgather and broadcast of at least
- *    DTRAIN_SHM_MIN_BYTES (the reduce_scatter's input, the allgather's output,
- *    the others' buffer) take the window too: a reduce_scatter's ranks each
- *    reduce their own block reading the others' copies, a reduce runs as the
- *    allreduce with only the root writing; an allgather's or broadcast's
- *    ranks copy their data into the window and read the others' from it, in
- *    64 KiB pieces so that copying in and out overlap. At two ranks an
- *    allgather or broadcast on plain memory stays MPI's: a single-copy MPI
- *    transport (Open MPI's CMA) moves each byte once, the window twice.
- *    Single copy: a reduce_scatter, allgather or broadcast whose input (the
- *    root's, for a broadcast) lies in dt_comm_alloc_shared memory on every
- *    rank (at any offset), of 512 KiB or more in all, skips the window's
- *    buffers: each rank reads straight from the others' memory into its
- *    output, wherever that is (at any group size; the data-parallel
- *    gradients are such memory, and ZeRO's shards would be where their owner
- *    allocates them so). The reductions: the dtypes and ops of the
- *    allreduce, else MPI's widening path.
- *    A communicator takes the path only if /dev/shm has room for twice its
- *    window on every member (else MPI's algorithms, as across hosts).
- *    DTRAIN_SHM_ALLREDUCE=0 turns the path off. The three settings are agreed
- *    over the world at dt_init (off if any rank says off; the largest
- *    threshold and chunk). Out-of-place calls of at least
- *    DTRAIN_SHM_STREAM_BYTES (default 16 MiB; each rank's own setting, the
- *    results do not depend on it) write their outputs with streaming stores,
- *    which bypass the caches: such an output is left in memory, not in cache.
- *  - Every element is then reduced in one fixed association (a balanced tree
- *    over the group ranks, the one the inline-checked small allreduces use),
- *    so floating-point results are bit-identical on every rank AND do not
- *    depend on how the data is cut into calls, lists or buckets; a
- *    reduce_scatter's block and a reduce's result are bit for bit those of
- *    the allreduce of the same data.
- *  - Two levels, on a communicator whose ranks span hosts (DTRAIN_TWO_LEVEL:
- *    auto, the default, when some host has more than one of its ranks; 1:
- *    forced on wherever it spans hosts; 0: off), for allreduce,
- *    reduce_scatter and allgather of at least DTRAIN_TWO_LEVEL_MIN_BYTES
- *    (default 64 KiB; any size when forced on; measured as above): a
- *    reduce-scatter within each host through its window, then an allreduce
- *    (reduce-scatter, allgather) of each rank's slice with the ranks that
- *    hold the same slice on the other hosts (point-to-point messages, one
- *    communicator per slice made with the communicator), then an allgather
- *    within each host. Hosts may have different numbers of the group's ranks
- *    (a host with fewer ranks gives some of them several slices). Only 1/L of
- *    the data (L ranks on a host) crosses the network per rank, instead of
- *    all of it as a flat MPI allreduce sends. Same dtypes and ops as the
- *    window. Association: each element is a balanced tree over the hosts (in
- *    order of their lowest group rank) of the balanced trees over each host's
- *    ranks (in group-rank order), whoever computes it: results bit-identical
- *    on every rank and independent of the call's size and cuts, and a
- *    reduce_scatter's block is that of the allreduce (2 hosts x 2 ranks:
- *    ((r0 op r1) op (r2 op r3)), the one-host tree of 4). Needs the windows
- *    (off with DTRAIN_SHM_ALLREDUCE=0, unless every host has one rank). Both
- *    settings are agreed over the world at dt_init (off if any rank says off,
- *    else auto if any says auto; the largest threshold).
- *  - Otherwise (across hosts below the threshold or with the path off; with
- *    the window off), MPI's own algorithms run: results are identical on every
- *    rank but may depend on the call's size.
+ * Collective results and settings (MPI backend; how the paths work:
+ * docs/shared-memory.md, not API):
+ *  - On a communicator whose ranks all run on one host, allreduce,
+ *    reduce_scatter, reduce, allgather and broadcast of f32, f64 and the
+ *    integer types (narrow integers: not avg) of at least DTRAIN_SHM_MIN_BYTES
+ *    take dtrain's shared-memory path. Its results: every element is reduced
+ *    in one fixed association (a balanced tree over the group ranks), so
+ *    floating-point results are bit-identical on every rank AND do not depend
+ *    on how the data is cut into calls, lists or buckets; a reduce_scatter's
+ *    block and a reduce's result are bit for bit those of the allreduce of
+ *    the same data.
+ *  - Its settings, environment variables read by dt_init:
+ *      DTRAIN_SHM_ALLREDUCE=0      turns the path off;
+ *      DTRAIN_SHM_MIN_BYTES=N      smallest call it takes (default 16 KiB;
+ *                                  smaller calls that the fingerprint check
+ *                                  takes inline, up to 64 KiB, use it too);
+ *      DTRAIN_SHM_CHUNK_BYTES=N    each rank's two buffers (default 1 MiB;
+ *                                  larger calls run in chunks of it);
+ *      DTRAIN_SHM_STREAM_BYTES=N   out-of-place calls of at least N bytes
+ *                                  (default 16 MiB) write their outputs with
+ *                                  streaming stores: such an output is left
+ *                                  in memory, not in cache.
+ *    The first three are agreed over the world at dt_init (off if any rank
+ *    says off; the largest threshold and chunk); the stream threshold is each
+ *    rank's own (results do not depend on it). A communicator takes the path
+ *    only if /dev/shm has room for twice its window on every member (else
+ *    MPI's algorithms, as across hosts).
+ *  - Two levels, on a communicator whose ranks span hosts, for allreduce,
+ *    reduce_scatter and allgather: within each host through its window, across
+ *    hosts only 1/L of the data per rank (L ranks on a host). Settings:
+ *      DTRAIN_TWO_LEVEL=auto|1|0   auto (default): when some host has more
+ *                                  than one of the group's ranks; 1: wherever
+ *                                  the group spans hosts; 0: off;
+ *      DTRAIN_TWO_LEVEL_MIN_BYTES=N  smallest call under auto (default 64 KiB).
+ *    Both agreed over the world at dt_init (off if any rank says off, else
+ *    auto if any says auto; the largest threshold). Results: each element is
+ *    a balanced tree over the hosts (in order of their lowest group rank) of
+ *    the balanced trees over each host's ranks: bit-identical on every rank,
+ *    independent of the call's size and cuts. Needs the windows (off with
+ *    DTRAIN_SHM_ALLREDUCE=0, unless every host has one rank).
+ *  - f16/bf16, across hosts below the threshold, or with the paths off, MPI's
+ *    own algorithms run: results are identical on every rank but may depend
+ *    on the call's size.
  *
  * Ordering and threads: each process has one communication engine. Work runs
  * in submission order, blocking calls included: a blocking call made while

@@ -1,7 +1,8 @@
 /* dtrain/mem.h - memory accounting: the bytes the training state holds on this
  * rank, per category, current and peak. Components report what they allocate
  * (the trainer reports the model's and optimizer's buffers; ZeRO, DDP and the
- * fused collectives report theirs). Thread-safe, process-wide. */
+ * fused collectives report theirs, through the library's internal
+ * src/core/mem.h). Thread-safe, process-wide. */
 #ifndef DTRAIN_MEM_H
 #define DTRAIN_MEM_H
 
@@ -20,15 +21,11 @@ typedef enum dt_mem_category {
     DT_MEM_NUM = 6
 } dt_mem_category;
 
-/* Add (bytes > 0) or release (bytes < 0). Unknown categories are ignored. */
-void dt_mem_add(dt_mem_category c, long long bytes);
 long long dt_mem_current(dt_mem_category c);
 long long dt_mem_peak(dt_mem_category c);
 /* "params", "grads", "optimizer", "comm", "gathered", "activations"; "?"
  * otherwise. */
 const char *dt_mem_category_name(dt_mem_category c);
-/* Zero all counters (current and peak). */
-void dt_mem_reset(void);
 /* Restart peaks at the current values. */
 void dt_mem_reset_peaks(void);
 

@@ -15,9 +15,10 @@
  *     "lenet" as RAF's dist_example (input 1 channel): conv1 5x5 1->6 pad 2 no
  *             bias, bn1 BatchNorm2d(6), sigmoid, avgpool 2x2/2, flatten,
  *             linear1 1176->10
- *     "cnn"   conv1 3x3 1->hidden1 pad 1 no bias, bn1, relu, maxpool 2,
- *             conv2 3x3 hidden1->hidden2 pad 1 no bias, bn2, relu, maxpool 2,
- *             flatten, fc1 hidden2*49->hidden3, relu, dropout(p), fc2 hidden3->10
+ *     "cnn"   conv1 3x3 1->conv_channels1 pad 1 no bias, bn1, relu, maxpool 2,
+ *             conv2 3x3 conv_channels1->conv_channels2 pad 1 no bias, bn2,
+ *             relu, maxpool 2, flatten, fc1 conv_channels2*49->hidden3, relu,
+ *             dropout(p), fc2 hidden3->10
  *             (default 32, 64, 128, p = 0.25)
  *
  *   family "gpt" - a GPT-2 language model (Radford et al. 2019; the
@@ -167,8 +168,12 @@ typedef struct dt_param_slice {
 typedef struct dt_model_config {
     const char *name; /* a model name listed above: "mlp", "gpt-demo", ... */
     /* family "sequential" */
-    int hidden1;      /* mlp: width of fc1 (1024);  cnn: conv1 channels (32) */
-    int hidden2;      /* mlp: width of fc2 (1024);  cnn: conv2 channels (64) */
+    /* mlp: hidden1/hidden2, the widths of fc1 and fc2 (1024, 1024);
+     * cnn: conv_channels1/conv_channels2, the output channels of conv1 and
+     * conv2 (32, 64). Each pair shares its storage: for cnn, hidden1/hidden2
+     * are DEPRECATED names of conv_channels1/2 (README "Deprecated names"). */
+    union { int hidden1; int conv_channels1; };
+    union { int hidden2; int conv_channels2; };
     int hidden3;      /* cnn: width of fc1 (128);   unused by mlp/lenet */
     float dropout;    /* cnn: dropout probability in [0,1) (0.25); must be in
                          [0,1) for every model, used by cnn only */
@@ -199,7 +204,7 @@ typedef struct dt_model_io {
  * seed 0, recompute 0; the fields of the other family 0). cfg->name points
  * to a static string. DT_ERR_INVALID for NULL arguments or an unknown name
  * (the message lists the known ones). */
-int dt_model_config_init(dt_model_config *cfg, const char *name);
+int dt_model_config_default(dt_model_config *cfg, const char *name);
 
 /* Build a model: parameters initialised, gradients zeroed, buffers at their
  * initial values. On success *out owns everything; release with
@@ -368,7 +373,7 @@ int dt_model_recompute(const dt_model *m);
  * (T = 0: block_size for gpt; the sequential family takes T 0 or 1) with
  * recomputation off (recompute = 0) or on (1), whatever the current
  * setting. Parameters, gradients, optimizer state and the lazily built
- * dt_model_logits buffer of gpt are not included. DT_ERR_INVALID for B < 1,
+ * dt_model_log_probs buffer of gpt are not included. DT_ERR_INVALID for B < 1,
  * T out of range, recompute 1 for a family without it. */
 int dt_model_activation_bytes(const dt_model *m, int B, int T, int recompute, size_t *bytes);
 
@@ -396,7 +401,7 @@ int dt_model_forward_seq(dt_model *m, const void *x, const int32_t *labels, int 
  * after a forward (allocating [B,T,V] floats once, kept for later calls)
  * from the scores, so it must come before that forward's backward. Valid
  * until the next forward. */
-const float *dt_model_logits(const dt_model *m);
+const float *dt_model_log_probs(const dt_model *m);
 /* [B,10] raw scores (output of the last layer, pre-softmax); gpt: the
  * logits [B,T,V]. Gpt's backward overwrites them with their gradient (NULL
  * afterwards, with DT_ERR_STATE). */
@@ -447,6 +452,13 @@ void dt_model_zero_grad(dt_model *m);
  * for a family that does not generate (sequential). */
 int dt_model_generate(dt_model *m, const int32_t *prompt, int prompt_len, int n_new,
                       float temperature, uint64_t seed, int32_t *out);
+
+/* DEPRECATED names (README "Deprecated names"): kept for one release, then
+ * removed. Each behaves exactly as the function it was renamed to. */
+/* DEPRECATED: dt_model_config_default (one verb, _default, fills a config). */
+int dt_model_config_init(dt_model_config *cfg, const char *name);
+/* DEPRECATED: dt_model_log_probs (it returns log-probabilities, not logits). */
+const float *dt_model_logits(const dt_model *m);
 
 #ifdef __cplusplus
 }

@@ -109,10 +109,10 @@ typedef struct dt_optim dt_optim;
  * an empty shard). States start at zero, the step counter at 0. The config is
  * validated and copied. *out is set to NULL on failure. Errors:
  * DT_ERR_INVALID (NULL arguments, invalid config), DT_ERR_NOMEM. Free with
- * dt_optim_destroy. */
+ * dt_optim_free. */
 int dt_optim_create(const dt_optim_config *cfg, size_t n, dt_optim **out);
 /* Free the instance and its state buffers; NULL is a no-op. */
-void dt_optim_destroy(dt_optim *opt);
+void dt_optim_free(dt_optim *opt);
 
 /* One update of params[0..n) from grads[0..n) with learning rate `lr` (the
  * value for this step, e.g. dt_lr_at(schedule, step); the config's lr is not
@@ -174,7 +174,7 @@ size_t dt_optim_numel(const dt_optim *opt);
  * dt_status for NULL opt. */
 int dt_optim_num_states(const dt_optim *opt);
 /* State buffer i (0 <= i < num_states): a pointer to n floats owned by the
- * instance, valid until dt_optim_destroy (never NULL on success, also when
+ * instance, valid until dt_optim_free (never NULL on success, also when
  * n == 0). Read it to checkpoint, write it to restore. *name (if name is not
  * NULL) receives its PyTorch name ("momentum_buffer", "exp_avg",
  * "exp_avg_sq"), a static string. Returns NULL (and sets dt_last_error) for
@@ -210,7 +210,7 @@ typedef struct dt_lr_schedule {
 
 /* Fill *s with a constant schedule at base_lr: no warm-up, min_lr 0,
  * warmup_start 0, total_steps 0. */
-void dt_lr_schedule_init(dt_lr_schedule *s, float base_lr);
+void dt_lr_schedule_default(dt_lr_schedule *s, float base_lr);
 /* DT_ERR_INVALID with a message naming the field for: NULL s, base_lr < 0 or
  * not finite, min_lr outside [0, base_lr], warmup_steps < 0, warmup_start
  * outside [0, 1], unknown decay, cosine with total_steps <= warmup_steps. */
@@ -239,6 +239,13 @@ double dt_grad_sqnorm(const float *g, size_t n);
 /* g[i] *= s for i in [0, n) (gradient clipping / averaging). No-op for n == 0
  * or NULL g. */
 void dt_grad_scale(float *g, size_t n, float s);
+
+/* DEPRECATED names (README "Deprecated names"): kept for one release, then
+ * removed. Each behaves exactly as the function it was renamed to. */
+/* DEPRECATED: dt_optim_free (every other object is released by _free). */
+void dt_optim_destroy(dt_optim *opt);
+/* DEPRECATED: dt_lr_schedule_default (one verb, _default, fills a config). */
+void dt_lr_schedule_init(dt_lr_schedule *s, float base_lr);
 
 #ifdef __cplusplus
 }

@@ -205,7 +205,7 @@ static json_t *number(double v) {
     return v == floor(v) && fabs(v) < 0x1p53 ? json_integer((json_int_t)v) : json_real(v);
 }
 
-int dt_config_dumps(const dt_config *c, char *buf, size_t cap) {
+int dt_config_to_json(const dt_config *c, char *buf, size_t cap) {
     if (!c || (!buf && cap)) return DT_ERR(DT_ERR_INVALID, "NULL argument");
     json_t *o = json_object();
     int bad = !o;
@@ -225,10 +225,13 @@ int dt_config_dumps(const dt_config *c, char *buf, size_t cap) {
     free(text);
     return (int)n;
 }
+int dt_config_dumps(const dt_config *c, char *buf, size_t cap) { /* deprecated name */
+    return dt_config_to_json(c, buf, cap);
+}
 
 int dt_config_save(const dt_config *c, const char *path) {
     char buf[1024];
-    int n = dt_config_dumps(c, buf, sizeof buf);
+    int n = dt_config_to_json(c, buf, sizeof buf);
     if (n < 0) return n;
     FILE *f = path ? fopen(path, "w") : NULL;
     if (!f) return DT_ERR(DT_ERR_IO, "cannot write config file '%s'", path ? path : "(null)");
@@ -239,7 +242,7 @@ int dt_config_save(const dt_config *c, const char *path) {
 
 unsigned long long dt_config_hash(const dt_config *c) {
     char buf[1024];
-    dt_config_dumps(c, buf, sizeof buf);
+    dt_config_to_json(c, buf, sizeof buf);
     unsigned long long h = 1469598103934665603ull;
     for (const char *s = buf; *s; s++) { h ^= (unsigned char)*s; h *= 1099511628211ull; }
     return h;

@@ -1,6 +1,6 @@
 /* src/core/mem.c - process-wide memory accounting counters. */
 #include <stdatomic.h>
-#include "dtrain/mem.h"
+#include "core/mem.h"
 
 static _Atomic long long g_cur[DT_MEM_NUM], g_peak[DT_MEM_NUM];
 

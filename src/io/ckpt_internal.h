@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "dtrain/ckpt.h"
+#include "io/ckpt_fault.h"
 #include "io/json.h"
 
 #define RF_MAGIC "DTCKPT01"

@@ -203,7 +203,7 @@ typedef struct dt_gpt {
     float *dfch;             /* [N,4C] */
     float *dscratch;         /* [min(T,GPT_ATT_ROWS), T] attention backward */
     int scores_valid;        /* logits hold the last forward's logits */
-    /* dt_model_logits: built lazily */
+    /* dt_model_log_probs: built lazily */
     float *logp;             /* [logp_cap] */
     size_t logp_cap;
     int logp_valid;

@@ -28,7 +28,7 @@ static const gpt_preset k_presets[] = {
     {"gpt2-124m", 12, 12, 768, 1024, 256},
 };
 
-static int gpt_config_init(dt_model_config *cfg) {
+static int gpt_config_default(dt_model_config *cfg) {
     for (size_t i = 0; i < sizeof k_presets / sizeof k_presets[0]; i++)
         if (strcmp(k_presets[i].name, cfg->name) == 0) {
             cfg->n_layer = k_presets[i].n_layer;
@@ -278,7 +278,7 @@ static const float *gpt_scores(const dt_model *m) {
     return g->logits;
 }
 
-static const float *gpt_logits(dt_model *m) {
+static const float *gpt_log_probs(dt_model *m) {
     dt_gpt *g = gpt_of(m);
     if (g->logp_valid) return g->logp;
     if (!g->scores_valid) {
@@ -331,13 +331,13 @@ static const char *const gpt_models[] = {"gpt", "gpt-test", "gpt-demo", "gpt2-12
 const dtm_family dt_family_gpt = {
     .name = "gpt",
     .models = gpt_models,
-    .config_init = gpt_config_init,
+    .config_default = gpt_config_default,
     .build = gpt_build,
     .init = gpt_init,
     .free_impl = gpt_free,
     .forward = gpt_forward,
     .backward = gpt_backward,
-    .logits = gpt_logits,
+    .log_probs = gpt_log_probs,
     .scores = gpt_scores,
     .layer_output = gpt_layer_output,
     .layer_output_size = gpt_layer_output_size,

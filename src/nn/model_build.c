@@ -10,7 +10,7 @@
 
 #define CREATE_FN "dt_model_create"
 
-int dt_model_config_init(dt_model_config *cfg, const char *name) {
+int dt_model_config_default(dt_model_config *cfg, const char *name) {
     if (!cfg || !name) return DT_ERR(DT_ERR_INVALID, "NULL cfg or name");
     const dtm_family *fam = dtm_family_of(name);
     if (!fam) {
@@ -22,7 +22,10 @@ int dt_model_config_init(dt_model_config *cfg, const char *name) {
     memset(cfg, 0, sizeof *cfg);
     for (const char *const *n = fam->models; *n; n++)
         if (strcmp(*n, name) == 0) cfg->name = *n; /* the static string */
-    return fam->config_init(cfg);
+    return fam->config_default(cfg);
+}
+int dt_model_config_init(dt_model_config *cfg, const char *name) { /* deprecated name */
+    return dt_model_config_default(cfg, name);
 }
 
 /* ---- unit and slice tables ------------------------------------------------- */

@@ -138,12 +138,13 @@ size_t dt_model_layer_output_size(const dt_model *m, int layer) {
     return U ? m->fam->layer_output_size(m, layer) : 0;
 }
 
-const float *dt_model_logits(const dt_model *m) {
+const float *dt_model_log_probs(const dt_model *m) {
     if (!m || !m->B) return NULL;
     /* the model object is never const itself (always from dt_model_create):
      * a family may fill a cache here (gpt's log-probabilities) */
-    return m->fam->logits((dt_model *)m);
+    return m->fam->log_probs((dt_model *)m);
 }
+const float *dt_model_logits(const dt_model *m) { return dt_model_log_probs(m); } /* deprecated name */
 
 const float *dt_model_scores(const dt_model *m) {
     return m && m->B ? m->fam->scores(m) : NULL;
@@ -171,7 +172,7 @@ int dt_model_correct(const dt_model *m, const int32_t *labels, int B) {
                       m->B);
     /* sequential: the log-probabilities, as always; gpt: the logits (the same
      * argmax up to rounding ties, without building the log-probabilities) */
-    const float *scores = m->io.max_seq ? m->fam->scores(m) : m->fam->logits((dt_model *)m);
+    const float *scores = m->io.max_seq ? m->fam->scores(m) : m->fam->log_probs((dt_model *)m);
     if (!scores)
         return DT_ERR(DT_ERR_STATE, "the last forward's outputs are gone (after a backward)");
     const int V = m->io.num_classes;

@@ -52,7 +52,7 @@ struct dtm_family {
     const char *const *models;   /* NULL-terminated model names it builds */
     /* cfg is zeroed and cfg->name set to the static name from `models`;
      * fill the family's defaults. */
-    int (*config_init)(dt_model_config *cfg);
+    int (*config_default)(dt_model_config *cfg);
     /* Validate cfg, declare units/params/buffers (dtm_add_unit, ...), set
      * m->io and m->impl. On failure the generic code frees the model
      * (free_impl is called if impl was set). */
@@ -66,7 +66,7 @@ struct dtm_family {
     /* Backward of the last forward (validated: it can be back-propagated). */
     int (*backward)(dt_model *m, float scale);
     /* Outputs of the last forward (m->B > 0 checked by the caller). */
-    const float *(*logits)(dt_model *m);
+    const float *(*log_probs)(dt_model *m);
     const float *(*scores)(const dt_model *m);
     const float *(*layer_output)(const dt_model *m, int layer);
     size_t (*layer_output_size)(const dt_model *m, int layer);

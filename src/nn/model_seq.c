@@ -235,7 +235,7 @@ int dt_seq_backward(dt_model *mm, float scale) {
     return DT_OK;
 }
 
-const float *dt_seq_logits(dt_model *m) { return seq_of(m)->logp; }
+const float *dt_seq_log_probs(dt_model *m) { return seq_of(m)->logp; }
 
 const float *dt_seq_scores(const dt_model *m) {
     const dt_seq *S = seq_ofc(m);

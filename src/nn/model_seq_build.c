@@ -11,13 +11,13 @@
 
 #define CREATE_FN "dt_model_create"
 
-static int seq_config_init(dt_model_config *cfg) {
+static int seq_config_default(dt_model_config *cfg) {
     if (strcmp(cfg->name, "mlp") == 0) {
         cfg->hidden1 = 1024;
         cfg->hidden2 = 1024;
     } else if (strcmp(cfg->name, "cnn") == 0) {
-        cfg->hidden1 = 32;
-        cfg->hidden2 = 64;
+        cfg->conv_channels1 = 32;
+        cfg->conv_channels2 = 64;
         cfg->hidden3 = 128;
         cfg->dropout = 0.25f;
     }
@@ -260,13 +260,13 @@ static const char *const seq_models[] = {"mlp", "lenet", "cnn", NULL};
 const dtm_family dt_family_sequential = {
     .name = "sequential",
     .models = seq_models,
-    .config_init = seq_config_init,
+    .config_default = seq_config_default,
     .build = seq_build,
     .init = seq_init,
     .free_impl = dt_seq_free,
     .forward = dt_seq_forward,
     .backward = dt_seq_backward,
-    .logits = dt_seq_logits,
+    .log_probs = dt_seq_log_probs,
     .scores = dt_seq_scores,
     .layer_output = dt_seq_layer_output,
     .layer_output_size = dt_seq_layer_output_size,

@@ -84,7 +84,7 @@ int dt_model_build_cnn(dt_model *m, const dt_model_config *cfg);
 /* The runtime (model_seq.c). */
 int dt_seq_forward(dt_model *m, const void *x, const int32_t *labels, int B, int T, int train);
 int dt_seq_backward(dt_model *m, float scale);
-const float *dt_seq_logits(dt_model *m);
+const float *dt_seq_log_probs(dt_model *m);
 const float *dt_seq_scores(const dt_model *m);
 const float *dt_seq_layer_output(const dt_model *m, int layer);
 size_t dt_seq_layer_output_size(const dt_model *m, int layer);

@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "dtrain/optim.h"
 
-void dt_lr_schedule_init(dt_lr_schedule *s, float base_lr) {
+void dt_lr_schedule_default(dt_lr_schedule *s, float base_lr) {
     if (!s) return;
     s->base_lr = base_lr;
     s->min_lr = 0.0f;
@@ -14,6 +14,7 @@ void dt_lr_schedule_init(dt_lr_schedule *s, float base_lr) {
     s->total_steps = 0;
     s->decay = DT_LR_CONSTANT;
 }
+void dt_lr_schedule_init(dt_lr_schedule *s, float base_lr) { dt_lr_schedule_default(s, base_lr); } /* deprecated name */
 
 int dt_lr_schedule_validate(const dt_lr_schedule *s) {
     if (!s) return DT_ERR(DT_ERR_INVALID, "schedule is NULL");

@@ -142,7 +142,7 @@ int dt_optim_create(const dt_optim_config *cfg, size_t n, dt_optim **out) {
         o->state[i] = calloc(n ? n : 1, sizeof(float));
         if (!o->state[i]) {
             const char *name = o->state_name[i];
-            dt_optim_destroy(o);
+            dt_optim_free(o);
             return DT_ERR(DT_ERR_NOMEM, "cannot allocate %s state '%s' of %zu floats",
                           dt_optim_kind_name(cfg->kind), name, n);
         }
@@ -151,12 +151,13 @@ int dt_optim_create(const dt_optim_config *cfg, size_t n, dt_optim **out) {
     return DT_OK;
 }
 
-void dt_optim_destroy(dt_optim *opt) {
+void dt_optim_free(dt_optim *opt) {
     if (!opt) return;
     for (int i = 0; i < DT_OPTIM_MAX_STATES; i++) free(opt->state[i]);
     free(opt->nodecay);
     free(opt);
 }
+void dt_optim_destroy(dt_optim *opt) { dt_optim_free(opt); } /* deprecated name */
 
 static int cmp_range(const void *a, const void *b) {
     size_t x = ((const dt_optim_range *)a)->offset, y = ((const dt_optim_range *)b)->offset;

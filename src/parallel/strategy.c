@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/error.h"
-#include "dtrain/mem.h"
+#include "core/mem.h"
 #include "parallel/strategy.h"
 
 /* ---- the table: the first entry whose predicate holds is used ---------------- */
@@ -138,7 +138,7 @@ int dt_strategy_make_optim(const dt_strategy_args *a, size_t base, size_t n, dt_
     int rc = dt_optim_create(a->optim, n, out);
     if (!rc && a->n_no_decay) rc = dt_optim_set_no_decay(*out, base, a->no_decay, a->n_no_decay);
     if (rc) {
-        dt_optim_destroy(*out);
+        dt_optim_free(*out);
         *out = NULL;
         return rc;
     }
@@ -149,7 +149,7 @@ int dt_strategy_make_optim(const dt_strategy_args *a, size_t base, size_t n, dt_
 void dt_strategy_free_optim(dt_optim *opt) {
     if (!opt) return;
     dt_mem_add(DT_MEM_OPTIM, -(long long)dt_optim_state_bytes(opt));
-    dt_optim_destroy(opt);
+    dt_optim_free(opt);
 }
 
 void dt_strategy_clip_full(float *g, size_t n, dt_strategy_step *st) {

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/error.h"
+#include "core/mem.h"
 #include "dtrain/coll.h"
 #include "dtrain/ddp.h"
-#include "dtrain/mem.h"
 #include "dtrain/trace.h"
 #include "parallel/strategy.h"
 

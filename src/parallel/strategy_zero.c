@@ -8,6 +8,7 @@
  * batch norm and broadcasts buffers. */
 #include <stdlib.h>
 #include "core/error.h"
+#include "core/mem.h"
 #include "dtrain/coll.h"
 #include "dtrain/config.h"
 #include "dtrain/mem.h"

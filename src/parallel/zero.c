@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/error.h"
+#include "core/mem.h"
 #include "dtrain/coll.h"
 #include "dtrain/ddp.h"
-#include "dtrain/mem.h"
 #include "dtrain/zero.h"
 
 #define MAXW 64 /* pending works per layer buffer (one per owner piece) */
@@ -99,7 +99,7 @@ void dt_zero_free(dt_zero *z) {
     for (int i = 0; i < z->nchunks; i++) { dt_work_wait(z->chunks[i].w); dt_work_free(z->chunks[i].w); }
     free(z->chunks);
     dt_ddp_free(z->ddp);
-    if (z->opt) { dt_mem_add(DT_MEM_OPTIM, -(long long)dt_optim_state_bytes(z->opt)); dt_optim_destroy(z->opt); }
+    if (z->opt) { dt_mem_add(DT_MEM_OPTIM, -(long long)dt_optim_state_bytes(z->opt)); dt_optim_free(z->opt); }
     if (z->own_p) { free(z->p_shard); mem_buf(DT_MEM_PARAMS, z->hi - z->lo, -1); }
     if (z->own_g) { free(z->g_shard); mem_buf(DT_MEM_GRADS, z->hi - z->lo, -1); }
     free(z->off);

@@ -184,7 +184,7 @@ int dt_finalize(void) {
         dt_wd_finalizing();
         dt_wd_op_begin(0, DT_OP_FINALIZE, 1, DT_FP_NONE, 0, -1, DT_FP_NONE, 0);
     }
-    dt_pool_clear();
+    dt_comm_pool_clear();
     dt_comm_set_world(NULL);
     dt_comm_destroy(g_world);
     g_world = NULL;

@@ -4,7 +4,7 @@
 #ifndef DT_RUNTIME_H
 #define DT_RUNTIME_H
 
-/* pool.c: free every cached sub-communicator (dt_finalize). */
-void dt_pool_clear(void);
+/* comm_pool.c: free every cached sub-communicator (dt_finalize). */
+void dt_comm_pool_clear(void);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/error.h"
+#include "core/mem.h"
 #include "dtrain/mem.h"
 #include "train/dp_threads.h"
 

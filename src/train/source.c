@@ -6,7 +6,7 @@
 #include "train/source.h"
 
 static int configure_sequential(dt_model_config *c, const dt_train_options *o) {
-    if (o->hidden1) c->hidden1 = o->hidden1;
+    if (o->hidden1) c->hidden1 = o->hidden1; /* mlp widths, or cnn conv_channels1/2 (the same storage) */
     if (o->hidden2) c->hidden2 = o->hidden2;
     if (o->dropout >= 0) c->dropout = o->dropout;
     c->seed = o->seed;

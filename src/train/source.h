@@ -73,7 +73,7 @@ struct dt_source {
 typedef struct dt_train_family {
     const char *family;          /* dt_model_io.family */
     const dt_source_ops *source; /* the data it trains on */
-    /* the model config from the flags (cfg from dt_model_config_init) */
+    /* the model config from the flags (cfg from dt_model_config_default) */
     int (*configure)(dt_model_config *cfg, const dt_train_options *o);
     /* weight decay on the tensors of at least this many dimensions (1: every
      * tensor, PyTorch's single parameter group; 2: nanoGPT's matrices only) */
@@ -85,7 +85,7 @@ typedef struct dt_train_family {
 /* The entry of model name `name` (the trainer's --model value), or NULL with
  * DT_ERR_INVALID recorded. */
 const dt_train_family *dt_train_family_of(const char *model_name);
-/* The model name to give dt_model_config_init for the options (--preset). */
+/* The model name to give dt_model_config_default for the options (--preset). */
 const char *dt_train_model_name(const dt_train_options *o);
 
 extern const dt_source_ops dt_source_fashion_mnist, dt_source_text;

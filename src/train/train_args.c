@@ -39,7 +39,9 @@ const char *dt_train_usage(void) {
 "usage: dtrain-train [flags]      (launch data parallel with: mpirun -np N dtrain-train ...)\n"
 "  --model mlp|lenet|cnn|gpt  model (default lenet); classifiers train on Fashion-MNIST,\n"
 "                             gpt (a GPT-2 language model of bytes) on text\n"
-"  --hidden1 N --hidden2 N    model sizes (mlp: 1024 1024; cnn: 32 64)\n"
+"  --hidden1 N --hidden2 N    mlp: widths of fc1 and fc2 (default 1024 1024)\n"
+"  --channels1 N --channels2 N  cnn: output channels of conv1 and conv2 (default 32 64;\n"
+"                             --hidden1/--hidden2 are their deprecated names for cnn)\n"
 "  --dropout P                cnn dropout (default 0.25)\n"
 "  --preset NAME              gpt sizes: gpt-test (2 layers x 64), gpt-demo (6 x 384, the\n"
 "                             default), gpt2-124m (12 x 768); each overridable:\n"
@@ -122,15 +124,15 @@ static int copy_path(const char *flag, const char *v, char *dst, size_t cap) {
 
 /* Flags that would be accepted and silently have no effect, or contradict each
  * other, are refused (usage errors): what a model has, by name. */
-typedef struct model_traits { const char *name; int batch_norm, dropout, hidden, gpt; } model_traits;
+typedef struct model_traits { const char *name; int batch_norm, dropout, hidden, channels, gpt; } model_traits;
 static const model_traits k_models[] = {
-    {"mlp", 0, 0, 1, 0}, {"lenet", 1, 0, 0, 0}, {"cnn", 1, 1, 1, 0}, {"gpt", 0, 0, 0, 1}};
+    {"mlp", 0, 0, 1, 0, 0}, {"lenet", 1, 0, 0, 0, 0}, {"cnn", 1, 1, 0, 1, 0}, {"gpt", 0, 0, 0, 0, 1}};
 
 enum { G_MOMENTUM = 1, G_NESTEROV = 2, G_DROPOUT = 4, G_HIDDEN1 = 8, G_HIDDEN2 = 16, G_MIN_LR = 32, G_EVERY = 64,
-       G_SHUFFLE = 128, G_DROP_LAST = 256 };
+       G_SHUFFLE = 128, G_DROP_LAST = 256, G_CHANNELS1 = 512, G_CHANNELS2 = 1024 };
 
 /* The flags only a gpt has, by bit (G_GPT << i). */
-#define G_GPT 512u
+#define G_GPT 2048u
 static const char *const k_gpt_flags[] = {"--preset", "--n-layer", "--n-head", "--n-embd", "--block-size",
                                           "--recompute", "--sample-prompt", "--sample-temperature",
                                           "--sample-length", NULL};
@@ -144,7 +146,7 @@ static int gpt_flag_bit(const char *f) {
 /* n_embd divisible by n_head, with the preset's sizes where no flag gives them */
 static int check_gpt_sizes(const dt_train_options *o, unsigned given) {
     dt_model_config c;
-    int rc = dt_model_config_init(&c, *o->preset ? o->preset : "gpt");
+    int rc = dt_model_config_default(&c, *o->preset ? o->preset : "gpt");
     if (rc) return rc;
     int nh = o->n_head ? o->n_head : c.n_head, ne = o->n_embd ? o->n_embd : c.n_embd;
     if (ne % nh != 0) {
@@ -187,9 +189,17 @@ static int check_conflicts(const dt_train_options *o, unsigned given) {
                           "DTRAIN_SYNC_BN or the --config file)", m->name);
         if ((given & G_DROPOUT) && !m->dropout)
             return DT_ERR(DT_ERR_INVALID, "flag --dropout: model %s has no dropout", m->name);
-        if ((given & (G_HIDDEN1 | G_HIDDEN2)) && !m->hidden)
+        if ((given & (G_HIDDEN1 | G_HIDDEN2)) && !m->hidden && !m->channels)
             return DT_ERR(DT_ERR_INVALID, "flag %s: model %s has no hidden sizes",
                           given & G_HIDDEN1 ? "--hidden1" : "--hidden2", m->name);
+        if ((given & (G_HIDDEN1 | G_HIDDEN2)) && m->channels) /* the deprecated names: they still work */
+            fprintf(stderr, "dtrain: flag %s is deprecated for --model %s (it sets conv%d's channels): use %s\n",
+                    given & G_HIDDEN1 ? "--hidden1" : "--hidden2", m->name, given & G_HIDDEN1 ? 1 : 2,
+                    given & G_HIDDEN1 ? "--channels1" : "--channels2");
+        if ((given & (G_CHANNELS1 | G_CHANNELS2)) && !m->channels)
+            return DT_ERR(DT_ERR_INVALID, "flag %s: model %s has no conv channels to set (only cnn has)%s",
+                          given & G_CHANNELS1 ? "--channels1" : "--channels2", m->name,
+                          m->hidden ? "; its widths are --hidden1/--hidden2" : "");
         for (int g = 0; !m->gpt && k_gpt_flags[g]; g++)
             if (given & (G_GPT << g))
                 return DT_ERR(DT_ERR_INVALID, "flag %s applies to --model gpt only (model %s)", k_gpt_flags[g], m->name);
@@ -244,6 +254,8 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
         else if (!strcmp(f, "--schedule")) rc = parse_choice(f, v, scheds, o->schedule, sizeof o->schedule);
         else if (!strcmp(f, "--hidden1")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->hidden1 = (int)l; given |= G_HIDDEN1; }
         else if (!strcmp(f, "--hidden2")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->hidden2 = (int)l; given |= G_HIDDEN2; }
+        else if (!strcmp(f, "--channels1")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->conv_channels1 = (int)l; given |= G_CHANNELS1; }
+        else if (!strcmp(f, "--channels2")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->conv_channels2 = (int)l; given |= G_CHANNELS2; }
         else if (!strcmp(f, "--dropout")) { rc = parse_double(f, v, 0, 0.99, &d); o->dropout = (float)d; given |= G_DROPOUT; }
         else if (gpt_flag_bit(f) >= 0) {
             given |= G_GPT << gpt_flag_bit(f);

@@ -43,7 +43,7 @@ static void add(fields *fs, const char *name, const char *fmt, ...) {
 /* The dist config, key by key, as its flags (--zero-opt-level 1). */
 static void add_config(fields *fs, const dt_config *c) {
     char json[1024];
-    dt_config_dumps(c, json, sizeof json);
+    dt_config_to_json(c, json, sizeof json);
     for (char *p = json; (p = strchr(p, '"')) != NULL;) {
         char *k = p + 1, *ke = strchr(k, '"');
         if (!ke || ke[1] != ':') break;

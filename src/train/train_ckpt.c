@@ -148,7 +148,7 @@ int dt_trainer_save_checkpoint(dt_trainer *t, const char *dir) {
         for (int i = 0; i < ns && i < 5; i++) vec[nv++] = (dt_ckpt_vector){names[i], P};
         if (NB) vec[nv++] = (dt_ckpt_vector){"buffers", NB};
         char dist[1024], bs[16], mk[8][16], mv[8][24];
-        dt_config_dumps(&t->o.dist, dist, sizeof dist);
+        dt_config_to_json(&t->o.dist, dist, sizeof dist);
         snprintf(bs, sizeof bs, "%d", t->o.batch_size);
         uint64_t epoch, pos;
         dt_trainer_position(t, &epoch, &pos);

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/error.h"
+#include "core/mem.h"
 #include "dtrain/coll.h"
-#include "dtrain/mem.h"
 #include "dtrain/nn.h"
 #include "dtrain/reliability.h"
 #include "dtrain/trace.h"
@@ -123,7 +123,7 @@ static int setup_optimizer(dt_trainer *t) {
     dt_strategy_args sa = {.comm = t->comm, .dist = &o->dist, .optim = &oc, .no_decay = t->no_decay,
                            .n_no_decay = t->n_no_decay, .table = &t->table};
     if ((rc = dt_strategy_create(&sa, &t->st))) return rc;
-    dt_lr_schedule_init(&t->sched, (float)oc.lr);
+    dt_lr_schedule_default(&t->sched, (float)oc.lr);
     t->sched.warmup_steps = o->warmup_steps;
     t->sched.min_lr = (float)o->min_lr;
     return DT_OK;
@@ -144,7 +144,7 @@ static int setup_schedule(dt_trainer *t) {
 
 static int setup_model(dt_trainer *t) {
     dt_model_config mc;
-    int rc = dt_model_config_init(&mc, dt_train_model_name(&t->o));
+    int rc = dt_model_config_default(&mc, dt_train_model_name(&t->o));
     if (!rc) rc = t->fam->configure(&mc, &t->o);
     /* a size that cannot make a model is the flags' fault: exit 2 */
     if (!rc && (rc = dt_model_create(&mc, &t->model))) return rc == DT_ERR_INVALID ? dt_trainer_mark_input(rc) : rc;
@@ -302,6 +302,7 @@ int dt_trainer_model_meta(const dt_trainer *t, char keys[][16], char vals[][24])
             snprintf(vals[n], 24, "%d", kv[i].v);
         }
     } else {
+        /* the manifest's keys for both mlp widths and cnn channels (format unchanged) */
         snprintf(keys[n], 16, "hidden1");
         snprintf(vals[n++], 24, "%d", t->o.hidden1);
         snprintf(keys[n], 16, "hidden2");
@@ -331,7 +332,7 @@ int dt_trainer_evaluate(dt_trainer *t, double *acc, double *loss) {
         int rc = t->src->ops->eval_batch(t->src, t->eval_idx, B, t->x, t->y);
         if (!rc) rc = dt_model_forward(t->model, t->x, NULL, B, 0, NULL);
         if (rc) return rc;
-        const float *lp = dt_model_logits(t->model); /* [B, P, C] log-probabilities */
+        const float *lp = dt_model_log_probs(t->model); /* [B, P, C] log-probabilities */
         if (!lp) return DT_ERR(DT_ERR_INTERNAL, "no log-probabilities after an evaluation forward");
         for (int b = 0; b < valid; b++)
             for (int p = 0; p < P; p++) {

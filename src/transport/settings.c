@@ -25,12 +25,12 @@ static dt_settings g_s = {.check = 1, .inline_max = DT_INLINE_MAX_DEFAULT, .shm_
 
 int dt_rel_check_on(void) { return g_s.check; }
 size_t dt_rel_inline_max(void) { return g_s.inline_max; }
-int dt_rel_shm_on(void) { return g_s.shm_on; }
-size_t dt_rel_shm_min(void) { return g_s.shm_min; }
-size_t dt_rel_shm_chunk(void) { return g_s.shm_chunk; }
-size_t dt_rel_shm_stream(void) { return g_s.shm_stream; }
-int dt_rel_two_level(void) { return g_s.two_level; }
-size_t dt_rel_two_level_min(void) { return g_s.two_level_min; }
+int dt_shm_on(void) { return g_s.shm_on; }
+size_t dt_shm_min(void) { return g_s.shm_min; }
+size_t dt_shm_chunk(void) { return g_s.shm_chunk; }
+size_t dt_shm_stream(void) { return g_s.shm_stream; }
+int dt_two_level_mode(void) { return g_s.two_level; }
+size_t dt_two_level_min(void) { return g_s.two_level_min; }
 void dt_rel_set_for_testing(int check, size_t inline_max) {
     g_s.check = check;
     g_s.inline_max = inline_max;

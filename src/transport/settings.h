@@ -34,7 +34,8 @@ int dt_settings_agree(dt_settings *s);
 /* Make s the settings in effect (dt_init). */
 void dt_settings_apply(const dt_settings *s);
 
-/* 1 if collectives are fingerprint-checked (DTRAIN_CHECK_COLLECTIVES). */
+/* Reliability (dtrain/reliability.h): dt_rel_*.
+ * 1 if collectives are fingerprint-checked (DTRAIN_CHECK_COLLECTIVES). */
 int dt_rel_check_on(void);
 /* Largest allreduce (bytes) whose check travels with the data. */
 size_t dt_rel_inline_max(void);
@@ -42,18 +43,19 @@ size_t dt_rel_inline_max(void);
  * time. Every rank must make the same call at the same point (between
  * collectives), or checked and unchecked calls will meet and hang. */
 void dt_rel_set_for_testing(int check, size_t inline_max);
-/* Shared-memory allreduce: on/off, the smallest call (bytes) it takes, the
+/* The shared-memory allreduce (dtrain/coll.h, docs/shared-memory.md): dt_shm_*.
+ * On/off, the smallest call (bytes) it takes, the
  * bytes of each per-rank buffer (larger calls run in chunks of it). */
-int dt_rel_shm_on(void);
-size_t dt_rel_shm_min(void);
-size_t dt_rel_shm_chunk(void);
+int dt_shm_on(void);
+size_t dt_shm_min(void);
+size_t dt_shm_chunk(void);
 /* Out-of-place shared-memory allreduces of at least this many bytes write
  * their outputs with streaming stores. */
-size_t dt_rel_shm_stream(void);
+size_t dt_shm_stream(void);
 /* Two-level collectives for groups spanning hosts (coll.h): the agreed
  * DTRAIN_TWO_LEVEL (DT_TWO_LEVEL_*) and, under auto, the smallest call
  * (bytes) that takes them. */
-int dt_rel_two_level(void);
-size_t dt_rel_two_level_min(void);
+int dt_two_level_mode(void);
+size_t dt_two_level_min(void);
 
 #endif

@@ -309,7 +309,7 @@ static int api_config_null(void) { return R(dt_config_set(NULL, "overlap", "1"))
 static int gpt_create(int L, int NH, int C) {
     dt_model_config c;
     dt_model *m = NULL;
-    if (dt_model_config_init(&c, "gpt-test")) return R(DT_ERR_INTERNAL);
+    if (dt_model_config_default(&c, "gpt-test")) return R(DT_ERR_INTERNAL);
     c.n_layer = L;
     c.n_head = NH;
     c.n_embd = C;
@@ -323,7 +323,7 @@ static int model_gpt_layers(void) { return gpt_create(0, 4, 64); }
 static int gpt_forward(int T, int bad_pos) {
     dt_model_config c;
     dt_model *m = NULL;
-    if (dt_model_config_init(&c, "gpt-test") || dt_model_create(&c, &m)) return R(DT_ERR_INTERNAL);
+    if (dt_model_config_default(&c, "gpt-test") || dt_model_create(&c, &m)) return R(DT_ERR_INTERNAL);
     int32_t x[80] = {0}, y[80] = {0};
     if (bad_pos >= 0) x[bad_pos] = 256;
     int rc = R(dt_model_forward_seq(m, x, y, 1, T, 1, NULL));
@@ -335,7 +335,7 @@ static int model_gpt_token(void) { return gpt_forward(10, 5); }
 static int model_recompute_mlp(void) {
     dt_model_config c;
     dt_model *m = NULL;
-    if (dt_model_config_init(&c, "mlp")) return R(DT_ERR_INTERNAL);
+    if (dt_model_config_default(&c, "mlp")) return R(DT_ERR_INTERNAL);
     c.recompute = 1;
     int rc = R(dt_model_create(&c, &m));
     dt_model_free(m);
@@ -791,7 +791,8 @@ static const row g_rows[] = {
     TRAIN("flag-dropout-lenet", "--model lenet --dropout 0.5", 2, "--dropout: model lenet has no dropout",
           "drop --dropout (the cnn has one)", "--model", "lenet", "--dropout", "0.5", QUICK),
     TRAIN("flag-hidden-lenet", "--model lenet --hidden1 64", 2, "--hidden1: model lenet has no hidden sizes",
-          "drop --hidden1/--hidden2 (mlp and cnn have them)", "--model", "lenet", "--hidden1", "64", QUICK),
+          "drop --hidden1/--hidden2 (mlp has them; cnn: --channels1/--channels2)", "--model", "lenet", "--hidden1", "64",
+          QUICK),
     TRAIN("flag-min-lr-const", "--min-lr 0.001 with --schedule const", 2, "--min-lr is the floor of --schedule cosine",
           "add --schedule cosine or drop --min-lr", "--min-lr", "0.001", QUICK),
     TRAIN("flag-every-no-dir", "--checkpoint-every 5 without --checkpoint-dir", 2,
@@ -1019,6 +1020,9 @@ static const row g_rows[] = {
          "validation fraction 1.5 must be in [0, 1)", "use a fraction in [0, 1), e.g. 0.1"),
     CALL("text-block", "text data", "block size 64 over a 10-byte validation split", text_block, DT_ERR_INVALID,
          "block size T=64 needs T+1 = 65 bytes, the validation split has only 10", "use a smaller block size or more text"),
+    TRAIN("flag-channels-mlp", "--model mlp --channels1 8", 2, "--channels1: model mlp has no conv channels to set",
+          "size the mlp with --hidden1/--hidden2 (--channels1/2 size the cnn)", "--model", "mlp", "--channels1", "8",
+          QUICK),
 };
 #define NROWS ((int)(sizeof g_rows / sizeof g_rows[0]))
 

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "dtrain/ckpt.h"
+#include "io/ckpt_fault.h"
 #include "testutil.h"
 
 #define P 1000

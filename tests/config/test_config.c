@@ -47,8 +47,8 @@ int main(void) {
 
     /* JSON round trip */
     char buf[1024];
-    int n = dt_config_dumps(&c, buf, sizeof buf);
-    CHECK(n > 0 && (size_t)n < sizeof buf, "dumps length %d", n);
+    int n = dt_config_to_json(&c, buf, sizeof buf);
+    CHECK(n > 0 && (size_t)n < sizeof buf, "to_json length %d", n);
     dt_config_default(&d);
     CHECK_OK(dt_config_parse_json(&d, buf));
     CHECK(dt_config_hash(&c) == dt_config_hash(&d), "round trip hash");
@@ -92,13 +92,13 @@ int main(void) {
     dt_config_default(&d);
     d.first_bucket_mb = 0.1;
     d.timeout_s = 1e7;
-    CHECK(dt_config_dumps(&d, buf, sizeof buf) > 0 &&
+    CHECK(dt_config_to_json(&d, buf, sizeof buf) > 0 &&
               strcmp(buf, "{\"enable_data_parallel\": true, \"zero_opt_level\": 0, \"shard_group\": \"world\", "
                           "\"bucket_size_mb\": 25, "
                           "\"first_bucket_mb\": 0.10000000000000001, \"overlap\": true, \"broadcast_buffers\": true, "
                           "\"sync_bn\": false, \"timeout_s\": 10000000, \"grad_comm_dtype\": \"f32\"}") == 0,
-          "dumps: %s", buf);
-    CHECK(dt_config_dumps(&d, buf, 8) > 8 && strcmp(buf, "{\"enabl") == 0, "dumps truncates like snprintf: %s", buf);
+          "to_json: %s", buf);
+    CHECK(dt_config_to_json(&d, buf, 8) > 8 && strcmp(buf, "{\"enabl") == 0, "to_json truncates like snprintf: %s", buf);
 
     /* files */
     char path[] = "/tmp/dtrain_cfg_XXXXXX";

@@ -5,7 +5,7 @@
  * first byte is '=', the rest is "key=value" for dt_config_set instead.
  * Properties: a failure records a message and leaves the config unchanged
  * (all or nothing); an accepted config has every value in its documented range;
- * dt_config_dumps output parses back to the same config (same hash). */
+ * dt_config_to_json output parses back to the same config (same hash). */
 #include <math.h>
 #include <string.h>
 #include "dtrain/config.h"
@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     check_ranges(&c);
     char buf[1024];
-    int n = dt_config_dumps(&c, buf, sizeof buf);
+    int n = dt_config_to_json(&c, buf, sizeof buf);
     FUZZ_CHECK(n > 0 && (size_t)n < sizeof buf, "dumps returned %d", n);
     dt_config back;
     dt_config_default(&back);

@@ -1,13 +1,19 @@
 #!/bin/sh
-# check_layers.sh SRC_DIR - the layering of src/ (README, Layout):
+# check_layers.sh SRC_DIR [ROOT] - the layering of src/ (README, Layout):
 #  1. each folder includes only from its own layer or the layers below it:
 #     core < io, bootstrap < transport < comm < coll < runtime < parallel
 #     < nn, optim, data < train (io: storage, on core only);
 #  2. MPI is named only in the MPI bootstrap and transport (src/bootstrap/mpi/,
 #     src/transport/mpi/): no <mpi.h>, MPI_* call, dt_mpi_* call or
-#     dt_backend_mpi elsewhere (comments aside).
+#     dt_backend_mpi elsewhere (comments aside);
+#  3. with ROOT (the source tree): the library's users in tools/, bench/ and
+#     examples/ include only the public headers (dtrain/...) and their own,
+#     never a layer of src/ (the one exception: bench/programs/bench_check.c,
+#     which switches the collective check through transport/settings.h as the
+#     tests do).
 # Prints every violation; exit 1 if there is one.
-src=${1:?usage: check_layers.sh SRC_DIR}
+src=${1:?usage: check_layers.sh SRC_DIR [ROOT]}
+root=$2
 rank() {
     case $1 in
     core) echo 0 ;; io|bootstrap) echo 1 ;; transport) echo 2 ;; comm) echo 3 ;; coll) echo 4 ;;
@@ -38,5 +44,20 @@ for f in $files; do
         bad=1
     fi
 done
-[ $bad -eq 0 ] && echo "check_layers: $(echo "$files" | wc -l) files, layers and MPI confinement OK"
+nusers=0
+if [ -n "$root" ]; then
+    users=$(cd "$root" && find tools bench examples -name '*.[ch]' 2>/dev/null | sort)
+    for f in $users; do
+        nusers=$((nusers + 1))
+        [ "$f" = bench/programs/bench_check.c ] && continue
+        for inc in $(sed -n 's|^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([a-z_]*\)/.*|\1|p' "$root/$f" | sort -u); do
+            [ "$inc" = dtrain ] && continue
+            if [ "$(rank "$inc")" -ne 99 ]; then
+                echo "check_layers: $f includes from src/$inc: a user of the library includes only dtrain/*.h"
+                bad=1
+            fi
+        done
+    done
+fi
+[ $bad -eq 0 ] && echo "check_layers: $(echo "$files" | wc -l) files, layers and MPI confinement OK; $nusers files of tools/, bench/, examples/ on the public headers only"
 exit $bad

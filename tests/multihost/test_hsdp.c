@@ -22,6 +22,7 @@
  *    same with N = 4, so the two differ. */
 #include <math.h>
 #include <stdlib.h>
+#include "core/mem.h"
 #include "dtrain/mem.h"
 #include "dtrain/model.h"
 #include "dtrain/train.h"

@@ -16,7 +16,7 @@
 static dt_model *make(const char *name, int L, int NH, int C, int BS, int V, int rc,
                       uint64_t seed) {
     dt_model_config cfg;
-    if (dt_model_config_init(&cfg, name)) return NULL;
+    if (dt_model_config_default(&cfg, name)) return NULL;
     if (L) cfg.n_layer = L;
     if (NH) cfg.n_head = NH;
     if (C) cfg.n_embd = C;
@@ -50,13 +50,13 @@ static void test_config(void) {
                {"gpt", 6, 6, 384, 256, 256},
                {"gpt2-124m", 12, 12, 768, 1024, 256}};
     for (int i = 0; i < 4; i++) {
-        CHECK_OK(dt_model_config_init(&cfg, pre[i].name));
+        CHECK_OK(dt_model_config_default(&cfg, pre[i].name));
         CHECK(cfg.n_layer == pre[i].L && cfg.n_head == pre[i].NH && cfg.n_embd == pre[i].C &&
                   cfg.block_size == pre[i].BS && cfg.vocab_size == pre[i].V &&
                   cfg.recompute == 0 && strcmp(cfg.name, pre[i].name) == 0,
               "preset %s", pre[i].name);
     }
-    CHECK_ERR(dt_model_config_init(&cfg, "gpt3"), DT_ERR_INVALID, "gpt-demo");
+    CHECK_ERR(dt_model_config_default(&cfg, "gpt3"), DT_ERR_INVALID, "gpt-demo");
     dt_model *m = (dt_model *)1;
     struct {
         int L, NH, C, BS, V, rc;
@@ -66,7 +66,7 @@ static void test_config(void) {
                {2, 4, 64, 64, -5, 0, "vocab_size=-5"},   {2, 5, 64, 64, 256, 0, "not divisible"},
                {2, 4, 64, 64, 256, 2, "recompute=2"},    {2, 4, 64, 64, 1 << 25, 0, "vocab_size"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        CHECK_OK(dt_model_config_init(&cfg, "gpt-test"));
+        CHECK_OK(dt_model_config_default(&cfg, "gpt-test"));
         cfg.n_layer = bad[i].L;
         cfg.n_head = bad[i].NH;
         cfg.n_embd = bad[i].C;
@@ -77,7 +77,7 @@ static void test_config(void) {
         CHECK(m == NULL, "*out NULL after a failed create");
     }
     /* a family without recomputation refuses it */
-    CHECK_OK(dt_model_config_init(&cfg, "mlp"));
+    CHECK_OK(dt_model_config_default(&cfg, "mlp"));
     cfg.hidden1 = cfg.hidden2 = 8;
     cfg.recompute = 1;
     CHECK_ERR(dt_model_create(&cfg, &m), DT_ERR_INVALID, "no activation recomputation");
@@ -244,7 +244,7 @@ static void test_inputs(void) {
     CHECK(fabs(loss - log((double)V)) < 0.1, "initial loss %.4f, ln V = %.4f", loss, log(50.0));
     CHECK(dt_model_batch_size(m) == B && dt_model_seq_len(m) == T, "B, T of the last forward");
     CHECK(dt_model_layer_output_size(m, 3) == (size_t)T * 32, "output size at the last T");
-    const float *lp = dt_model_logits(m), *sc = dt_model_scores(m);
+    const float *lp = dt_model_log_probs(m), *sc = dt_model_scores(m);
     CHECK(lp && sc, "logits and scores");
     double worst = 0.0;
     for (int r = 0; lp && r < B * T; r++) {
@@ -272,7 +272,7 @@ static void test_inputs(void) {
     dt_clear_error();
     CHECK(dt_model_scores(m) == NULL && strstr(dt_last_error(), "consumed"),
           "scores are gone after the backward");
-    CHECK(dt_model_logits(m) == lp, "log-probabilities built before the backward stay");
+    CHECK(dt_model_log_probs(m) == lp, "log-probabilities built before the backward stay");
     CHECK_ERR(dt_model_correct(m, y, B), DT_ERR_STATE, "gone");
     /* an eval forward without labels: NAN loss, no backward */
     CHECK_OK(dt_model_forward_seq(m, x, NULL, B, T, 0, &loss));
@@ -621,7 +621,7 @@ static void test_generate(void) {
               "prompt token 40 at position 1");
     dt_model_free(m);
     dt_model_config cfg;
-    dt_model_config_init(&cfg, "mlp");
+    dt_model_config_default(&cfg, "mlp");
     cfg.hidden1 = cfg.hidden2 = 8;
     dt_model *mlp = NULL;
     CHECK_OK(dt_model_create(&cfg, &mlp));
@@ -634,7 +634,7 @@ static void test_generate(void) {
 
 static void test_sequential_seam(void) {
     dt_model_config cfg;
-    CHECK_OK(dt_model_config_init(&cfg, "mlp"));
+    CHECK_OK(dt_model_config_default(&cfg, "mlp"));
     cfg.hidden1 = 16;
     cfg.hidden2 = 8;
     dt_model *m = NULL;

@@ -52,7 +52,7 @@ int main(void) {
     }
     const int L = 2, NH = 4, C = 32, BS = 48, V = 256, B = 2, T = 40;
     dt_model_config cfg;
-    CHECK_OK(dt_model_config_init(&cfg, "gpt-test"));
+    CHECK_OK(dt_model_config_default(&cfg, "gpt-test"));
     cfg.n_layer = L;
     cfg.n_head = NH;
     cfg.n_embd = C;
@@ -81,7 +81,7 @@ int main(void) {
         CHECK_OK(dt_model_backward(m));
         CHECK_OK(dt_optim_step(opt, dt_model_params(m), dt_model_grads(m), 1e-2f));
     }
-    dt_optim_destroy(opt);
+    dt_optim_free(opt);
     /* the batch the Python side evaluates: other tokens */
     for (int i = 0; i < B * T; i++) {
         x[i] = (int32_t)dt_rng_below(&r, V);

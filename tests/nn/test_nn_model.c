@@ -19,7 +19,7 @@ static void make_batch(float *x, int32_t *y, int B, uint64_t seed) {
 
 static dt_model *make(const char *name, int h1, int h2, int h3, float p, uint64_t seed) {
     dt_model_config cfg;
-    if (dt_model_config_init(&cfg, name)) return NULL;
+    if (dt_model_config_default(&cfg, name)) return NULL;
     if (h1) cfg.hidden1 = h1;
     if (h2) cfg.hidden2 = h2;
     if (h3) cfg.hidden3 = h3;
@@ -44,11 +44,11 @@ static double max_abs_diff(const float *a, const float *b, size_t n) {
 static void test_config_errors(void) {
     dt_model_config cfg;
     dt_model *m = (dt_model *)1;
-    CHECK_ERR(dt_model_config_init(&cfg, "resnet"), DT_ERR_INVALID, "unknown model name");
-    CHECK_ERR(dt_model_config_init(NULL, "mlp"), DT_ERR_INVALID, "NULL");
+    CHECK_ERR(dt_model_config_default(&cfg, "resnet"), DT_ERR_INVALID, "unknown model name");
+    CHECK_ERR(dt_model_config_default(NULL, "mlp"), DT_ERR_INVALID, "NULL");
     CHECK_ERR(dt_model_create(NULL, &m), DT_ERR_INVALID, "NULL config");
     CHECK(m == NULL, "*out must be NULL after a failed create");
-    CHECK_OK(dt_model_config_init(&cfg, "mlp"));
+    CHECK_OK(dt_model_config_default(&cfg, "mlp"));
     CHECK(cfg.hidden1 == 1024 && cfg.hidden2 == 1024, "mlp defaults %d %d", cfg.hidden1,
           cfg.hidden2);
     CHECK_ERR(dt_model_create(&cfg, NULL), DT_ERR_INVALID, "NULL out");
@@ -62,12 +62,12 @@ static void test_config_errors(void) {
     cfg.hidden1 = 16;
     cfg.hidden2 = -3;
     CHECK_ERR(dt_model_create(&cfg, &m), DT_ERR_INVALID, "must be > 0");
-    CHECK_OK(dt_model_config_init(&cfg, "cnn"));
+    CHECK_OK(dt_model_config_default(&cfg, "cnn"));
     CHECK(cfg.hidden1 == 32 && cfg.hidden2 == 64 && cfg.hidden3 == 128 && cfg.dropout == 0.25f,
           "cnn defaults");
     cfg.hidden3 = 0;
     CHECK_ERR(dt_model_create(&cfg, &m), DT_ERR_INVALID, "hidden3=0");
-    CHECK_OK(dt_model_config_init(&cfg, "cnn"));
+    CHECK_OK(dt_model_config_default(&cfg, "cnn"));
     cfg.dropout = 1.0f;
     CHECK_ERR(dt_model_create(&cfg, &m), DT_ERR_INVALID, "dropout");
     cfg.dropout = -0.1f;
@@ -75,7 +75,7 @@ static void test_config_errors(void) {
     cfg.dropout = NAN;
     CHECK_ERR(dt_model_create(&cfg, &m), DT_ERR_INVALID, "dropout");
     /* lenet ignores the sizes */
-    CHECK_OK(dt_model_config_init(&cfg, "lenet"));
+    CHECK_OK(dt_model_config_default(&cfg, "lenet"));
     CHECK_OK(dt_model_create(&cfg, &m));
     dt_model_free(m);
     dt_model_free(NULL);
@@ -245,7 +245,7 @@ static void test_forward_backward(void) {
     dt_model *m = make("lenet", 0, 0, 0, 0.0f, 2);
     float loss = 0.0f;
     CHECK_ERR(dt_model_backward(m), DT_ERR_STATE, "no forward");
-    CHECK(dt_model_logits(m) == NULL, "no logits before a forward");
+    CHECK(dt_model_log_probs(m) == NULL, "no logits before a forward");
     CHECK_ERR(dt_model_forward(NULL, x, y, B, 1, &loss), DT_ERR_INVALID, "NULL");
     CHECK_ERR(dt_model_forward(m, NULL, y, B, 1, &loss), DT_ERR_INVALID, "NULL");
     CHECK_ERR(dt_model_forward(m, x, y, 0, 1, &loss), DT_ERR_INVALID, "batch size 0");
@@ -258,7 +258,7 @@ static void test_forward_backward(void) {
 
     CHECK_OK(dt_model_forward(m, x, y, B, 1, &loss));
     CHECK(isfinite(loss) && loss > 1.0f && loss < 4.0f, "initial loss %g", loss);
-    const float *lp = dt_model_logits(m), *sc = dt_model_scores(m);
+    const float *lp = dt_model_log_probs(m), *sc = dt_model_scores(m);
     CHECK(lp && sc && dt_model_batch_size(m) == B, "outputs after forward");
     double worst = 0.0, nll = 0.0;
     int correct = 0;
@@ -498,7 +498,7 @@ static void test_hooks(const char *name) {
     h.fail_value = DT_ERR_BACKEND;
     CHECK(dt_model_forward(m, x, y, B, 1, &loss) == DT_ERR_BACKEND, "hook status returned");
     CHECK_ERR(dt_model_backward(m), DT_ERR_STATE, "no forward");
-    CHECK(dt_model_logits(m) == NULL, "no logits after an aborted forward");
+    CHECK(dt_model_log_probs(m) == NULL, "no logits after an aborted forward");
     h.fail_value = 7;
     CHECK_ERR(dt_model_forward(m, x, y, B, 1, &loss), DT_ERR_STATE, "returned 7");
     CHECK_OK(dt_model_set_hooks(m, NULL));
@@ -603,11 +603,11 @@ static void test_batches_and_dropout(void) {
     float l8a, l32, l8b;
     CHECK_OK(dt_model_forward(m, x, y, 8, 0, &l8a));
     float keep[80];
-    memcpy(keep, dt_model_logits(m), sizeof keep);
+    memcpy(keep, dt_model_log_probs(m), sizeof keep);
     CHECK_OK(dt_model_forward(m, x, y, 32, 0, &l32));
-    CHECK(max_abs_diff(keep, dt_model_logits(m), 80) < 1e-5,
+    CHECK(max_abs_diff(keep, dt_model_log_probs(m), 80) < 1e-5,
           "eval logits of the first 8 rows change with batch size (%g)",
-          max_abs_diff(keep, dt_model_logits(m), 80));
+          max_abs_diff(keep, dt_model_log_probs(m), 80));
     CHECK_OK(dt_model_forward(m, x, y, 8, 0, &l8b));
     CHECK(l8a == l8b, "eval forward must be deterministic");
 

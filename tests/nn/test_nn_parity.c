@@ -52,7 +52,7 @@ static void run(const char *file) {
     const int32_t *sizes = ts->data;
     const int B = (int)ty->count;
     dt_model_config cfg;
-    CHECK_OK(dt_model_config_init(&cfg, name));
+    CHECK_OK(dt_model_config_default(&cfg, name));
     if (sizes[0]) cfg.hidden1 = sizes[0];
     if (sizes[1]) cfg.hidden2 = sizes[1];
     if (sizes[2]) cfg.hidden3 = sizes[2];
@@ -78,7 +78,7 @@ static void run(const char *file) {
     CHECK_OK(dt_model_forward(m, tx->data, ty->data, B, 1, &loss));
     CHECK_OK(dt_model_backward(m));
     cmp(name, "loss", &loss, dt_fixture_f32(&fx, "out.loss", 1), 1);
-    cmp(name, "log-probs", dt_model_logits(m), dt_fixture_f32(&fx, "out.logits", (size_t)B * 10),
+    cmp(name, "log-probs", dt_model_log_probs(m), dt_fixture_f32(&fx, "out.logits", (size_t)B * 10),
         (size_t)B * 10);
     cmp(name, "scores", dt_model_scores(m), dt_fixture_f32(&fx, "out.scores", (size_t)B * 10),
         (size_t)B * 10);
@@ -97,7 +97,7 @@ static void run(const char *file) {
     }
     CHECK_OK(dt_model_forward(m, tx->data, ty->data, B, 0, &loss));
     cmp(name, "eval.loss", &loss, dt_fixture_f32(&fx, "eval.loss", 1), 1);
-    cmp(name, "eval.log-probs", dt_model_logits(m),
+    cmp(name, "eval.log-probs", dt_model_log_probs(m),
         dt_fixture_f32(&fx, "eval.logits", (size_t)B * 10), (size_t)B * 10);
     dt_model_free(m);
     dt_fixture_free(&fx);

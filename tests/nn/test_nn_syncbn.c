@@ -83,7 +83,7 @@ static void *rank_main(void *arg) {
 
 static dt_model *make(const char *name, uint64_t seed) {
     dt_model_config cfg;
-    dt_model_config_init(&cfg, name);
+    dt_model_config_default(&cfg, name);
     if (strcmp(name, "cnn") == 0) {
         cfg.hidden1 = 8;
         cfg.hidden2 = 8;

@@ -12,7 +12,7 @@ int main(void) {
     dt_lr_schedule s;
 
     /* constant */
-    dt_lr_schedule_init(&s, 0.1f);
+    dt_lr_schedule_default(&s, 0.1f);
     CHECK_OK(dt_lr_schedule_validate(&s));
     LR(s, 0, 0.1f);
     LR(s, 1000000, 0.1f);
@@ -30,7 +30,7 @@ int main(void) {
     LR(s, 11, 0.1f);
 
     /* warm-up from a fraction: base 0.2, f 0.25, W 4: 0.05, 0.0875, 0.125, 0.1625, 0.2 */
-    dt_lr_schedule_init(&s, 0.2f);
+    dt_lr_schedule_default(&s, 0.2f);
     s.warmup_steps = 4;
     s.warmup_start = 0.25f;
     CHECK_OK(dt_lr_schedule_validate(&s));
@@ -41,7 +41,7 @@ int main(void) {
     LR(s, 4, 0.2f);
 
     /* cosine, base 1, min 0.1, W 10, T 110: lr = 0.1 + 0.45 (1 + cos(pi (s-10)/100)) */
-    dt_lr_schedule_init(&s, 1.0f);
+    dt_lr_schedule_default(&s, 1.0f);
     s.min_lr = 0.1f;
     s.warmup_steps = 10;
     s.total_steps = 110;
@@ -58,7 +58,7 @@ int main(void) {
     LR(s, 1000, 0.1f);
 
     /* cosine without warm-up to 0: base 0.5, T 4 */
-    dt_lr_schedule_init(&s, 0.5f);
+    dt_lr_schedule_default(&s, 0.5f);
     s.total_steps = 4;
     s.decay = DT_LR_COSINE;
     CHECK_OK(dt_lr_schedule_validate(&s));
@@ -69,7 +69,7 @@ int main(void) {
     LR(s, 4, 0.0);
 
     /* the schedule is monotone non-increasing after warm-up */
-    dt_lr_schedule_init(&s, 3e-4f);
+    dt_lr_schedule_default(&s, 3e-4f);
     s.min_lr = 3e-5f;
     s.warmup_steps = 100;
     s.total_steps = 10000;
@@ -79,9 +79,9 @@ int main(void) {
     CHECK(mono, "cosine is non-increasing");
 
     /* validation */
-    dt_lr_schedule_init(&s, -1.0f);
+    dt_lr_schedule_default(&s, -1.0f);
     CHECK_ERR(dt_lr_schedule_validate(&s), DT_ERR_INVALID, "base_lr=-1");
-    dt_lr_schedule_init(&s, 0.1f);
+    dt_lr_schedule_default(&s, 0.1f);
     s.min_lr = 0.2f;
     CHECK_ERR(dt_lr_schedule_validate(&s), DT_ERR_INVALID, "min_lr=0.2 must be in [0, base_lr=0.1]");
     s.min_lr = 0.0f;

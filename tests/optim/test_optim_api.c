@@ -117,7 +117,7 @@ static void test_states(void) {
     CHECK(dt_optim_state(o, 0, &name) == NULL && strstr(dt_last_error(), "out of range"),
           "state 0 of plain sgd: '%s'", dt_last_error());
     CHECK(dt_optim_get_config(o) && dt_optim_get_config(o)->kind == DT_OPTIM_SGD, "get_config");
-    dt_optim_destroy(o);
+    dt_optim_free(o);
 
     c.momentum = 0.9f;
     CHECK_OK(dt_optim_create(&c, 100, &o));
@@ -127,7 +127,7 @@ static void test_states(void) {
     CHECK(b && b[0] == 0.0f && b[99] == 0.0f, "state starts at zero");
     CHECK(dt_optim_state(o, 1, NULL) == NULL, "state 1 out of range");
     CHECK(dt_optim_state(o, -1, NULL) == NULL, "state -1 out of range");
-    dt_optim_destroy(o);
+    dt_optim_free(o);
 
     dt_optim_config_default(&c, DT_OPTIM_ADAMW);
     CHECK_OK(dt_optim_create(&c, 100, &o));
@@ -141,7 +141,7 @@ static void test_states(void) {
     dt_optim_state(o, 1, NULL)[5] = 3.0f;
     CHECK_OK(dt_optim_reset(o));
     CHECK(dt_optim_get_step(o) == 0 && dt_optim_state(o, 1, NULL)[5] == 0.0f, "reset");
-    dt_optim_destroy(o);
+    dt_optim_free(o);
 
     /* empty shard */
     CHECK_OK(dt_optim_create(&c, 0, &o));
@@ -149,14 +149,14 @@ static void test_states(void) {
     CHECK(dt_optim_state(o, 0, NULL) != NULL, "empty shard state pointer is not NULL");
     CHECK_OK(dt_optim_step(o, NULL, NULL, 0.1f));
     CHECK(dt_optim_get_step(o) == 1, "empty shard counts steps");
-    dt_optim_destroy(o);
+    dt_optim_free(o);
 
     CHECK(dt_optim_num_states(NULL) < 0 && dt_optim_get_step(NULL) < 0, "NULL opt");
     CHECK(dt_optim_state(NULL, 0, NULL) == NULL && dt_optim_numel(NULL) == 0 &&
               dt_optim_state_bytes(NULL) == 0 && dt_optim_get_config(NULL) == NULL, "NULL opt");
     CHECK_ERR(dt_optim_set_step(NULL, 1), DT_ERR_INVALID, "NULL");
     CHECK_ERR(dt_optim_reset(NULL), DT_ERR_INVALID, "NULL");
-    dt_optim_destroy(NULL);
+    dt_optim_free(NULL);
 }
 
 static void test_step_errors(void) {
@@ -176,7 +176,7 @@ static void test_step_errors(void) {
               dt_optim_state(o, 0, NULL)[0] == 0.0f, "failed steps modify nothing");
     CHECK_OK(dt_optim_step(o, buf, buf + 4, 0.1f)); /* adjacent is fine */
     CHECK(dt_optim_get_step(o) == 1, "step counted");
-    dt_optim_destroy(o);
+    dt_optim_free(o);
 }
 
 /* Small cases worked out by hand (float results compared to 1e-6 relative). */
@@ -192,7 +192,7 @@ static void test_hand(void) {
     CHECK_OK(dt_optim_step(o, p, g1, 0.1f));
     CHECK(close_rel(p[0], 0.95, 1e-6) && close_rel(p[1], 2.1, 1e-6) && close_rel(p[2], -3.2, 1e-6),
           "sgd: %g %g %g", p[0], p[1], p[2]);
-    dt_optim_destroy(o);
+    dt_optim_free(o);
 
     /* momentum 0.9, wd 0.5: d1 = g1 + 0.5 p0 = [1, 0, 0.5]; buf = d1;
      * p1 = p0 - 0.1 d1 = [0.9, 2, -3.05];
@@ -217,7 +217,7 @@ static void test_hand(void) {
     CHECK_OK(dt_optim_step(o, r, g1, 1.0f));
     CHECK(b[0] == 0.5f && b[1] == -1.0f && b[2] == 2.0f && r[0] == -0.5f,
           "set_step(0) re-initialises the momentum buffer: %g %g %g", b[0], b[1], b[2]);
-    dt_optim_destroy(o);
+    dt_optim_free(o);
 
     /* nesterov, momentum 0.5, step 1: buf = g, update = g + 0.5 g = 1.5 g */
     float s[3] = {0.0f, 0.0f, 0.0f};
@@ -227,7 +227,7 @@ static void test_hand(void) {
     CHECK_OK(dt_optim_create(&c, 3, &o));
     CHECK_OK(dt_optim_step(o, s, g1, 1.0f));
     CHECK(s[0] == -0.75f && s[1] == 1.5f && s[2] == -3.0f, "nesterov: %g %g %g", s[0], s[1], s[2]);
-    dt_optim_destroy(o);
+    dt_optim_free(o);
 
     /* Adam step 1: m_hat = g, v_hat = g^2, p -= lr * g / (|g| + eps) ~ lr * sign(g) */
     float a[3] = {1.0f, 2.0f, -3.0f};
@@ -239,7 +239,7 @@ static void test_hand(void) {
     CHECK(close_rel(dt_optim_state(o, 0, NULL)[2], 0.2, 1e-6) &&
               close_rel(dt_optim_state(o, 1, NULL)[2], 0.004, 1e-6), "adam moments %.9g %.9g",
           dt_optim_state(o, 0, NULL)[2], dt_optim_state(o, 1, NULL)[2]);
-    dt_optim_destroy(o);
+    dt_optim_free(o);
 
     /* AdamW step 1, wd 0.1, lr 0.01: p = p (1 - 0.001) - 0.01 sign(g) */
     float w[3] = {1.0f, 2.0f, -3.0f};
@@ -249,7 +249,7 @@ static void test_hand(void) {
     CHECK_OK(dt_optim_step(o, w, g1, 0.01f));
     CHECK(close_rel(w[0], 0.989, 1e-6) && close_rel(w[1], 2.008, 1e-6) &&
               close_rel(w[2], -3.007, 1e-6), "adamw step 1: %.9g %.9g %.9g", w[0], w[1], w[2]);
-    dt_optim_destroy(o);
+    dt_optim_free(o);
 }
 
 /* Checkpoint after 2 steps, restore into a fresh instance, continue: identical. */
@@ -275,7 +275,7 @@ static void test_checkpoint(dt_optim_kind kind, float momentum) {
     float saved[2][N];
     for (int i = 0; i < ns; i++) memcpy(saved[i], dt_optim_state(b, i, NULL), sizeof saved[i]);
     long step = dt_optim_get_step(b);
-    dt_optim_destroy(b);
+    dt_optim_free(b);
     CHECK_OK(dt_optim_create(&c, N, &r));
     if (!r) goto out;
     for (int i = 0; i < ns; i++) memcpy(dt_optim_state(r, i, NULL), saved[i], sizeof saved[i]);
@@ -286,8 +286,8 @@ static void test_checkpoint(dt_optim_kind kind, float momentum) {
         CHECK(memcmp(dt_optim_state(a, i, NULL), dt_optim_state(r, i, NULL), sizeof saved[i]) == 0,
               "%s: restored state %d differs", dt_optim_kind_name(kind), i);
 out:
-    dt_optim_destroy(a);
-    dt_optim_destroy(r);
+    dt_optim_free(a);
+    dt_optim_free(r);
 }
 
 /* Sharding over several Adam blocks and odd cut points: bit-for-bit equal. */
@@ -311,8 +311,8 @@ static void test_sharding_large(dt_optim_kind kind) {
     }
     CHECK(memcmp(whole, parts, sizeof whole) == 0, "%s: 3 shards == whole, bit for bit",
           dt_optim_kind_name(kind));
-    dt_optim_destroy(w);
-    for (int k = 0; k < S; k++) dt_optim_destroy(sh[k]);
+    dt_optim_free(w);
+    for (int k = 0; k < S; k++) dt_optim_free(sh[k]);
 }
 
 /* dt_optim_step_range over pieces (visited last to first, as data-parallel
@@ -353,8 +353,8 @@ static void test_step_range(dt_optim_kind kind, float momentum, int nesterov) {
     CHECK_ERR(dt_optim_step_range(NULL, b, g, 0.02f, 0, 5), DT_ERR_INVALID, "NULL");
     CHECK_ERR(dt_optim_step_finish(NULL), DT_ERR_INVALID, "NULL");
     CHECK_OK(dt_optim_step_range(ranged, b, g, 0.02f, N, 0)); /* empty range at the end */
-    dt_optim_destroy(whole);
-    dt_optim_destroy(ranged);
+    dt_optim_free(whole);
+    dt_optim_free(ranged);
 }
 
 /* No-decay ranges: those elements get exactly the update of an instance
@@ -415,10 +415,10 @@ static void test_no_decay(dt_optim_kind kind, float momentum) {
     CHECK(dt_optim_no_decay_count(w) == 726, "unchanged after errors");
     CHECK_OK(dt_optim_set_no_decay(w, 0, NULL, 0));
     CHECK(dt_optim_no_decay_count(w) == 0, "cleared");
-    dt_optim_destroy(w);
-    dt_optim_destroy(dec);
-    dt_optim_destroy(nodec);
-    for (int k = 0; k < S; k++) dt_optim_destroy(sh[k]);
+    dt_optim_free(w);
+    dt_optim_free(dec);
+    dt_optim_free(nodec);
+    for (int k = 0; k < S; k++) dt_optim_free(sh[k]);
 }
 
 static void test_grad_helpers(void) {

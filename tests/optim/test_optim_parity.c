@@ -151,8 +151,8 @@ static void test_sharding(const dt_optim_config *cfg, const float *p0, float *co
     for (int k = 0; k < 4; k++)
         CHECK(dt_optim_get_step(s[k]) == 2 * nsteps, "%s: shard %d step", name, k);
 out:
-    dt_optim_destroy(w);
-    for (int k = 0; k < 4; k++) dt_optim_destroy(s[k]);
+    dt_optim_free(w);
+    for (int k = 0; k < 4; k++) dt_optim_free(s[k]);
     free(whole);
     free(parts);
 }
@@ -239,7 +239,7 @@ int main(int argc, char **argv) {
         printf("  %-18s max err %.3g, %5.1f%% of values bit-identical to torch\n", name, worst,
                total ? 100.0 * (double)exact_sum / (double)total : 0.0);
         if (worst > worst_all) worst_all = worst;
-        dt_optim_destroy(opt);
+        dt_optim_free(opt);
 
         test_sharding(&cfg, p0, grads, lrs, n, (int)nsteps, name);
         cases_run++;

@@ -134,7 +134,7 @@ def t_config_vs_c():
     if not hasattr(lib, "dt_config_parse_json"):
         check("C config API present", False, "libdtrain lacks dt_config_parse_json")
         return
-    lib.dt_config_dumps.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.dt_config_to_json.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
     lib.dt_config_parse_json.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
     lib.dt_config_set.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
     lib.dt_last_error.restype = ctypes.c_char_p
@@ -146,7 +146,7 @@ def t_config_vs_c():
 
     def c_dumps(c):
         buf = ctypes.create_string_buffer(1024)
-        lib.dt_config_dumps(ctypes.byref(c), buf, 1024)
+        lib.dt_config_to_json(ctypes.byref(c), buf, 1024)
         return json.loads(buf.value.decode())
 
     check("C defaults == DistConfig defaults", c_dumps(c_default()) == DistConfig().to_dict(),

@@ -18,7 +18,7 @@
  * The 1-rank reference runs on every rank over a standalone communicator. */
 #include <math.h>
 #include <stdlib.h>
-#include "dtrain/mem.h"
+#include "core/mem.h"
 #include "dtrain/model.h"
 #include "dtrain/train.h"
 #include "testutil.h"
@@ -145,6 +145,9 @@ int main(void) {
     if (ref[0] && ref[1]) CHECK(dt_test_rel_err(ref[0], ref[1], n1) > 1e-3, "clipping changes the result");
     for (int zero = 0; zero <= 3; zero++)
         for (int k = 0; k < 3; k++) { /* plain, clipped, accumulated (2 micro-steps) */
+            /* at 1 rank, stage 0 without accumulation runs exactly as the
+             * reference: that comparison could not fail and is left out */
+            if (N == 1 && zero == 0 && k < 2) continue;
             run r = {zero, k == 2 ? 2 : 1, 0, k == 1 ? kinds[1].clip : 0};
             float *dp = train(w, r, B / N, &nn, NULL), *want = ref[k == 1];
             if (dp && want) {

@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
     rc = dt_trainer_create(&o, &t);
     if (!rc && ci.rank == 0 && !o.quiet) {
         char cfg[1024];
-        dt_config_dumps(&o.dist, cfg, sizeof cfg);
+        dt_config_to_json(&o.dist, cfg, sizeof cfg);
         dt_model *m = dt_trainer_model(t);
         printf("dtrain-train: model %s (%zu parameters), %d rank(s) [%s], batch %d per rank (global %d), "
                "optimizer %s, %d epoch(s), seed %llu\ndist config: %s\n",

@@ -134,7 +134,7 @@ int dt_mpi_hier_attach(dt_comm *c, const dt_comm *same) {
         impl->hier->refs++;
         return DT_OK;
     }
-    int mode = dt_rel_two_level(), p = c->info.size;
+    int mode = dt_two_level_mode(), p = c->info.size;
     /* identical on every member: size, host map, agreed settings */
     if (mode == DT_TWO_LEVEL_OFF || p < 2 || c->info.local_size == p) return DT_OK;
     mpi_hier *h = calloc(1, sizeof *h);
@@ -159,7 +159,7 @@ int dt_mpi_hier_attach(dt_comm *c, const dt_comm *same) {
      * them, agreed over the whole group */
     int all_ok = 0;
     double need = h->me_L > 1 ? (double)h->me_L * (double)dt_shm_window_bytes() : 0;
-    if ((rc = dt_shm_room(impl->comm, need, h->me_L == 1 || dt_rel_shm_on(), &all_ok)) || !all_ok) {
+    if ((rc = dt_shm_room(impl->comm, need, h->me_L == 1 || dt_shm_on(), &all_ok)) || !all_ok) {
         hier_free(h, 1);
         return rc;
     }
@@ -189,12 +189,12 @@ int dt_mpi_hier_attach(dt_comm *c, const dt_comm *same) {
 static mpi_hier *hier_for(dt_comm *c, size_t bytes) {
     mpi_hier *h = ((mpi_impl *)c->impl)->hier;
     if (!h || !bytes) return NULL;
-    if (dt_rel_two_level() != DT_TWO_LEVEL_ON && bytes < dt_rel_two_level_min()) return NULL;
+    if (dt_two_level_mode() != DT_TWO_LEVEL_ON && bytes < dt_two_level_min()) return NULL;
     return h;
 }
 
 /* The blocks fit every window's buffers (nb per chunk). */
-static int fits(const mpi_hier *h, int nb, size_t es) { return (size_t)nb * es <= dt_rel_shm_chunk(); }
+static int fits(const mpi_hier *h, int nb, size_t es) { return (size_t)nb * es <= dt_shm_chunk(); }
 
 static int wire_ok(int wire, dt_dtype dt) { return wire == DT_WIRE_NATIVE || dt == DT_F32; }
 
@@ -236,7 +236,7 @@ static int hier_allreduce(dt_comm *c, const void *send, void *recv, size_t count
         char *at = out + h->blocks[s].off * es;
         h->pieces[s] = (shm_piece){h->blocks[s].count, s % h->me_L, at, at};
     }
-    rc = dt_shm_gather_pieces(h->shm, h->pieces, L, es, count * es >= dt_rel_shm_stream());
+    rc = dt_shm_gather_pieces(h->shm, h->pieces, L, es, count * es >= dt_shm_stream());
     return rc == DT_DECLINED ? DT_ERR(DT_ERR_INTERNAL, "two-level allreduce: the window declined") : rc;
 }
 
@@ -315,7 +315,7 @@ static int hier_allgather(dt_comm *c, const void *send, void *recv, size_t count
         char *at = out + (size_t)g * count * es;
         h->pieces[g] = (shm_piece){count, h->local_of[g] % h->me_L, at, at};
     }
-    rc = dt_shm_gather_pieces(h->shm, h->pieces, p, es, count * (size_t)p * es >= dt_rel_shm_stream());
+    rc = dt_shm_gather_pieces(h->shm, h->pieces, p, es, count * (size_t)p * es >= dt_shm_stream());
     return rc == DT_DECLINED ? DT_ERR(DT_ERR_INTERNAL, "two-level allgather: the window declined") : rc;
 }
 

@@ -60,13 +60,13 @@ void dt_mpi_check_release(void);
 int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same);
 void dt_mpi_shm_detach(mpi_impl *impl, int finalized);
 /* allreduce_spans op: DT_DECLINED unless c has a window, (dt, op) reduce
- * natively, the call is at least dt_rel_shm_min() bytes, and either it fits
+ * natively, the call is at least dt_shm_min() bytes, and either it fits
  * in one chunk or the spans are all in place or their outputs do not overlap
  * their inputs. */
 int dt_mpi_shm_allreduce(dt_comm *c, const dt_span *spans, int n, size_t total, dt_dtype dt, dt_op op);
 /* The other collectives through the window (shm_mpi.c, shm_coll.c), with
  * the transport op's arguments; each DT_DECLINED unless c has a window and
- * the call moves at least dt_rel_shm_min() bytes (reduce and reduce_scatter:
+ * the call moves at least dt_shm_min() bytes (reduce and reduce_scatter:
  * and (dt, op) reduce natively; the reduce-scatter's input, the allgather's
  * output, the reduce's and broadcast's buffer). The reductions use the
  * allreduce's association: bit-identical results. */
@@ -80,7 +80,7 @@ int dt_mpi_shm_broadcast(dt_comm *c, const void *send, void *recv, size_t count,
  * DTRAIN_TWO_LEVEL allows (auto: some host has several members); detach:
  * drop the reference. The collectives return DT_DECLINED (the same answer
  * on every member) unless c has the structure, the call is at least
- * dt_rel_two_level_min() bytes (any size when forced on), (dt, op) reduce
+ * dt_two_level_min() bytes (any size when forced on), (dt, op) reduce
  * natively, and a wire other than native comes with f32 data. */
 int dt_mpi_hier_attach(dt_comm *c, const dt_comm *same);
 void dt_mpi_hier_detach(mpi_impl *impl, int finalized);

@@ -138,7 +138,7 @@ int dt_shm_gather_pieces(mpi_shm *s, const shm_piece *pc, int np, size_t es, int
 /* The window of c if a call of `bytes` takes it. */
 static mpi_shm *window_for(dt_comm *c, size_t bytes) {
     mpi_shm *s = ((mpi_impl *)c->impl)->shm;
-    return s && bytes && bytes >= dt_rel_shm_min() ? s : NULL;
+    return s && bytes && bytes >= dt_shm_min() ? s : NULL;
 }
 
 int dt_mpi_shm_reduce_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op) {
@@ -155,7 +155,7 @@ int dt_mpi_shm_reduce_scatter(dt_comm *c, const void *send, void *recv, size_t c
     if (!b) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     for (size_t q = 0; q < p; q++) b[q] = (shm_block){q * count, count, (int)q, q == (size_t)s->me ? recv : NULL};
     int stream = (const char *)recv != (const char *)send + (size_t)s->me * count * es &&
-                 count * es >= dt_rel_shm_stream();
+                 count * es >= dt_shm_stream();
     rc = dt_shm_reduce_blocks(s, send, count * p, b, (int)p, dt, op, (int)p, stream);
     if (b != st) free(b);
     if (rc == DT_OK) dt_path_count[DT_PATH_SHM_REDUCE_SCATTER]++;
@@ -177,7 +177,7 @@ int dt_mpi_shm_allgather(dt_comm *c, const void *send, void *recv, size_t count,
     if (!pc) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     for (size_t q = 0; q < p; q++)
         pc[q] = (shm_piece){count, (int)q, q == (size_t)s->me ? send : NULL, (char *)recv + q * count * es};
-    rc = dt_shm_gather_pieces(s, pc, (int)p, es, count * p * es >= dt_rel_shm_stream());
+    rc = dt_shm_gather_pieces(s, pc, (int)p, es, count * p * es >= dt_shm_stream());
     if (pc != st) free(pc);
     if (rc == DT_OK) dt_path_count[DT_PATH_SHM_ALLGATHER]++;
     return rc;
@@ -194,7 +194,7 @@ int dt_mpi_shm_broadcast(dt_comm *c, const void *send, void *recv, size_t count,
     }
     if (s->p == 2) return DT_DECLINED; /* staged: see coll.h (two copies against MPI's one) */
     shm_piece pc = {count, root, s->me == root ? send : NULL, recv};
-    rc = dt_shm_gather_pieces(s, &pc, 1, es, count * es >= dt_rel_shm_stream());
+    rc = dt_shm_gather_pieces(s, &pc, 1, es, count * es >= dt_shm_stream());
     if (rc == DT_OK) dt_path_count[DT_PATH_SHM_BROADCAST]++;
     return rc;
 }

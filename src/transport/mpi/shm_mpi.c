@@ -165,13 +165,13 @@ static int window_open(MPI_Comm comm, int p, size_t bytes, int aligned, MPI_Win 
     return DT_OK;
 }
 
-size_t dt_shm_window_bytes(void) { return window_bytes(dt_rel_shm_chunk()); }
+size_t dt_shm_window_bytes(void) { return window_bytes(dt_shm_chunk()); }
 
 int dt_shm_open(MPI_Comm comm, int p, int me, int check_room, mpi_shm **out) {
     *out = NULL;
     /* Room for the window: every member needs twice the window free in
      * /dev/shm, or none uses the path (agreed: the same branch everywhere). */
-    int all_ok = 1, rc = check_room ? dt_shm_room(comm, (double)p * (double)window_bytes(dt_rel_shm_chunk()), 1, &all_ok) : DT_OK;
+    int all_ok = 1, rc = check_room ? dt_shm_room(comm, (double)p * (double)window_bytes(dt_shm_chunk()), 1, &all_ok) : DT_OK;
     if (rc || !all_ok) return rc;
     mpi_shm *s = calloc(1, sizeof *s);
     if (!s) return DT_ERR(DT_ERR_NOMEM, "out of memory");
@@ -189,7 +189,7 @@ int dt_shm_open(MPI_Comm comm, int p, int me, int check_room, mpi_shm **out) {
     s->x = calloc((size_t)p, sizeof *s->x);
     s->levels = levels;
     s->scratch = malloc(BLOCK_BYTES * (size_t)(levels + 1));
-    s->slot = dt_rel_shm_chunk();
+    s->slot = dt_shm_chunk();
     if (!s->base || !s->ctrl || !s->x || !s->scratch) { shm_free(s, 1); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
     if ((rc = window_open(comm, p, window_bytes(s->slot), 0, &s->win, s->ctrl))) {
         s->win = MPI_WIN_NULL;
@@ -215,7 +215,7 @@ int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same) {
     }
     int p = c->info.size;
     /* identical on every member: size, host layout, agreed settings */
-    if (p < 2 || c->info.local_size != p || !dt_rel_shm_on()) return DT_OK;
+    if (p < 2 || c->info.local_size != p || !dt_shm_on()) return DT_OK;
     return dt_shm_open(impl->comm, p, c->info.rank, 1, &impl->shm);
 }
 
@@ -572,7 +572,7 @@ static void reduce_region(mpi_shm *s, int me, const shm_region *r, size_t off, s
  * whose outputs only member `root` writes (the others' spans are read only). */
 static int shm_allreduce(mpi_shm *s, const dt_span *spans, int n, size_t total, dt_dtype dt, dt_op op, int root) {
     size_t es = dt_dtype_size(dt);
-    if (n < 1 || !dt_reduce_kernel_ok(dt, op) || total == 0 || total < dt_rel_shm_min() / es) return DT_DECLINED;
+    if (n < 1 || !dt_reduce_kernel_ok(dt, op) || total == 0 || total < dt_shm_min() / es) return DT_DECLINED;
     /* direct: outputs may be written while inputs are still being read */
     int direct = n == 1 || safe_layout(spans, n, es);
     if (!direct && total > s->slot / es) return DT_DECLINED;
@@ -587,7 +587,7 @@ static int shm_allreduce(mpi_shm *s, const dt_span *spans, int n, size_t total, 
             return DT_OK;
         }
     }
-    int stream = writes && total * es >= dt_rel_shm_stream();
+    int stream = writes && total * es >= dt_shm_stream();
     size_t K = s->slot / es, B = BLOCK_BYTES / es;
     walk w = {.s = spans, .n = n, .i = 0, .base = 0, .es = es};
     for (size_t off = 0; off < total; off += K) {

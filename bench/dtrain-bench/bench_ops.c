@@ -1,4 +1,4 @@
-/* tools/bench/bench_ops.c - per-op buffer layout, input initialisation,
+/* bench/dtrain-bench/bench_ops.c - per-op buffer layout, input initialisation,
  * validation, and the dtrain / raw-MPI calls timed by dtrain-bench.
  *
  * Sizes follow nccl-tests: S (the "size" column) is the whole buffer for

@@ -1,4 +1,4 @@
-/* tools/bench/dtrain_bench.c - dtrain-bench: nccl-tests style benchmark of the
+/* bench/dtrain-bench/dtrain_bench.c - dtrain-bench: nccl-tests style benchmark of the
  * dtrain collectives, optionally against raw MPI on the same buffers.
  *
  *   mpirun -np 2 dtrain-bench -o allreduce -b 1K -e 64M -f 2 --vs-mpi

@@ -1,4 +1,4 @@
-/* tests/nn/nn_step_bench.c - single-process step time of the built-in models
+/* bench/programs/nn_step_bench.c - single-process step time of the built-in models
  * (forward + backward + plain SGD update + zero_grad), 1 BLAS thread unless
  * told otherwise. Not a test: prints numbers, asserts nothing.
  *
@@ -32,7 +32,7 @@ static int cmp_double(const void *a, const void *b) {
 static int bench(const char *name, int B, int steps) {
     dt_model_config cfg;
     dt_model *m = NULL;
-    if (dt_model_config_init(&cfg, name) || dt_model_create(&cfg, &m)) {
+    if (dt_model_config_default(&cfg, name) || dt_model_create(&cfg, &m)) {
         fprintf(stderr, "%s: %s\n", name, dt_last_error());
         return 1;
     }

@@ -1,4 +1,4 @@
-/* tools/bench/bench_data.c - test data for dtrain-bench.
+/* bench/dtrain-bench/bench_data.c - test data for dtrain-bench.
  *
  * Every element is a small integer derived from (seed, rank, global index) by
  * a hash, stored in the dtype. Ranges are chosen per dtype, op and group size

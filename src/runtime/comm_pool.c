@@ -1,4 +1,6 @@
-/* src/runtime/pool.c - rank_list parsing, validation and the sub-communicator
+/* src/runtime/comm_pool.c - the communicator pool (the cache of rank_list
+ * sub-communicators, not to be confused with src/nn/pool.c, the pooling
+ * layers): rank_list parsing, validation and the sub-communicator
  * pool (created on first use, cached by canonical rank_list, released by
  * dt_comm_release). Creation and release are checked operations on the world
  * (they take its next sequence number and meet its collectives' fingerprint
@@ -29,7 +31,7 @@ int dt_comm_pool_size(void) {
     return n;
 }
 
-void dt_pool_clear(void) {
+void dt_comm_pool_clear(void) {
     g_next_cid = 0;
     while (g_pool) {
         dt_comm *c = g_pool;

@@ -1,4 +1,4 @@
-/* tools/bench/core_probe.c - dtrain-core-probe: the round trip of one cache
+/* bench/programs/core_probe.c - dtrain-core-probe: the round trip of one cache
  * line between two CPUs, to tell which state a shared VM is in while the
  * benchmarks run.
  *

@@ -1,6 +1,6 @@
-/* bench/c_allreduce_small.c - the C side of bench/py_overhead.py: the median
- * time of one small float32 dt_allreduce (and of MPI_Allreduce on the same
- * buffers), measured call by call on every rank, reported by rank 0.
+/* bench/programs/c_allreduce_small.c - the C side of bench/py_overhead.py:
+ * the median time of one small float32 dt_allreduce (and of MPI_Allreduce on
+ * the same buffers), measured call by call on every rank, reported by rank 0.
  *
  *   mpirun -np 2 build/bin/c_allreduce_small [--bytes 4096] [--iters 20000]
  *                                           [--warmup 1000] [--rounds 5] [--block 50]

@@ -1,4 +1,4 @@
-/* tools/bench/bench.h - internal to dtrain-bench: the collectives it measures,
+/* bench/dtrain-bench/bench.h - internal to dtrain-bench: the collectives it measures,
  * their buffer layouts, data generation/validation and the calls themselves.
  *
  *   bench_data.c  value generator, expected results, fill / check helpers

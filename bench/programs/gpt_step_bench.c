@@ -1,4 +1,4 @@
-/* tests/nn/gpt_step_bench.c - single-process training step time of a gpt
+/* bench/programs/gpt_step_bench.c - single-process training step time of a gpt
  * preset (forward + backward + AdamW + zero_grad), and the sgemm rate of
  * this core measured in the same run, so that the model's FLOP rate
  * (6P + 12*L*T*D FLOPs per token, forward + backward) can be given as a
@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
     const int recompute = argc > 4 ? atoi(argv[4]) : 0;
     dt_model_config cfg;
     dt_model *m = NULL;
-    if (dt_model_config_init(&cfg, preset) || (cfg.recompute = recompute, 0) ||
+    if (dt_model_config_default(&cfg, preset) || (cfg.recompute = recompute, 0) ||
         dt_model_create(&cfg, &m)) {
         fprintf(stderr, "%s: %s\n", preset, dt_last_error());
         return 1;
@@ -144,7 +144,7 @@ int main(int argc, char **argv) {
            sg, n, 4 * C, C, C, g1, g2, g3, 100.0 * flops / tt[h] / 1e9 / sg);
     printf("  activation memory: %.1f MiB (recompute off), %.1f MiB (on)\n",
            (double)act0 / 1048576.0, (double)act1 / 1048576.0);
-    dt_optim_destroy(opt);
+    dt_optim_free(opt);
     dt_model_free(m);
     free(x);
     free(y);

@@ -1,20 +1,21 @@
-/* bench_check: cost of the collective fingerprint check, measured with raw
- * MPI_Allreduce, dt_allreduce with the check on and dt_allreduce with the check
- * off interleaved round by round in ONE job (so that load from other
- * processes hits the three alike), f32 sum, out-of-place.
+/* bench/programs/bench_check.c - fault_bench_check: cost of the collective
+ * fingerprint check, measured with raw MPI_Allreduce, dt_allreduce with the
+ * check on and dt_allreduce with the check off interleaved round by round in
+ * ONE job (so that load from other processes hits the three alike), f32 sum,
+ * out-of-place.
  *   mpirun -np 2 build/tests/fault_bench_check [ROUNDS] [MIN_BYTES] [MAX_BYTES]
  * Per size: the best (lowest) time of each variant over the rounds (per
  * round: max over ranks of the per-iteration mean), and the ratios
  * MPI/on (= busbw on / busbw MPI) and off/on; "sep" is the check on with the
  * inline (piggy-back) path disabled: a separate header exchange, then the
- * native allreduce. Not a ctest test. */
+ * native allreduce. A benchmark: tests/bench only runs it briefly. */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "comm/comm_internal.h"
 #include "dtrain/dtrain.h"
+#include "transport/settings.h" /* dt_rel_set_for_testing: the check on/off at run time */
 
 static int cmpd(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

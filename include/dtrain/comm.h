@@ -101,8 +101,15 @@ int dt_comm_info_get(const dt_comm *comm, dt_comm_info *info);
 /* Single attributes; a negative dt_status if comm is NULL. */
 int dt_comm_rank(const dt_comm *comm);
 int dt_comm_size(const dt_comm *comm);
-/* The transport: "void" or "mpi" (later "nccl"); "?" for NULL. */
+/* The transport of host memory: "void" or "mpi"; "?" for NULL. */
 const char *dt_comm_backend(const dt_comm *comm);
+/* The path device-memory collectives take on comm (coll.h, "Device memory"):
+ * "nccl" (comm has an NCCL communicator), "staged" (through pinned host
+ * memory and the host transport), "local" (a group of one rank without an
+ * NCCL communicator: copies on the stream), or "none" (this process has no
+ * CUDA device, or the build no CUDA: every buffer is host memory); "?" for
+ * NULL. */
+const char *dt_comm_device_path(const dt_comm *comm);
 
 /* Index in comm of the process with world rank `world_rank`, or a negative
  * dt_status (DT_ERR_INVALID, message set) if that process is not in comm. */

@@ -226,10 +226,39 @@ static void *reaper(void *arg) {
     return NULL;
 }
 
+/* ---- device transports (nccl): polled by the thread, told of an abort ---------- */
+
+static _Atomic(dt_wd_dev_poll_fn) g_dev_poll;
+static _Atomic(dt_wd_dev_abort_fn) g_dev_abort;
+
+void dt_wd_set_device_hooks(dt_wd_dev_poll_fn poll_fn, dt_wd_dev_abort_fn abort_fn) {
+    atomic_store(&g_dev_poll, poll_fn);
+    atomic_store(&g_dev_abort, abort_fn);
+}
+
+static void abort_job(int wait_ms);
+
+/* The device transport's asynchronous errors (a peer lost, a network
+ * failure): one line, then the job ends as for a lost rank. */
+static void device_poll(void) {
+    dt_wd_dev_poll_fn f = atomic_load(&g_dev_poll);
+    char msg[512];
+    if (!f || f(msg, sizeof msg) == DT_OK) return;
+    char line[768];
+    int k = snprintf(line, sizeof line, "dtrain: rank %d (host %s): %s. Aborting the job (exit code %d)\n",
+                     g_world_rank, g_host, msg, DT_ABORT_EXIT_CODE);
+    rbuf b = {line, k > 0 ? (size_t)k < sizeof line ? (size_t)k : sizeof line - 1 : 0, sizeof line};
+    rb_write(&b);
+    abort_job(0);
+}
+
 /* Ends the job through the bootstrap, with an _exit 10 s later should that
- * not end this process. */
+ * not end this process. The device transport aborts its communicators first
+ * (operations in flight on the GPU stop). */
 static void abort_job(int wait_ms) {
     if (wait_ms > 0) sleep_ms(wait_ms); /* give the reporting rank's abort time to end the job */
+    dt_wd_dev_abort_fn ab = atomic_load(&g_dev_abort);
+    if (ab) ab();
     pthread_attr_t a;
     pthread_t t;
     if (pthread_attr_init(&a) == 0) {
@@ -438,6 +467,7 @@ static void *wd_main(void *arg) {
         for (int i = 0; i < g_npeers; i++)
             if (g_peers[i].mode == 2 && !g_peers[i].done && !pid_alive(LD(g_seg->slots[g_peers[i].slot].pid)))
                 peer_gone(&g_peers[i], now);
+        device_poll();
         snap me;
         read_slot(g_me, &me);
         to = atomic_load(&g_timeout_ns);

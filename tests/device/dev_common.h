@@ -142,4 +142,93 @@ static inline void dev_suite(tcomm *tc, int nc, const dev_alloc *a, const dt_col
     }
 }
 
+/* allreduce_list, allgather_list, reduce_scatter_fused over tensors in one
+ * device buffer (back to back, as DDP buckets) and scattered ones, mixed
+ * dtypes; reduce_scatter_per_rank contiguous, in place and scattered. */
+static inline void dev_lists(const tcomm *t, const dev_alloc *a, const dt_coll_opts *o) {
+    enum { NT = 5 };
+    static const dt_dtype dts[NT] = {DT_F32, DT_F32, DT_I32, DT_F16, DT_F32};
+    static const size_t cnt[NT] = {7, 0, 33, 5, 100};
+    size_t n = (size_t)t->n, g = (size_t)t->grank;
+    for (int which = 0; which < 3; which++)
+        for (int packed = 0; packed < 2; packed++) {
+            dt_tensor in[NT], out[NT];
+            char *hin[NT], *hout[NT], *din[NT], *dout[NT];
+            char *pool_in = NULL, *pool_out = NULL;
+            size_t off_in = 0, off_out = 0, need_in = 0, need_out = 0;
+            for (int i = 0; i < NT; i++) {
+                size_t es = dt_dtype_size(dts[i]);
+                need_in += (which == 2 ? n : 1) * cnt[i] * es;
+                need_out += (which == 1 ? n : 1) * cnt[i] * es;
+            }
+            if (packed) { pool_in = a->alloc(need_in); pool_out = a->alloc(need_out); }
+            for (int i = 0; i < NT; i++) {
+                size_t es = dt_dtype_size(dts[i]);
+                size_t ic = (which == 2 ? n : 1) * cnt[i], oc = (which == 1 ? n : 1) * cnt[i];
+                hin[i] = calloc(ic * es + 1, 1);
+                hout[i] = calloc(oc * es + 1, 1);
+                dt_op op = which == 1 ? DT_SUM : DT_MAX;
+                gen_buf(dts[i], which == 1 ? GEN_RAW : gen_for(op), ME, 0, ic, (uint64_t)(i + 1) * 77, hin[i]);
+                din[i] = packed ? pool_in + off_in : a->alloc(ic * es);
+                dout[i] = packed ? pool_out + off_out : a->alloc(oc * es);
+                off_in += ic * es;
+                off_out += oc * es;
+                a->h2d(din[i], hin[i], ic * es);
+                in[i] = (dt_tensor){din[i], ic, dts[i]};
+                out[i] = (dt_tensor){dout[i], oc, dts[i]};
+            }
+            int rc = which == 0 ? dt_allreduce_list_ex(in, out, NT, DT_MAX, t->comm, o, NULL)
+                   : which == 1 ? dt_allgather_list_ex(in, out, NT, t->comm, o, NULL)
+                                : dt_reduce_scatter_fused_ex(in, out, NT, DT_MAX, t->comm, o, NULL);
+            CHECK(rc == DT_OK, "list %d packed %d on %s: %s", which, packed, t->name, dt_last_error());
+            for (int i = 0; rc == DT_OK && i < NT; i++) {
+                size_t es = dt_dtype_size(dts[i]), c = cnt[i];
+                size_t oc = (which == 1 ? n : 1) * c;
+                char *want = malloc(oc * es + 1), what[160];
+                if (which == 1)
+                    for (size_t k = 0; k < n; k++)
+                        gen_buf(dts[i], GEN_RAW, t->mem[k], 0, c, (uint64_t)(i + 1) * 77, want + k * c * es);
+                else
+                    expect_reduce(dts[i], DT_MAX, t, which == 2 ? g * c : 0, c, (uint64_t)(i + 1) * 77, want);
+                snprintf(what, sizeof what, "list %d packed %d on %.60s tensor %d", which, packed, t->name, i);
+                a->d2h(hout[i], dout[i], oc * es);
+                same_elems(what, dts[i], hout[i], want, oc);
+                free(want);
+            }
+            for (int i = 0; i < NT; i++) {
+                free(hin[i]);
+                free(hout[i]);
+                if (!packed) { a->release(din[i]); a->release(dout[i]); }
+            }
+            if (packed) { a->release(pool_in); a->release(pool_out); }
+        }
+    /* one tensor per rank: back to back, in place, scattered */
+    for (int mode = 0; mode < 3; mode++) {
+        size_t c = 9, es = 4;
+        char *block = a->alloc(n * c * es), *host = malloc(c * es);
+        dt_tensor in[64], out;
+        for (size_t k = 0; k < n; k++) {
+            char *p = mode == 2 ? a->alloc(c * es) : block + k * c * es;
+            gen_buf(DT_F32, GEN_SUM, ME, k * c, c, 501, host);
+            a->h2d(p, host, c * es);
+            in[k] = (dt_tensor){p, c, DT_F32};
+        }
+        char *res = mode == 1 ? in[g].data : a->alloc(c * es);
+        out = (dt_tensor){res, c, DT_F32};
+        int rc = dt_reduce_scatter_per_rank_ex(in, (int)n, &out, DT_SUM, t->comm, o, NULL);
+        CHECK(rc == DT_OK, "per_rank mode %d on %s: %s", mode, t->name, dt_last_error());
+        float want[9];
+        expect_reduce(DT_F32, DT_SUM, t, g * c, c, 501, want);
+        char what[96];
+        snprintf(what, sizeof what, "per_rank mode %d on %.60s", mode, t->name);
+        a->d2h(host, res, c * es);
+        if (rc == DT_OK) same_elems(what, DT_F32, host, want, c);
+        if (mode == 2) for (size_t k = 0; k < n; k++) a->release(in[k].data);
+        if (mode != 1) a->release(res);
+        a->release(block);
+        free(host);
+    }
+}
+
+
 #endif

@@ -9,8 +9,9 @@
  *     plus MASTER_ADDR/MASTER_PORT or DTRAIN_BOOTSTRAP_ADDR=host:port): the
  *     "tcp" bootstrap, a TCP rendezvous through rank 0 that needs no MPI. The
  *     world then has all its attributes and rank_list groups, on the "void"
- *     transport: collectives between processes return DT_ERR_UNSUPPORTED
- *     (host-memory collectives between processes need the mpi transport);
+ *     transport: host-memory collectives between processes return
+ *     DT_ERR_UNSUPPORTED (they need the mpi transport); device memory moves
+ *     over NCCL when every rank has a GPU of its own (coll.h, "Device memory");
  *   - no launcher: standalone, a world of 1 on the "void" transport.
  * DTRAIN_BOOTSTRAP=auto|mpi|tcp|none and DTRAIN_BACKEND=auto|mpi|void (default
  * auto) override the detection; DTRAIN_BACKEND=mpi implies the mpi bootstrap,
@@ -77,7 +78,15 @@ typedef struct dt_comm_info {
  * (2 x 2 MiB + 64 bytes per rank; Open MPI maps it from a /dev/shm file it
  * unlinks as soon as every rank has mapped it, so nothing is left behind);
  * so does every sub-communicator whose members share one host (communicators
- * with the same members share one window). */
+ * with the same members share one window).
+ * CUDA builds: dt_init also decides, for the whole job, the path of device
+ * memory (coll.h, "Device memory"; DTRAIN_DEVICE_PATH=auto|nccl|staged, a
+ * malformed value DT_ERR_INVALID): when every rank has a CUDA device of its
+ * own it creates the world's NCCL communicator on the CURRENT device (call
+ * cudaSetDevice first) with ncclCommInitRank, the unique id sent over the
+ * bootstrap; sub-communicators get theirs from ncclCommSplit. With
+ * DTRAIN_DEVICE_PATH=nccl it fails (DT_ERR_UNSUPPORTED, or DT_ERR_BACKEND with
+ * NCCL's message, on every rank) when NCCL cannot serve the job. */
 int dt_init(void);
 
 /* Stop the runtime: waits for outstanding asynchronous work, frees every

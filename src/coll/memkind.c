@@ -19,7 +19,8 @@ static const char *arg_name(char *buf, size_t cap, const dt_region *r) {
 }
 
 static const char *kind_name(char *buf, size_t cap, int is_dev, int dev) {
-    if (is_dev) snprintf(buf, cap, "device memory (device %d)", dev);
+    if (is_dev && dev < 0) snprintf(buf, cap, "device memory (managed)");
+    else if (is_dev) snprintf(buf, cap, "device memory (device %d)", dev);
     else snprintf(buf, cap, "host memory");
     return buf;
 }
@@ -76,7 +77,7 @@ int dt_coll_classify(const char *fn, dt_coll_desc *d, const dt_coll_opts *opts) 
             int cdev = c->dev->device(c);
             for (int i = 0; i < n && rc == DT_OK; i++) {
                 int dev;
-                if (dt_dev_is_device(r[i].p, &dev) == 1 && dev != cdev) {
+                if (dt_dev_is_device(r[i].p, &dev) == 1 && dev >= 0 && dev != cdev) {
                     char a[48];
                     rc = dt_error(DT_ERR_INVALID, fn, "%s is on device %d, but the communicator's %s communicator is on "
                                   "device %d (the current device at dt_init)", arg_name(a, sizeof a, &r[i]), dev,

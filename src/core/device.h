@@ -32,8 +32,9 @@ typedef struct dt_dev_ops {
      * "cudaGetDeviceCount: CUDA driver version is insufficient ...") in
      * why[cap]. Never fails otherwise. */
     int (*count)(int *n, char *why, size_t cap);
-    /* *is_dev = 1 and *dev = its device if p is device (or managed) memory;
-     * 0 and -1 for host memory, pinned host memory included. */
+    /* *is_dev = 1 and *dev = its device if p is device memory (managed
+     * memory: *dev -1, it belongs to no one device); 0 and -1 for host
+     * memory, pinned host memory included. */
     int (*classify)(const void *p, int *is_dev, int *dev);
     int (*get_device)(int *dev);
     int (*set_device)(int dev);

@@ -37,9 +37,11 @@ static int c_classify(const void *p, int *is_dev, int *dev) {
         if (e == cudaErrorInvalidValue) return DT_OK;
         return fail(e, "cudaPointerGetAttributes");
     }
-    if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) {
+    if (a.type == cudaMemoryTypeDevice) {
         *is_dev = 1;
         *dev = a.device;
+    } else if (a.type == cudaMemoryTypeManaged) { /* any device can use it */
+        *is_dev = 1;
     }
     return DT_OK;
 }

@@ -32,6 +32,9 @@ static int none_memcpy(void *d, const void *s, size_t n, void *st) { return none
 static int none_stream_sync(void *st) { return none_unsupported("cudaStreamSynchronize"); }
 static int none_stream_create(void **st) { return none_unsupported("cudaStreamCreate"); }
 static void none_stream_destroy(void *st) {}
+static int none_dev_alloc(size_t n, void **p) { *p = NULL; return none_unsupported("cudaMalloc"); }
+static void none_dev_free(void *p) {}
+static int none_memset(void *p, int v, size_t n, void *st) { return none_unsupported("cudaMemsetAsync"); }
 static int none_host_alloc(size_t n, void **p) { return none_unsupported("cudaHostAlloc"); }
 static void none_host_free(void *p) {}
 static int none_event_create(void **ev) { return none_unsupported("cudaEventCreate"); }
@@ -52,6 +55,9 @@ static const dt_dev_ops dev_none = {
     .stream_sync = none_stream_sync,
     .stream_create = none_stream_create,
     .stream_destroy = none_stream_destroy,
+    .dev_alloc = none_dev_alloc,
+    .dev_free = none_dev_free,
+    .memset_async = none_memset,
     .host_alloc = none_host_alloc,
     .host_free = none_host_free,
     .event_create = none_event_create,

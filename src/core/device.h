@@ -46,6 +46,12 @@ typedef struct dt_dev_ops {
     int (*stream_sync)(void *stream);
     int (*stream_create)(void **stream);
     void (*stream_destroy)(void *stream);
+    /* Device memory on the current device (cudaMalloc/cudaFree), for
+     * buffers a strategy keeps on the device (ZeRO's layer buffers). */
+    int (*dev_alloc)(size_t bytes, void **p);
+    void (*dev_free)(void *p);
+    /* bytes of device memory at p set to value, on stream. */
+    int (*memset_async)(void *p, int value, size_t bytes, void *stream);
     /* Pinned (page-locked) host memory, for staging copies. */
     int (*host_alloc)(size_t bytes, void **p);
     void (*host_free)(void *p);

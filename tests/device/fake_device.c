@@ -108,6 +108,17 @@ static int f_sync(void *st) {
 }
 static int f_screate(void **st) { *st = fake_dev_stream(15); return DT_OK; }
 static void f_sdestroy(void *st) {}
+static int f_dalloc(size_t n, void **p) {
+    *p = fake_dev_malloc(n, g_cur);
+    return *p ? DT_OK : DT_ERR(DT_ERR_NOMEM, "fake: no device memory");
+}
+static int f_memset(void *p, int v, size_t n, void *st) {
+    if (!stream_ok(st)) return DT_ERR(DT_ERR_BACKEND, "fake: %p is not a stream", st);
+    if (n && find(p) < 0) return DT_ERR(DT_ERR_BACKEND, "fake: memset of %p, not device memory", p);
+    g_st.copies++;
+    if (n) memset(p, v, n);
+    return DT_OK;
+}
 static int f_halloc(size_t n, void **p) {
     *p = malloc(n ? n : 1);
     return *p ? DT_OK : DT_ERR(DT_ERR_NOMEM, "fake: no pinned memory");
@@ -163,6 +174,9 @@ const dt_dev_ops fake_dev_ops = {
     .stream_sync = f_sync,
     .stream_create = f_screate,
     .stream_destroy = f_sdestroy,
+    .dev_alloc = f_dalloc,
+    .dev_free = fake_dev_free,
+    .memset_async = f_memset,
     .host_alloc = f_halloc,
     .host_free = f_hfree,
     .event_create = f_ecreate,

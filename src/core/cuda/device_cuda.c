@@ -84,6 +84,26 @@ static void c_stream_destroy(void *stream) {
     if (stream) cudaStreamDestroy((cudaStream_t)stream);
 }
 
+static int c_dev_alloc(size_t bytes, void **p) {
+    cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        *p = NULL;
+        return dt_error(e == cudaErrorMemoryAllocation ? DT_ERR_NOMEM : DT_ERR_BACKEND, "cudaMalloc",
+                        "%zu bytes of device memory: %s", bytes, cudaGetErrorString(e));
+    }
+    return DT_OK;
+}
+
+static void c_dev_free(void *p) {
+    if (p) cudaFree(p);
+}
+
+static int c_memset(void *p, int value, size_t bytes, void *stream) {
+    CU(cudaMemsetAsync(p, value, bytes, (cudaStream_t)stream), "cudaMemsetAsync");
+    return DT_OK;
+}
+
 static int c_host_alloc(size_t bytes, void **p) {
     cudaError_t e = cudaHostAlloc(p, bytes, cudaHostAllocPortable);
     if (e != cudaSuccess) {
@@ -141,6 +161,9 @@ const dt_dev_ops dt_dev_cuda = {
     .stream_sync = c_stream_sync,
     .stream_create = c_stream_create,
     .stream_destroy = c_stream_destroy,
+    .dev_alloc = c_dev_alloc,
+    .dev_free = c_dev_free,
+    .memset_async = c_memset,
     .host_alloc = c_host_alloc,
     .host_free = c_host_free,
     .event_create = c_event_create,

@@ -5,8 +5,11 @@
 #   1. records the machine (GPUs, driver, nvcc, NCCL, cores);
 #   2. finds MPI: the machine's, else Open MPI's Debian packages carried in
 #      .gpu-debs (tools/gpu/fetch_debs.sh, run before lending the tree),
-#      unpacked outside / (dpkg -x into /tmp/dtrain-ompi) and used through
+#      unpacked outside / (dpkg -x into /tmp/dtrain-carry) and used through
 #      OPAL_PREFIX; else none (then only the one-rank and tcp-bootstrap runs);
+#      likewise the build's libraries the machine lacks (jansson, zlib,
+#      OpenBLAS), and NCCL from python3's nvidia-nccl wheel when the CUDA
+#      toolkit has none;
 #   3. builds the CUDA variant with -Werror (DTRAIN_WITH_CUDA=ON);
 #   4. runs the GPU tests (ctest -L gpu, skips counted as failures) and the
 #      device-path tests that need no GPU (dev_*): every collective x dtype x
@@ -105,6 +108,71 @@ while off + 60 <= len(data):
 PYEOF
 }
 
+# Carried packages (tools/gpu/fetch_debs.sh) are unpacked in one place, P, and
+# each dependency is taken from the machine where it has it, else from P.
+P=/tmp/dtrain-carry
+CARRIED=0
+if ls "$DEBS"/*.deb >/dev/null 2>&1; then
+    rm -rf "$P" && mkdir -p "$P/lib"
+    for f in "$DEBS"/*.deb; do
+        if command -v dpkg >/dev/null 2>&1; then dpkg -x "$f" "$P" || fail "dpkg -x $f"
+        else unpack_deb "$f" "$P" || fail "unpacking $f"; fi
+    done
+    CARRIED=$(ls "$DEBS"/*.deb | wc -l)
+    # Open MPI's own libraries always; the others only where the machine lacks
+    # them (a newer one of the machine's is never shadowed)
+    have=$(ldconfig -p 2>/dev/null)
+    for f in "$P"/usr/lib/x86_64-linux-gnu/lib*.so.* "$P"/usr/lib/x86_64-linux-gnu/openblas-pthread/lib*.so.* \
+             "$P"/lib/x86_64-linux-gnu/lib*.so.*; do
+        [ -e "$f" ] || continue
+        n=$(basename "$f")
+        case $n in
+        libmpi*|libopen-pal*|libopen-rte*|libmca_common*|liboshmem*|libompitrace*) ln -sf "$f" "$P/lib/$n" ;;
+        *) printf '%s\n' "$have" | grep -q "^[[:space:]]*$n " || ln -sf "$f" "$P/lib/$n" ;;
+        esac
+    done
+    export LD_LIBRARY_PATH=$P/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    ls "$P/lib" > "$OUTDIR/carried_libs.txt"
+fi
+DEP_CMAKE=()
+DEPS_SAID=""
+# a build library: the machine's when it has the header, else the carried one
+carried_dep() { # name header-on-machine cmake-args...
+    local name=$1 hdr=$2; shift 2
+    if [ -e "$hdr" ]; then DEPS_SAID="$DEPS_SAID $name: the machine's;"; return; fi
+    if [ $CARRIED -eq 0 ]; then DEPS_SAID="$DEPS_SAID $name: MISSING (no .gpu-debs);"; return; fi
+    DEP_CMAKE+=("$@")
+    DEPS_SAID="$DEPS_SAID $name: carried;"
+}
+machine_lib() { ldconfig -p 2>/dev/null | awk -v n="$1" '$1 == n {print $NF; exit}'; }
+carried_dep jansson /usr/include/jansson.h \
+    -DJANSSON_INCLUDE_DIR=$P/usr/include -DJANSSON_LIBRARY=$P/usr/lib/x86_64-linux-gnu/libjansson.so.4
+ZLIB_SO=$(machine_lib libz.so.1); [ -n "$ZLIB_SO" ] || ZLIB_SO=$P/lib/x86_64-linux-gnu/libz.so.1
+carried_dep zlib /usr/include/zlib.h -DZLIB_INCLUDE_DIR=$P/usr/include -DZLIB_LIBRARY=$ZLIB_SO
+CBLAS_H=$(ls /usr/include/cblas.h /usr/include/*/cblas.h /usr/include/*/*/cblas.h 2>/dev/null | head -1)
+carried_dep openblas "${CBLAS_H:-/nonexistent}" \
+    -DBLAS_LIBRARIES=$P/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 \
+    -DCBLAS_INCLUDE_DIR=$P/usr/include/x86_64-linux-gnu/openblas-pthread
+# CUDA: /usr/local/cuda, else where nvcc is; NCCL: the toolkit's, else the
+# NCCL of the machine's Python (the nvidia-nccl wheel PyTorch brings)
+CUDA_ROOT=/usr/local/cuda
+[ -x $CUDA_ROOT/bin/nvcc ] || { n=$(command -v nvcc) && CUDA_ROOT=$(dirname "$(dirname "$n")"); }
+DEP_CMAKE+=(-DDTRAIN_CUDA_ROOT=$CUDA_ROOT)
+if [ -f $CUDA_ROOT/include/nccl.h ]; then
+    DEPS_SAID="$DEPS_SAID NCCL: $CUDA_ROOT's"
+else
+    nd=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
+    nl=$(ls "$nd"/lib/libnccl.so* 2>/dev/null | head -1)
+    if [ -n "$nd" ] && [ -f "$nd/include/nccl.h" ] && [ -n "$nl" ]; then
+        DEP_CMAKE+=(-DDTRAIN_NCCL_INCLUDE_DIR=$nd/include -DDTRAIN_NCCL_LIBRARY=$nl)
+        export LD_LIBRARY_PATH=$nd/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+        DEPS_SAID="$DEPS_SAID NCCL: Python's ($nd)"
+    else
+        DEPS_SAID="$DEPS_SAID NCCL: MISSING (neither $CUDA_ROOT/include/nccl.h nor python3's nvidia.nccl)"
+    fi
+fi
+say "libraries:$DEPS_SAID"
+
 MPI=none
 MPI_CMAKE=(-DDTRAIN_WITH_MPI=OFF)
 MPIRUN=""
@@ -112,30 +180,14 @@ if command -v mpicc >/dev/null 2>&1 && mpirun --version >/dev/null 2>&1; then
     MPI=system
     MPIRUN=$(command -v mpirun)
     MPI_CMAKE=(-DDTRAIN_WITH_MPI=ON)
-elif ls "$DEBS"/*.deb >/dev/null 2>&1; then
-    P=/tmp/dtrain-ompi
-    rm -rf "$P" && mkdir -p "$P/lib"
-    for f in "$DEBS"/*.deb; do
-        if command -v dpkg >/dev/null 2>&1; then dpkg -x "$f" "$P" || fail "dpkg -x $f"
-        else unpack_deb "$f" "$P" || fail "unpacking $f"; fi
-    done
-    # Open MPI's own libraries always; the others only where the machine lacks them
-    have=$(ldconfig -p 2>/dev/null)
-    for f in "$P"/usr/lib/x86_64-linux-gnu/lib*.so.*; do
-        n=$(basename "$f")
-        case $n in
-        libmpi*|libopen-pal*|libopen-rte*|libmca_common*|liboshmem*|libompitrace*) ln -sf "$f" "$P/lib/$n" ;;
-        *) printf '%s\n' "$have" | grep -q "^[[:space:]]*$n " || ln -sf "$f" "$P/lib/$n" ;;
-        esac
-    done
+elif [ -x "$P/usr/bin/mpirun.openmpi" ]; then
     export OPAL_PREFIX=$P/usr
     export PATH=$P/usr/bin:$PATH
-    export LD_LIBRARY_PATH=$P/lib:$P/usr/lib/x86_64-linux-gnu/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$P/usr/lib/x86_64-linux-gnu/openmpi/lib
     MPIRUN=$P/usr/bin/mpirun.openmpi
     if "$MPIRUN" --version >/dev/null 2>&1 && "$MPIRUN" -np 2 true >/dev/null 2>&1; then
         MPI=carried
         MPI_CMAKE=(-DDTRAIN_WITH_MPI=ON -DMPI_C_COMPILER=$P/usr/bin/mpicc.openmpi -DMPIEXEC_EXECUTABLE=$MPIRUN)
-        ls "$P/lib" > "$OUTDIR/mpi_libs.txt"
     else
         say "the carried Open MPI does not run here: $("$MPIRUN" --version 2>&1 | head -2 | tr '\n' ' ')"
         MPIRUN=""
@@ -143,7 +195,7 @@ elif ls "$DEBS"/*.deb >/dev/null 2>&1; then
 fi
 case $MPI in
 system) say "MPI: the machine's ($($MPIRUN --version 2>&1 | head -1))" ;;
-carried) say "MPI: Open MPI from $(ls "$DEBS"/*.deb | wc -l) carried Debian packages, unpacked in /tmp/dtrain-ompi ($("$MPIRUN" --version 2>&1 | head -1))" ;;
+carried) say "MPI: Open MPI from the carried Debian packages ($CARRIED, unpacked in $P) ($("$MPIRUN" --version 2>&1 | head -1))" ;;
 *) say "MPI: none (no mpirun, no usable .gpu-debs): the runs of several processes sharing a GPU (staged over MPI) cannot run"
    [ $ALLOW_SKIP -eq 1 ] || fail "no MPI: run tools/gpu/fetch_debs.sh before lending the tree, and carry .gpu-debs" ;;
 esac
@@ -151,7 +203,7 @@ esac
 # ---- 3. build ------------------------------------------------------------------------------
 if [ $DO_BUILD -eq 1 ]; then
     t0=$SECONDS
-    { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DDTRAIN_WITH_CUDA=ON -DDTRAIN_WERROR=ON "${MPI_CMAKE[@]}" &&
+    { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DDTRAIN_WITH_CUDA=ON -DDTRAIN_WERROR=ON "${MPI_CMAKE[@]}" "${DEP_CMAKE[@]}" &&
       cmake --build "$BUILD" -j "$JOBS"; } > "$OUTDIR/build.log" 2>&1
     rc=$?
     if [ $rc -ne 0 ]; then

@@ -58,14 +58,16 @@
  * DIR.tmp / DIR.old by rename; for a crash of theirs, a load of a DIR that is
  * missing or has no manifest.json uses DIR.old/manifest.json if that exists.
  *
- * Loading: dt_ckpt_load_manifest validates the manifest (format, version,
- * every field, ranges inside the vectors, byte sizes consistent with the
- * ranges). Rank files are verified lazily: the first dt_ckpt_read_range that
+ * Loading: dt_ckpt_load_manifest validates the manifest (strict JSON: valid
+ * UTF-8, no duplicate keys, nesting at most 64 deep, integers up to 2^63-1;
+ * format, version, every field, ranges inside the vectors, byte sizes
+ * consistent with the ranges). Rank files are verified lazily: the first dt_ckpt_read_range that
  * needs a rank file checks its size, magic, version, rank, ranges and CRC32
  * (a full read) and caches the success in the manifest object.
  *
  * Errors name the file: missing directory / manifest / rank file, truncated
- * rank file, checksum mismatch, bad magic, manifest JSON syntax: DT_ERR_IO;
+ * rank file, checksum mismatch, bad magic, manifest JSON syntax (with its
+ * line, column and byte): DT_ERR_IO;
  * unsupported format version ("format version 3 not supported (this build
  * reads 1 and 2)"): DT_ERR_UNSUPPORTED; a requested range not covered by the
  * rank files, or rank files that disagree with the manifest: DT_ERR_MISMATCH;
@@ -147,7 +149,9 @@ typedef struct dt_ckpt_manifest {
     int world_size;           /* 1..DT_CKPT_MAX_WORLD: ranks at save time */
     int zero_level;           /* 0..3 */
     uint64_t num_params;
-    uint64_t num_buffers;
+    uint64_t num_buffers;     /* generation .. num_buffers: at most 2^63-1 (INT64_MAX),
+                               * the largest integer JSON readers take back; a larger
+                               * one is refused with DT_ERR_INVALID on writing */
     int nvectors;
     const dt_ckpt_vector *vectors;
     int nranks;

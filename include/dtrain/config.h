@@ -41,14 +41,19 @@ void dt_config_default(dt_config *cfg);
 int dt_config_set(dt_config *cfg, const char *key, const char *value);
 /* Apply every DTRAIN_<KEY> variable present in the environment. */
 int dt_config_from_env(dt_config *cfg);
-/* Apply a JSON object {"key": value, ...} (flat; numbers, booleans, strings). */
+/* Apply a JSON object {"key": value, ...}: flat; each value a number, boolean
+ * or string, taken as dt_config_set takes text ("zero_opt_level": "2" works).
+ * Strict JSON (jansson): duplicate keys are refused, a syntax error names its
+ * line and column; the first bad key or value (document order) is reported. */
 int dt_config_parse_json(dt_config *cfg, const char *text);
 /* Apply a JSON file; DT_ERR_IO naming the file if it cannot be read, is
  * larger than 8191 bytes, or is not a regular file (a directory, a FIFO or a
  * device is refused at once, never waited on). */
 int dt_config_load(dt_config *cfg, const char *path);
 /* Write cfg as one JSON object into buf (always NUL-terminated); returns the
- * length needed (excluding NUL), like snprintf, or a negative status. */
+ * length needed (excluding NUL), like snprintf, or a negative status. One
+ * line, keys in the order above, ", " and ": " separators; integral numbers
+ * without a fraction ("bucket_size_mb": 25), others with 17 digits. */
 int dt_config_dumps(const dt_config *cfg, char *buf, size_t cap);
 int dt_config_save(const dt_config *cfg, const char *path);
 /* 1 if `key` is a config key. */

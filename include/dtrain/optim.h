@@ -138,6 +138,30 @@ int dt_optim_step_range(dt_optim *opt, float *params, const float *grads, float 
 /* Advance the step counter after the dt_optim_step_range calls of one step. */
 int dt_optim_step_finish(dt_optim *opt);
 
+/* ---- parameter groups without weight decay ------------------------------
+ * PyTorch trains GPTs with two parameter groups (nanoGPT's
+ * configure_optimizers): weight_decay on the matrices, 0 on biases and
+ * LayerNorm parameters. An instance gets the second group as a list of
+ * element ranges: their elements are updated exactly as by a param group with
+ * weight_decay = 0 (SGD/Adam: no L2 term; AdamW: no decoupled decay, the
+ * parameter is multiplied by nothing), every other element with the config's
+ * weight_decay. A range is a GLOBAL range [offset, offset + count) of the flat
+ * vector; `base` is the global index of the instance's element 0 (a ZeRO
+ * shard's first element, 0 for a whole model): the instance keeps the parts
+ * that fall inside [base, base + n) and ignores the rest, so every shard is
+ * given the same list. Ranges may come in any order and may touch; they must
+ * not overlap. Replaces any earlier list; nranges 0 clears it. Errors
+ * (DT_ERR_INVALID, the list unchanged): NULL opt, NULL ranges with nranges >
+ * 0, nranges < 0, overlapping ranges, an offset + count that overflows;
+ * DT_ERR_NOMEM. */
+typedef struct dt_optim_range {
+    size_t offset;
+    size_t count;
+} dt_optim_range;
+int dt_optim_set_no_decay(dt_optim *opt, size_t base, const dt_optim_range *ranges, int nranges);
+/* Elements of the instance without weight decay (0 for NULL). */
+size_t dt_optim_no_decay_count(const dt_optim *opt);
+
 /* Zero all state buffers and the step counter (the config is kept). */
 int dt_optim_reset(dt_optim *opt);
 

@@ -16,7 +16,8 @@
  * data_offsets [x, x]).
  *
  * The reader is strict: the JSON syntax (RFC 8259, valid UTF-8, no duplicate
- * keys), every field, the dtype names, element count x dtype size == byte
+ * keys, no NUL in names, nesting at most 64 deep, integers up to 2^63-1; a
+ * syntax error is reported with its line, column and byte), every field, the dtype names, element count x dtype size == byte
  * length, and the offsets are checked: sorted by offset, the tensors must tile
  * the data section exactly (contiguous, no overlap, no gap) and the data
  * section must end exactly at the end of the file. The header length must be
@@ -65,7 +66,8 @@ uint64_t dt_st_nbytes(const dt_st_info *info);
  * offsets (tensors laid out in the given order, no padding between them),
  * creates "<path>.tmp.<pid>" and writes the 8-byte length and the header
  * (padded with spaces to a multiple of 8). metadata_json is NULL or a JSON
- * object text of string -> string pairs, stored as "__metadata__".
+ * object text of string -> string pairs, stored as "__metadata__". The data
+ * section may hold at most 2^63-1 bytes (offsets are JSON integers).
  *
  * dt_st_writer_write(w, i, data) writes tensor i's dt_st_nbytes bytes at its
  * offset (pwrite): tensors may be written in ANY order, each exactly once

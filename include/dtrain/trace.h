@@ -1,7 +1,9 @@
 /* dtrain/trace.h - timeline in Chrome trace event format (JSON), one file per
  * rank, viewable in Perfetto (ui.perfetto.dev) or chrome://tracing.
  * Events are "complete" events (ph "X") with microsecond timestamps of a
- * monotonic clock; pid = world rank, tid = a lane (0 compute, 1 communication).
+ * monotonic clock (to the nanosecond); pid = world rank, tid = a lane (0
+ * compute, 1 communication). One event per line; names are written as given
+ * (JSON-escaped; a name is kept to 47 bytes).
  * Tracing is off until dt_trace_open; every call is cheap when off. */
 #ifndef DTRAIN_TRACE_H
 #define DTRAIN_TRACE_H

@@ -1,18 +1,26 @@
-/* dtrain/train.h - the trainer: Fashion-MNIST training of a dtrain model,
- * single process or data parallel over a communicator (what dtrain-train runs;
- * usable from any C program and from Python through ctypes).
+/* dtrain/train.h - the trainer: a dtrain model trained on its family's data
+ * (classifiers on Fashion-MNIST, the gpt on byte-level text), single process
+ * or data parallel over a communicator (what dtrain-train runs; usable from
+ * any C program and from Python through ctypes).
+ *
+ * The trainer asks the model for its io description (dtrain/model.h) and its
+ * family's data source for batches (src/train/source.h), and drives one
+ * parallel strategy (src/parallel/strategy.h: none, ddp, zero1-3, chosen
+ * from the dist config).
  *
  * Data parallelism (cfg.dist.enable_data_parallel, the default): every rank
  * builds the same model, parameters and batch-norm buffers are broadcast from
- * rank 0, each rank trains on its part of every epoch (distributed sampler:
- * a permutation seeded by (seed, epoch), identical on all ranks, split into N
- * strided parts, padded by wrapping unless drop_last), gradients are averaged
- * in buckets overlapped with backward (dtrain/ddp.h), and (with overlap on and
- * no gradient clipping) the optimizer steps each bucket's parameters as soon
- * as that bucket is reduced (dt_ddp_finish_each + dt_optim_step_range: the
- * same values as one step over all parameters). batch_size is PER RANK:
- * the global batch is batch_size x N (x accum_steps). Metrics printed by rank 0
- * are reduced over all ranks; the test set is split across ranks.
+ * rank 0, each rank trains on its part of every global batch (images: the
+ * distributed sampler, a permutation seeded by (seed, epoch), identical on all
+ * ranks, split into N strided parts, padded by wrapping unless drop_last;
+ * text: the global micro-batch of B x N windows cut into N contiguous parts,
+ * dtrain/text.h), gradients are averaged in buckets overlapped with backward
+ * (dtrain/ddp.h), and (with overlap on and no gradient clipping) the
+ * optimizer steps each bucket's parameters as soon as that bucket is reduced
+ * (dt_ddp_finish_each + dt_optim_step_range: the same values as one step over
+ * all parameters). batch_size is PER RANK: the global batch is batch_size x N
+ * (x accum_steps). Metrics printed by rank 0 are reduced over all ranks; the
+ * evaluation set is split across ranks.
  */
 #ifndef DTRAIN_TRAIN_H
 #define DTRAIN_TRAIN_H
@@ -28,9 +36,17 @@ extern "C" {
 #endif
 
 typedef struct dt_train_options {
-    char model[16];          /* "mlp" | "lenet" | "cnn" (default lenet) */
+    char model[16];          /* "mlp" | "lenet" | "cnn" | "gpt" (default lenet) */
     int hidden1, hidden2;    /* model sizes, 0 = the model's default */
     float dropout;           /* cnn dropout; < 0 = default */
+    /* gpt (--model gpt): sizes from a preset, each overridable */
+    char preset[16];         /* "gpt-test" | "gpt-demo" | "gpt2-124m"; "" = gpt-demo's sizes */
+    int n_layer, n_head, n_embd, block_size; /* 0 = the preset's (vocabulary: 256 bytes) */
+    int recompute;           /* activation recomputation (gpt), default 0 */
+    char sample_prompt[256]; /* gpt: the end-of-run sample continues this (default "The ") */
+    double sample_temperature; /* default 0.8 (0 = greedy) */
+    int sample_length;       /* bytes sampled at the end (gpt; default 200, 0 = none) */
+    long eval_every;         /* also evaluate every K optimizer steps (0 = only after each epoch) */
     int epochs;              /* default 10 */
     int batch_size;          /* per rank, default 64 */
     double lr;               /* default 0.01 for sgd, 1e-3 for adam/adamw (if 0) */
@@ -42,9 +58,11 @@ typedef struct dt_train_options {
     long warmup_steps;       /* default 0 */
     double min_lr;           /* cosine floor, default 0 */
     uint64_t seed;           /* default 0 */
-    char data_dir[256];      /* default /usr/share/datasets/fashion-mnist */
-    long train_limit;        /* use the first N training samples (0 = all) */
-    long test_limit;         /* use the first N test samples (0 = all) */
+    char data_dir[256];      /* "" (default) = the family's data: /usr/share/datasets/fashion-mnist
+                              * (classifiers), /usr/share/games/fortunes (gpt: a file or directory) */
+    long train_limit;        /* use the first N training samples (0 = all); gpt: N windows per epoch */
+    long test_limit;         /* use the first N test samples (0 = all); gpt: N validation windows
+                              * spread evenly over the validation split */
     long max_steps;          /* stop after N optimizer steps (0 = no limit) */
     int accum_steps;         /* micro-batches per optimizer step (no_sync), default 1 */
     double clip_grad_norm;   /* clip the global gradient L2 norm to this (0 = off) */
@@ -82,6 +100,10 @@ typedef struct dt_train_result {
     double grad_norm;        /* global gradient norm of the last step (before clipping);
                               * computed only when clipping or on the last planned
                               * step (-1 if the run stopped before it) */
+    double test_loss;        /* loss of the last evaluation (gpt: validation loss per
+                              * token = per byte, nats); NaN if none */
+    double tokens_per_s;     /* global training throughput of the last epoch in
+                              * positions (gpt: tokens; classifiers: = samples_per_s) */
 } dt_train_result;
 
 typedef struct dt_trainer dt_trainer;
@@ -93,10 +115,13 @@ void dt_train_options_default(dt_train_options *o);
  * stdout), or DT_ERR_INVALID naming the flag and value. Flags that contradict
  * each other or would have no effect are refused too: --momentum or
  * --nesterov with adam/adamw, --nesterov 1 with momentum 0, sync_bn with a
- * model without batch norm (mlp), zero_opt_level > 0 with
- * enable_data_parallel off, --dropout with mlp/lenet, --hidden1/2 with lenet,
- * --min-lr without --schedule cosine, --checkpoint-every without
- * --checkpoint-dir. The precedence of the
+ * model without batch norm (mlp, gpt), zero_opt_level > 0 with
+ * enable_data_parallel off, --dropout with mlp/lenet/gpt, --hidden1/2 with
+ * lenet/gpt, --min-lr without --schedule cosine, --checkpoint-every without
+ * --checkpoint-dir, the gpt flags (--preset, --n-layer, --n-head, --n-embd,
+ * --block-size, --recompute, --sample-*) with a classifier, --shuffle /
+ * --drop-last with gpt, and gpt sizes whose n_embd (the flag's or the
+ * preset's) is not divisible by n_head. The precedence of the
  * dist config: defaults < --config FILE < DTRAIN_* environment < flags. */
 int dt_train_parse_args(dt_train_options *o, int argc, char **argv);
 /* Usage text. */
@@ -119,7 +144,9 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out);
  * itself is never stopped by a failed metrics write (reported once on stderr
  * when it happens). */
 int dt_trainer_fit(dt_trainer *t, dt_train_result *res);
-/* Evaluate on the test set split across ranks: accuracy in [0,1]. */
+/* Evaluate on the evaluation set (classifiers: the test set; gpt: the
+ * validation windows) split across ranks: accuracy in [0,1] (gpt: of the
+ * next-byte predictions) and the mean loss per prediction (gpt: per token). */
 int dt_trainer_evaluate(dt_trainer *t, double *acc, double *loss);
 dt_model *dt_trainer_model(dt_trainer *t);
 /* Copy the full parameter vector into dst (num_params floats) on the rank with
@@ -130,6 +157,14 @@ int dt_trainer_gather_params(dt_trainer *t, float *dst, int root);
  * end of dt_trainer_create ("start") and of dt_trainer_fit ("end"). */
 void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when);
 void dt_trainer_free(dt_trainer *t);
+/* 1 when the last dt_trainer_create on this thread failed because the input
+ * does not fit the flags: a model size that cannot be built, a data set that
+ * cannot feed the model (an empty or too short text corpus, a block size
+ * larger than a split, an epoch shorter than --accum-steps batches), a
+ * checkpoint written for another model or size (--resume). dtrain-train
+ * exits 2 for these, as for a bad flag; nothing was written (the output
+ * paths are opened last). 0 otherwise. */
+int dt_trainer_usage_error(void);
 
 /* Consolidated model: parameters and batch-norm buffers by state_dict name in
  * the safetensors format, written by the rank with world rank 0 (ZeRO-3:

@@ -24,6 +24,20 @@
  * one reduce (gradients) per owner piece: a variable-size reduce-scatter /
  * allgather expressed with the existing collectives.
  *
+ * SHARED SEGMENTS (a model's tied parameters, dtrain/model.h's SHARED
+ * PARAMETERS: gpt's lm_head computes with segment 0's wte). cfg.seg_owner
+ * names, for every segment, the segment whose parameters it computes with
+ * (itself, or another one: then its own count is 0). The hooks of such a user
+ * hand out the OWNER's parameters and gradients: point the owner there. A
+ * segment with users other than itself ("shared") gets buffers of its own:
+ * stage 3 gathers its parameters at its first user of a pass (forward:
+ * lowest index; backward: highest) into a dedicated buffer kept until its
+ * last user of that pass is done (FSDP's treatment of root parameters; two
+ * gathers per step as for any segment, never prefetched); stages 2 and 3
+ * hand out one dedicated gradient buffer, zeroed at its first backward user
+ * and accumulated into by every user until grad_ready(owner), which reduces
+ * it. Stage 1 needs nothing (the full buffers are there).
+ *
  * Use: create; per micro-step begin_step -> for each layer the hooks
  * (pre_forward / post_forward, then in reverse pre_backward / grad_ready /
  * post_backward), pointing the layer's parameters/gradients where the hooks
@@ -78,12 +92,17 @@ typedef struct dt_zero_config {
                                 * DT_MEM_HOST or DT_MEM_DEVICE (see "Device memory") */
     void *stream;              /* device memory: the cudaStream_t the caller's forward and
                                 * backward run on (NULL: the default stream) */
+    const int *seg_owner;      /* NULL (default: every segment its own), or [nsegs]:
+                                * the segment whose parameters segment s computes with
+                                * (see SHARED SEGMENTS); read by dt_zero_create only */
 } dt_zero_config;
 
 void dt_zero_config_default(dt_zero_config *cfg);
 
 /* Collective over comm. seg_offset/seg_count: nsegs segments in forward
- * order, inside [0, num_params). params: the full flat vector; for stages 1
+ * order, inside [0, num_params); cfg->seg_owner (if not NULL) in [0, nsegs),
+ * a segment with another owner must be empty and the owner must own itself
+ * (DT_ERR_INVALID otherwise). params: the full flat vector; for stages 1
  * and 2 it stays the caller's working copy (kept in sync), for stage 3 it is
  * read during create only (after rank 0's values are broadcast into it) and
  * may be released afterwards. grads: the caller's full gradient buffer, stage
@@ -95,10 +114,12 @@ void dt_zero_free(dt_zero *z);
 
 /* Start a micro-step; sync = 0 skips gradient communication (stage 1 only). */
 int dt_zero_begin_step(dt_zero *z, int sync);
-/* Layer hooks. *params / *grads receive where segment seg's parameters /
- * gradients live for this pass (NULL for an empty segment); point the layer
- * there. Stage 1/2 pre_forward waits for the segment's pending parameter
- * broadcasts. Gradient buffers handed out by pre_backward are zeroed. */
+/* Layer hooks. *params / *grads receive where the parameters / gradients of
+ * segment seg's owner (seg itself unless cfg.seg_owner says otherwise) live
+ * for this pass (NULL when the owner is empty); point the OWNER there. Stage
+ * 1/2 pre_forward waits for the owner's pending parameter broadcasts.
+ * Gradient buffers handed out by pre_backward are zeroed (a shared owner's:
+ * at its first user of the backward only). */
 int dt_zero_pre_forward(dt_zero *z, int seg, float **params);
 int dt_zero_post_forward(dt_zero *z, int seg);
 int dt_zero_pre_backward(dt_zero *z, int seg, float **params, float **grads);

@@ -4,6 +4,8 @@
     from dtrain import distributed as dist
     dist.get_config().update({"enable_data_parallel": True, "zero_opt_level": 1})
     result = dtrain.train.fit(model="lenet", epochs=1, batch_size=64, lr=0.05)
+    result = dtrain.train.fit(model="gpt", preset="gpt-test", max_steps=100, recompute=1,
+                              optimizer="adamw", sample_prompt="The ")
 
 Keyword arguments are dtrain-train's flags with '_' for '-' (``batch_size=64``
 is ``--batch-size 64``; see ``dtrain-train --help``); the distributed config
@@ -26,7 +28,8 @@ class TrainResult(ctypes.Structure):
                 ("train_acc", ctypes.c_double), ("test_acc", ctypes.c_double),
                 ("samples_per_s", ctypes.c_double), ("median_step_s", ctypes.c_double),
                 ("comm_hidden", ctypes.c_double), ("comm_hidden_compute", ctypes.c_double),
-                ("grad_norm", ctypes.c_double)]
+                ("grad_norm", ctypes.c_double), ("test_loss", ctypes.c_double),
+                ("tokens_per_s", ctypes.c_double)]
 
 
 def _flag_value(v):

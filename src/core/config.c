@@ -1,5 +1,7 @@
 /* src/core/config.c - distributed config: defaults, text setters, environment,
- * a flat JSON reader and writer. */
+ * JSON in and out. JSON is jansson's (the project's one JSON library): core
+ * sits below src/io, so it calls jansson itself; a config is one flat object
+ * of scalars and needs none of io's helpers. */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -10,6 +12,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <jansson.h>
 #include "core/error.h"
 #include "dtrain/config.h"
 
@@ -95,69 +98,45 @@ int dt_config_from_env(dt_config *c) {
     return DT_OK;
 }
 
-static void ws(const char **p) { while (isspace((unsigned char)**p)) (*p)++; }
-
-/* reads a JSON string (no unicode escapes needed for our keys) into out */
-static int jstring(const char **p, char *out, size_t cap) {
-    if (**p != '"') return -1;
-    (*p)++;
-    size_t n = 0;
-    while (**p && **p != '"') {
-        char ch = **p;
-        if (ch == '\\') {
-            (*p)++;
-            ch = **p;
-            if (ch == 'n') ch = '\n'; else if (ch == 't') ch = '\t';
-            else if (ch != '"' && ch != '\\' && ch != '/') return -1;
-            if (!ch) return -1;
-        }
-        if (n + 1 >= cap) return -1;
-        out[n++] = ch;
-        (*p)++;
+/* A JSON value as the text dt_config_set takes (what the environment and the
+ * flags give): strings as they are, true/false, numbers exactly (%.17g gives
+ * a double back unchanged). NULL for null, arrays and objects. */
+static const char *value_text(const json_t *v, char *buf, size_t cap) {
+    switch (json_typeof(v)) {
+    case JSON_STRING: return json_string_value(v);
+    case JSON_TRUE: return "true";
+    case JSON_FALSE: return "false";
+    case JSON_INTEGER: snprintf(buf, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(v)); return buf;
+    case JSON_REAL: snprintf(buf, cap, "%.17g", json_real_value(v)); return buf;
+    default: return NULL;
     }
-    if (**p != '"') return -1;
-    (*p)++;
-    out[n] = '\0';
-    return 0;
+}
+
+static const char *type_name(const json_t *v) {
+    return json_is_object(v) ? "an object" : json_is_array(v) ? "an array" : json_is_null(v) ? "null" : "a scalar";
 }
 
 int dt_config_parse_json(dt_config *c, const char *text) {
     if (!c || !text) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    json_error_t e;
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
+    if (!root) return DT_ERR(DT_ERR_INVALID, "config JSON: line %d, column %d: %s", e.line, e.column, e.text);
     dt_config tmp = *c; /* all or nothing */
-    const char *p = text;
-    ws(&p);
-    if (*p != '{') return DT_ERR(DT_ERR_INVALID, "config JSON: expected '{' at offset %d", (int)(p - text));
-    p++;
-    ws(&p);
-    if (*p == '}') { p++; goto end; }
-    for (;;) {
-        char k[64], v[128];
-        ws(&p);
-        if (jstring(&p, k, sizeof k)) return DT_ERR(DT_ERR_INVALID, "config JSON: expected a key string at offset %d", (int)(p - text));
-        ws(&p);
-        if (*p != ':') return DT_ERR(DT_ERR_INVALID, "config JSON: expected ':' after key '%s'", k);
-        p++;
-        ws(&p);
-        if (*p == '"') {
-            if (jstring(&p, v, sizeof v)) return DT_ERR(DT_ERR_INVALID, "config JSON: bad string value for key '%s'", k);
-        } else {
-            size_t n = 0;
-            while (*p && (isalnum((unsigned char)*p) || strchr("+-.", *p)) && n + 1 < sizeof v) v[n++] = *p++;
-            v[n] = '\0';
-            if (!n) return DT_ERR(DT_ERR_INVALID, "config JSON: expected a value for key '%s' at offset %d", k, (int)(p - text));
-        }
-        int rc = dt_config_set(&tmp, k, v);
-        if (rc) return rc;
-        ws(&p);
-        if (*p == ',') { p++; continue; }
-        if (*p == '}') { p++; break; }
-        return DT_ERR(DT_ERR_INVALID, "config JSON: expected ',' or '}' at offset %d", (int)(p - text));
+    int rc = DT_OK;
+    if (!json_is_object(root))
+        rc = DT_ERR(DT_ERR_INVALID, "config JSON: expected an object {\"key\": value, ...}, found %s", type_name(root));
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v) { /* in document order: the first bad key is reported */
+        char num[40];
+        const char *t = value_text(v, num, sizeof num);
+        rc = t ? dt_config_set(&tmp, k, t)
+               : DT_ERR(DT_ERR_INVALID, "config key '%s': %s is not a boolean, number or string", k, type_name(v));
+        if (rc) break;
     }
-end:
-    ws(&p);
-    if (*p) return DT_ERR(DT_ERR_INVALID, "config JSON: trailing characters at offset %d", (int)(p - text));
-    *c = tmp;
-    return DT_OK;
+    json_decref(root);
+    if (!rc) *c = tmp;
+    return rc;
 }
 
 int dt_config_load(dt_config *c, const char *path) {
@@ -204,20 +183,29 @@ int dt_config_load(dt_config *c, const char *path) {
     return DT_OK;
 }
 
+/* A number key's value: an integral one as a JSON integer ("25", as it was
+ * always written), others as a real of 17 digits (exact). */
+static json_t *number(double v) {
+    return v == floor(v) && fabs(v) < 0x1p53 ? json_integer((json_int_t)v) : json_real(v);
+}
+
 int dt_config_dumps(const dt_config *c, char *buf, size_t cap) {
     if (!c || (!buf && cap)) return DT_ERR(DT_ERR_INVALID, "NULL argument");
-    size_t n = 0;
-    char tmp[1024];
-    n += (size_t)snprintf(tmp + n, sizeof tmp - n, "{");
+    json_t *o = json_object();
+    int bad = !o;
     for (size_t i = 0; i < NKEYS; i++) {
         const char *p = (const char *)c + g_keys[i].off;
-        const char *sep = i ? ", " : "";
-        if (g_keys[i].k == K_BOOL) n += (size_t)snprintf(tmp + n, sizeof tmp - n, "%s\"%s\": %s", sep, g_keys[i].name, *(const int *)p ? "true" : "false");
-        else if (g_keys[i].k == K_INT) n += (size_t)snprintf(tmp + n, sizeof tmp - n, "%s\"%s\": %d", sep, g_keys[i].name, *(const int *)p);
-        else n += (size_t)snprintf(tmp + n, sizeof tmp - n, "%s\"%s\": %.17g", sep, g_keys[i].name, *(const double *)p);
+        json_t *v = g_keys[i].k == K_BOOL ? json_boolean(*(const int *)p)
+                    : g_keys[i].k == K_INT ? json_integer(*(const int *)p) : number(*(const double *)p);
+        bad |= json_object_set_new(o, g_keys[i].name, v) != 0;
     }
-    n += (size_t)snprintf(tmp + n, sizeof tmp - n, "}");
-    if (cap) snprintf(buf, cap, "%s", tmp);
+    /* jansson's default layout: one line, ", " and ": " */
+    char *text = bad ? NULL : json_dumps(o, 0);
+    json_decref(o);
+    if (!text) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    size_t n = strlen(text);
+    if (cap) snprintf(buf, cap, "%s", text);
+    free(text);
     return (int)n;
 }
 

@@ -16,7 +16,8 @@ long long dt_mem_current(dt_mem_category c) { return (unsigned)c < DT_MEM_NUM ? 
 long long dt_mem_peak(dt_mem_category c) { return (unsigned)c < DT_MEM_NUM ? atomic_load(&g_peak[c]) : 0; }
 
 const char *dt_mem_category_name(dt_mem_category c) {
-    static const char *const n[DT_MEM_NUM] = {"params", "grads", "optimizer", "comm", "gathered"};
+    static const char *const n[DT_MEM_NUM] = {"params", "grads", "optimizer", "comm", "gathered",
+                                                 "activations"};
     return (unsigned)c < DT_MEM_NUM ? n[c] : "?";
 }
 

@@ -1,10 +1,14 @@
-/* src/core/trace.c - Chrome trace event recorder (see dtrain/trace.h). */
+/* src/core/trace.c - Chrome trace event recorder (see dtrain/trace.h). The
+ * events are written by jansson (the project's one JSON library; core sits
+ * below src/io, so it calls jansson itself), one event per line. */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <jansson.h>
 #include "core/error.h"
 #include "dtrain/trace.h"
 
@@ -50,14 +54,74 @@ void dt_trace_event(const char *name, const char *cat, int tid, double start_us,
         g_cap = nc;
     }
     ev *e = &g_ev[g_n++];
-    snprintf(e->name, sizeof e->name, "%s", name ? name : "?");
-    for (char *q = e->name; *q; q++) /* keep the JSON valid */
-        if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20) *q = '_';
+    snprintf(e->name, sizeof e->name, "%s", name ? name : "?"); /* jansson escapes it when written */
     e->cat = cat ? cat : "dtrain";
     e->tid = tid;
     e->ts = start_us;
     e->dur = end_us > start_us ? end_us - start_us : 0;
     pthread_mutex_unlock(&g_mu);
+}
+
+/* Microseconds as "%.3f" shows them (the file's nanosecond resolution). */
+static double to_ns(double us) {
+    char b[64];
+    snprintf(b, sizeof b, "%.3f", us);
+    return strtod(b, NULL);
+}
+
+/* e's name, escaped by jansson; a name cut inside a UTF-8 sequence (events
+ * keep 47 bytes) has its non-ASCII bytes replaced by '_'. */
+static int set_name(json_t *s, const char *name) {
+    if (json_string_set(s, name) == 0) return 0;
+    char b[sizeof ((ev *)0)->name];
+    snprintf(b, sizeof b, "%s", name);
+    for (char *q = b; *q; q++)
+        if ((unsigned char)*q >= 0x80) *q = '_';
+    return json_string_set(s, b);
+}
+
+/* One line of the file: ",\n" (unless first) and v, compact. Reals: ts and
+ * dur to the nanosecond, 15 significant digits (exact below 1e12 us, 11.6
+ * days of uptime), 17 above. Returns 0 or an errno. */
+static int put_line(FILE *f, const json_t *v, int first, double biggest) {
+    errno = 0;
+    size_t flags = JSON_COMPACT | JSON_REAL_PRECISION(biggest < 1e12 ? 15 : 17);
+    if ((!first && fputs(",\n", f) < 0) || json_dumpf(v, f, flags) != 0) return errno ? errno : EIO;
+    return 0;
+}
+
+/* The file: {"displayTimeUnit":"ms","traceEvents":[ one event per line ]}. */
+static int write_events(FILE *f) {
+    int err = 0;
+    char rank[32];
+    snprintf(rank, sizeof rank, "rank %d", g_pid);
+    json_t *meta[3] = {
+        json_pack("{s:s, s:s, s:i, s:{s:s}}", "name", "process_name", "ph", "M", "pid", g_pid, "args", "name", rank),
+        json_pack("{s:s, s:s, s:i, s:i, s:{s:s}}", "name", "thread_name", "ph", "M", "pid", g_pid, "tid", 0, "args",
+                  "name", "compute"),
+        json_pack("{s:s, s:s, s:i, s:i, s:{s:s}}", "name", "thread_name", "ph", "M", "pid", g_pid, "tid", 1, "args",
+                  "name", "communication")};
+    json_t *e = json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:f}", "name", "", "cat", "", "ph", "X", "pid", g_pid,
+                          "tid", 0, "ts", 0.0, "dur", 0.0);
+    if (!meta[0] || !meta[1] || !meta[2] || !e) err = ENOMEM;
+    errno = 0;
+    if (!err && fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f) < 0) err = errno ? errno : EIO;
+    for (int k = 0; k < 3 && !err; k++) err = put_line(f, meta[k], k == 0, 0);
+    for (size_t i = 0; i < g_n && !err; i++) {
+        const ev *v = &g_ev[i];
+        double ts = to_ns(v->ts), dur = to_ns(v->dur);
+        if (set_name(json_object_get(e, "name"), v->name) || json_string_set(json_object_get(e, "cat"), v->cat) ||
+            json_integer_set(json_object_get(e, "tid"), v->tid) || json_real_set(json_object_get(e, "ts"), ts) ||
+            json_real_set(json_object_get(e, "dur"), dur))
+            err = ENOMEM;
+        else
+            err = put_line(f, e, 0, fabs(ts) > fabs(dur) ? fabs(ts) : fabs(dur));
+    }
+    errno = 0;
+    if (!err && fputs("\n]}\n", f) < 0) err = errno ? errno : EIO;
+    for (int k = 0; k < 3; k++) json_decref(meta[k]);
+    json_decref(e);
+    return err;
 }
 
 int dt_trace_close(void) {
@@ -71,16 +135,7 @@ int dt_trace_close(void) {
         rc = DT_ERR(DT_ERR_IO, "cannot write trace file '%s': %s", g_path, strerror(errno));
     } else {
         /* every write checked: a full disk must not leave a silently empty file */
-#define W(...) do { if (!err && fprintf(f, __VA_ARGS__) < 0) err = errno ? errno : EIO; } while (0)
-        W("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-        W("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}},\n", g_pid, g_pid);
-        W("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"compute\"}},\n", g_pid);
-        W("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"communication\"}}", g_pid);
-        for (size_t i = 0; i < g_n && !err; i++)
-            W(",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}",
-              g_ev[i].name, g_ev[i].cat, g_pid, g_ev[i].tid, g_ev[i].ts, g_ev[i].dur);
-        W("\n]}\n");
-#undef W
+        err = write_events(f);
         errno = 0;
         if (!err && (fflush(f) != 0 || ferror(f))) err = errno ? errno : EIO;
         errno = 0;

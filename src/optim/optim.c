@@ -33,6 +33,9 @@ struct dt_optim {
     int nstates;
     float *state[DT_OPTIM_MAX_STATES];
     const char *state_name[DT_OPTIM_MAX_STATES];
+    dt_optim_range *nodecay; /* sorted, disjoint, in instance coordinates */
+    int n_nodecay;
+    size_t nodecay_elems;
 };
 
 /* ---- configuration ------------------------------------------------------ */
@@ -151,8 +154,56 @@ int dt_optim_create(const dt_optim_config *cfg, size_t n, dt_optim **out) {
 void dt_optim_destroy(dt_optim *opt) {
     if (!opt) return;
     for (int i = 0; i < DT_OPTIM_MAX_STATES; i++) free(opt->state[i]);
+    free(opt->nodecay);
     free(opt);
 }
+
+static int cmp_range(const void *a, const void *b) {
+    size_t x = ((const dt_optim_range *)a)->offset, y = ((const dt_optim_range *)b)->offset;
+    return (x > y) - (x < y);
+}
+
+int dt_optim_set_no_decay(dt_optim *opt, size_t base, const dt_optim_range *ranges, int nranges) {
+    if (!opt) return DT_ERR(DT_ERR_INVALID, "opt is NULL");
+    if (nranges < 0 || (nranges > 0 && !ranges))
+        return DT_ERR(DT_ERR_INVALID, "bad range list (nranges %d, ranges %p)", nranges, (const void *)ranges);
+    dt_optim_range *all = malloc(sizeof *all * (size_t)(nranges ? nranges : 1));
+    if (!all) return DT_ERR(DT_ERR_NOMEM, "out of memory for %d no-decay ranges", nranges);
+    for (int i = 0; i < nranges; i++) {
+        if (ranges[i].count > SIZE_MAX - ranges[i].offset) {
+            free(all);
+            return DT_ERR(DT_ERR_INVALID, "no-decay range %d [%zu, +%zu) overflows", i, ranges[i].offset,
+                          ranges[i].count);
+        }
+        all[i] = ranges[i];
+    }
+    qsort(all, (size_t)nranges, sizeof *all, cmp_range);
+    for (int i = 1; i < nranges; i++)
+        if (all[i - 1].offset + all[i - 1].count > all[i].offset) {
+            dt_optim_range a = all[i - 1], b = all[i];
+            free(all);
+            return DT_ERR(DT_ERR_INVALID, "no-decay ranges [%zu, +%zu) and [%zu, +%zu) overlap", a.offset, a.count,
+                          b.offset, b.count);
+        }
+    /* keep the parts inside [base, base + n), in instance coordinates */
+    int k = 0;
+    size_t elems = 0, end = base + opt->n < base ? SIZE_MAX : base + opt->n;
+    for (int i = 0; i < nranges; i++) {
+        size_t a = all[i].offset, b = all[i].offset + all[i].count;
+        if (a < base) a = base;
+        if (b > end) b = end;
+        if (a >= b) continue;
+        all[k++] = (dt_optim_range){a - base, b - a};
+        elems += b - a;
+    }
+    free(opt->nodecay);
+    opt->nodecay = all;
+    opt->n_nodecay = k;
+    opt->nodecay_elems = elems;
+    return DT_OK;
+}
+
+size_t dt_optim_no_decay_count(const dt_optim *opt) { return opt ? opt->nodecay_elems : 0; }
 
 int dt_optim_reset(dt_optim *opt) {
     if (!opt) return DT_ERR(DT_ERR_INVALID, "opt is NULL");
@@ -298,6 +349,37 @@ static int overlaps(const void *a, size_t an, const void *b, size_t bn) {
     return x < y + bn && y < x + an;
 }
 
+/* The update of elements [off, off + n) of one parameter group: with the
+ * config's weight decay (decayed != 0) or without (a group with
+ * weight_decay 0). */
+static void step_piece(dt_optim *opt, float *params, const float *grads, float lr, size_t off, size_t n,
+                       int decayed) {
+    const dt_optim_config *c = &opt->cfg;
+    const long t = opt->step + 1;
+    const double wdd = decayed ? c->weight_decay : 0.0;
+    /* PyTorch passes Python floats to float kernels: rounded once to float */
+    const float wd = (float)wdd, mom = (float)c->momentum;
+    if (c->kind == DT_OPTIM_SGD) {
+        if (c->momentum == 0.0)
+            sgd_plain(params, grads, n, lr, wd);
+        else if (opt->step == 0)
+            sgd_momentum_first(params, grads, opt->state[0] + off, n, lr, wd, mom, c->nesterov);
+        else
+            sgd_momentum(params, grads, opt->state[0] + off, n, lr, wd, mom, c->nesterov);
+    } else {
+        const double b1 = c->beta1, b2 = c->beta2;
+        const int adamw = c->kind == DT_OPTIM_ADAMW;
+        const float decay = adamw ? (float)(1.0 - (double)lr * wdd) : 1.0f;
+        const float l2 = adamw ? 0.0f : wd;
+        const double bc1 = 1.0 - pow(b1, (double)t);
+        const double bc2 = 1.0 - pow(b2, (double)t);
+        const double step_size = (double)lr / bc1;
+        adam_kernel(params, grads, opt->state[0] + off, opt->state[1] + off, n, decay, l2, (float)b1,
+                    (float)(1.0 - b1), (float)b2, (float)(1.0 - b2), (float)sqrt(bc2), (float)c->eps,
+                    (float)-step_size);
+    }
+}
+
 /* The update of elements [off, off + n) with the step counter's next t. */
 static int step_range(dt_optim *opt, float *params, const float *grads, float lr, size_t off, size_t n) {
     if (!opt) return DT_ERR(DT_ERR_INVALID, "opt is NULL");
@@ -315,29 +397,24 @@ static int step_range(dt_optim *opt, float *params, const float *grads, float lr
     if (opt->step == LONG_MAX)
         return DT_ERR(DT_ERR_INVALID, "%s: step counter overflow", k);
 
-    const long t = opt->step + 1;
-    if (n > 0) {
-        /* PyTorch passes Python floats to float kernels: rounded once to float */
-        const float wd = (float)c->weight_decay, mom = (float)c->momentum;
-        if (c->kind == DT_OPTIM_SGD) {
-            if (c->momentum == 0.0)
-                sgd_plain(params, grads, n, lr, wd);
-            else if (opt->step == 0)
-                sgd_momentum_first(params, grads, opt->state[0] + off, n, lr, wd, mom, c->nesterov);
-            else
-                sgd_momentum(params, grads, opt->state[0] + off, n, lr, wd, mom, c->nesterov);
-        } else {
-            const double b1 = c->beta1, b2 = c->beta2;
-            const int adamw = c->kind == DT_OPTIM_ADAMW;
-            const float decay = adamw ? (float)(1.0 - (double)lr * c->weight_decay) : 1.0f;
-            const float l2 = adamw ? 0.0f : wd;
-            const double bc1 = 1.0 - pow(b1, (double)t);
-            const double bc2 = 1.0 - pow(b2, (double)t);
-            const double step_size = (double)lr / bc1;
-            adam_kernel(params, grads, opt->state[0] + off, opt->state[1] + off, n, decay, l2, (float)b1,
-                        (float)(1.0 - b1), (float)b2, (float)(1.0 - b2), (float)sqrt(bc2),
-                        (float)c->eps, (float)-step_size);
+    /* the pieces of [off, off + n) alternate between the decayed group and
+     * the no-decay ranges (sorted): each piece is one kernel call */
+    size_t pos = off, end = off + n;
+    int r = 0;
+    while (r < opt->n_nodecay && opt->nodecay[r].offset + opt->nodecay[r].count <= pos) r++;
+    while (pos < end) {
+        size_t stop = end;
+        int decayed = 1;
+        if (r < opt->n_nodecay && opt->nodecay[r].offset <= pos) {
+            decayed = 0;
+            size_t re = opt->nodecay[r].offset + opt->nodecay[r].count;
+            if (re < stop) stop = re;
+            r++;
+        } else if (r < opt->n_nodecay && opt->nodecay[r].offset < stop) {
+            stop = opt->nodecay[r].offset;
         }
+        step_piece(opt, params + (pos - off), grads + (pos - off), lr, pos, stop - pos, decayed);
+        pos = stop;
     }
     return DT_OK;
 }

@@ -44,6 +44,10 @@ struct dt_zero {
     int *ddp_seg;   /* seg -> ddp segment */
     layerbuf gb[2]; /* stage 2/3 gradient layer buffers */
     layerbuf pb[2]; /* stage 3 gathered parameter buffers */
+    int *owner;     /* [nsegs] segment whose parameters each computes with */
+    int *umin, *umax; /* [nsegs] lowest / highest segment using each one's parameters */
+    layerbuf *sp, *sg; /* [nsegs] a shared segment's own stage 3 parameter /
+                        * stage 2-3 gradient buffer (buf NULL for the others) */
     chunk *chunks;  /* stage 1/2 parameter broadcasts in flight */
     int nchunks, capchunks;
     int in_step, sync;
@@ -104,6 +108,13 @@ static void buf_free(const dt_zero *z, float *p) {
     else free(p);
 }
 
+/* n floats of a gradient buffer zeroed (on the device: on the stream) */
+static int zero_buf(const dt_zero *z, float *p, size_t n) {
+    if (z->dev) return dt_dev()->memset_async(p, 0, n * sizeof(float), z->co.stream);
+    memset(p, 0, n * sizeof(float));
+    return DT_OK;
+}
+
 /* Wait for a gradient layer buffer's reduces; on the device, add this
  * rank's reduced piece into the host gradient shard. */
 static int wait_grads(dt_zero *z, layerbuf *g) {
@@ -125,6 +136,17 @@ void dt_zero_free(dt_zero *z) {
         if (z->gb[i].buf) { buf_free(z, z->gb[i].buf); mem_buf(DT_MEM_COMM, z->maxseg, -1); }
         if (z->pb[i].buf) { buf_free(z, z->pb[i].buf); mem_buf(DT_MEM_GATHERED, z->maxseg, -1); }
     }
+    for (int s = 0; s < z->nsegs && z->sp && z->sg; s++) {
+        wait_list(&z->sp[s].pending);
+        wait_list(&z->sg[s].pending);
+        if (z->sp[s].buf) { buf_free(z, z->sp[s].buf); mem_buf(DT_MEM_GATHERED, z->cnt[s], -1); }
+        if (z->sg[s].buf) { buf_free(z, z->sg[s].buf); mem_buf(DT_MEM_COMM, z->cnt[s], -1); }
+    }
+    free(z->sp);
+    free(z->sg);
+    free(z->owner);
+    free(z->umin);
+    free(z->umax);
     for (int i = 0; i < z->nchunks; i++) { dt_work_wait(z->chunks[i].w); dt_work_free(z->chunks[i].w); }
     free(z->chunks);
     dt_ddp_free(z->ddp);
@@ -171,6 +193,14 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
     for (int s = 0; s < nsegs; s++)
         if (seg_off[s] > P || seg_cnt[s] > P - seg_off[s])
             return DT_ERR(DT_ERR_INVALID, "segment %d [%zu, +%zu) lies outside [0, %zu)", s, seg_off[s], seg_cnt[s], P);
+    for (int s = 0; c.seg_owner && s < nsegs; s++) {
+        int o = c.seg_owner[s];
+        if (o < 0 || o >= nsegs)
+            return DT_ERR(DT_ERR_INVALID, "segment %d: owner %d out of range [0, %d)", s, o, nsegs);
+        if (o != s && (seg_cnt[s] || c.seg_owner[o] != o))
+            return DT_ERR(DT_ERR_INVALID, "segment %d computes with segment %d's parameters: it must be empty (has "
+                          "%zu) and %d must own itself (owner %d)", s, o, seg_cnt[s], o, c.seg_owner[o]);
+    }
 
     dt_zero *z = calloc(1, sizeof *z);
     if (!z) return DT_ERR(DT_ERR_NOMEM, "out of memory");
@@ -191,10 +221,26 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
     z->off = malloc(sizeof(size_t) * (size_t)nsegs);
     z->cnt = malloc(sizeof(size_t) * (size_t)nsegs);
     z->ddp_seg = malloc(sizeof(int) * (size_t)nsegs);
+    z->owner = malloc(sizeof(int) * (size_t)nsegs);
+    z->umin = malloc(sizeof(int) * (size_t)nsegs);
+    z->umax = malloc(sizeof(int) * (size_t)nsegs);
+    z->sp = calloc((size_t)nsegs, sizeof *z->sp);
+    z->sg = calloc((size_t)nsegs, sizeof *z->sg);
 #define FAIL(x) do { rc = (x); dt_zero_free(z); return rc; } while (0)
-    if (!z->off || !z->cnt || !z->ddp_seg) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory"));
+    if (!z->off || !z->cnt || !z->ddp_seg || !z->owner || !z->umin || !z->umax || !z->sp || !z->sg)
+        FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory"));
     memcpy(z->off, seg_off, sizeof(size_t) * (size_t)nsegs);
     memcpy(z->cnt, seg_cnt, sizeof(size_t) * (size_t)nsegs);
+    for (int s = 0; s < nsegs; s++) {
+        z->owner[s] = c.seg_owner ? c.seg_owner[s] : s;
+        z->umin[s] = z->umax[s] = s;
+        z->sp[s].seg = z->sg[s].seg = -1;
+    }
+    for (int s = 0; s < nsegs; s++) {
+        int o = z->owner[s];
+        if (s < z->umin[o]) z->umin[o] = s;
+        if (s > z->umax[o]) z->umax[o] = s;
+    }
     for (int s = 0; s < nsegs; s++) if (seg_cnt[s] > z->maxseg) z->maxseg = seg_cnt[s];
     for (int i = 0; i < 2; i++) { z->gb[i].seg = -1; z->pb[i].seg = -1; }
 
@@ -240,6 +286,16 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
             if (!z->pb[i].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for gathered-parameter buffers"));
             mem_buf(DT_MEM_GATHERED, z->maxseg, 1);
         }
+    for (int s = 0; c.stage >= 2 && s < nsegs; s++) { /* the shared segments' own buffers */
+        if (!z->cnt[s] || z->umin[s] == z->umax[s]) continue;
+        z->sg[s].buf = buf_alloc(z, z->cnt[s]);
+        if (!z->sg[s].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for a shared segment's gradient buffer"));
+        mem_buf(DT_MEM_COMM, z->cnt[s], 1);
+        if (c.stage < 3) continue;
+        z->sp[s].buf = buf_alloc(z, z->cnt[s]);
+        if (!z->sp[s].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for a shared segment's parameter buffer"));
+        mem_buf(DT_MEM_GATHERED, z->cnt[s], 1);
+    }
     if ((rc = dt_optim_create(ocfg, n, &z->opt))) FAIL(rc);
     dt_mem_add(DT_MEM_OPTIM, (long long)dt_optim_state_bytes(z->opt));
 
@@ -364,10 +420,40 @@ static void stage3_release(dt_zero *z, int seg) {
     if (lb && lb->pending.n == 0) lb->seg = -1;
 }
 
+static int is_shared(const dt_zero *z, int s) { return z->umin[s] != z->umax[s]; }
+
+/* The segment to prefetch after layer `seg` in direction dir: the owner of
+ * the next layer that computes with parameters, unless that owner is shared
+ * (gathered on demand into its own buffer). -1: none. */
 static int next_nonempty(const dt_zero *z, int seg, int dir) {
-    for (int s = seg + dir; s >= 0 && s < z->nsegs; s += dir)
-        if (z->cnt[s]) return s;
+    for (int s = seg + dir; s >= 0 && s < z->nsegs; s += dir) {
+        int o = z->owner[s];
+        if (!z->cnt[o]) continue;
+        return is_shared(z, o) ? -1 : o;
+    }
     return -1;
+}
+
+static int prefetch(dt_zero *z, int next) {
+    if (next < 0 || !z->cfg.prefetch || find_pb(z, next)) return DT_OK;
+    layerbuf *lb = z->pb[0].seg < 0 ? &z->pb[0] : z->pb[1].seg < 0 ? &z->pb[1] : NULL;
+    return lb ? gather_into(z, lb, next) : DT_OK;
+}
+
+/* A shared segment's parameters, resident in its own buffer from its first
+ * user of a pass to its last (stage 3). */
+static int shared_acquire(dt_zero *z, int o, int next, float **params) {
+    layerbuf *b = &z->sp[o];
+    int rc;
+    if (b->seg != o && (rc = gather_into(z, b, o))) return rc;
+    if ((rc = prefetch(z, next))) return rc;
+    if ((rc = wait_list(&b->pending))) return rc;
+    *params = b->buf;
+    return DT_OK;
+}
+
+static void shared_release(dt_zero *z, int o) {
+    if (z->sp[o].pending.n == 0) z->sp[o].seg = -1;
 }
 
 int dt_zero_pre_forward(dt_zero *z, int seg, float **params) {
@@ -375,18 +461,23 @@ int dt_zero_pre_forward(dt_zero *z, int seg, float **params) {
     if (rc) return rc;
     if (!params) return DT_ERR(DT_ERR_INVALID, "params is NULL");
     *params = NULL;
-    if (!z->cnt[seg]) return DT_OK;
+    const int o = z->owner[seg];
+    if (!z->cnt[o]) return DT_OK;
     if (z->cfg.stage < 3) {
-        *params = z->params + z->off[seg];
-        return wait_chunks(z, z->off[seg], z->off[seg] + z->cnt[seg]);
+        *params = z->params + z->off[o];
+        return wait_chunks(z, z->off[o], z->off[o] + z->cnt[o]);
     }
-    return stage3_acquire(z, seg, next_nonempty(z, seg, +1), params);
+    if (is_shared(z, o)) return shared_acquire(z, o, next_nonempty(z, seg, +1), params);
+    return stage3_acquire(z, o, next_nonempty(z, seg, +1), params);
 }
 
 int dt_zero_post_forward(dt_zero *z, int seg) {
     int rc = check_seg(z, seg, __func__);
     if (rc) return rc;
-    if (z->cfg.stage == 3 && z->cnt[seg]) stage3_release(z, seg);
+    const int o = z->owner[seg];
+    if (z->cfg.stage < 3 || !z->cnt[o]) return DT_OK;
+    if (!is_shared(z, o)) stage3_release(z, o);
+    else if (seg == z->umax[o]) shared_release(z, o); /* the pass's last user */
     return DT_OK;
 }
 
@@ -395,10 +486,23 @@ int dt_zero_pre_backward(dt_zero *z, int seg, float **params, float **grads) {
     if (rc) return rc;
     if (!params || !grads) return DT_ERR(DT_ERR_INVALID, "NULL output pointer");
     *params = *grads = NULL;
-    if (!z->cnt[seg]) return DT_OK;
-    if (z->cfg.stage < 3) *params = z->params + z->off[seg];
-    else if ((rc = stage3_acquire(z, seg, next_nonempty(z, seg, -1), params))) return rc;
-    if (z->cfg.stage == 1) { *grads = z->grads + z->off[seg]; return DT_OK; }
+    const int o = z->owner[seg];
+    if (!z->cnt[o]) return DT_OK;
+    if (z->cfg.stage < 3) *params = z->params + z->off[o];
+    else if (is_shared(z, o)) rc = shared_acquire(z, o, next_nonempty(z, seg, -1), params);
+    else rc = stage3_acquire(z, o, next_nonempty(z, seg, -1), params);
+    if (rc) return rc;
+    if (z->cfg.stage == 1) { *grads = z->grads + z->off[o]; return DT_OK; }
+    if (is_shared(z, o)) { /* one buffer from the first user to grad_ready(o) */
+        layerbuf *g = &z->sg[o];
+        if (g->seg != o) {
+            if ((rc = wait_grads(z, g))) return rc;
+            if ((rc = zero_buf(z, g->buf, z->cnt[o]))) return rc;
+            g->seg = o;
+        }
+        *grads = g->buf;
+        return DT_OK;
+    }
     /* a free gradient layer buffer: the older one once its reduces are done */
     layerbuf *g = z->gb[0].seg < 0 && !z->gb[0].pending.n ? &z->gb[0]
                 : z->gb[1].seg < 0 && !z->gb[1].pending.n ? &z->gb[1] : NULL;
@@ -407,11 +511,7 @@ int dt_zero_pre_backward(dt_zero *z, int seg, float **params, float **grads) {
         if ((rc = wait_grads(z, g))) return rc;
     }
     g->seg = seg;
-    if (z->dev) {
-        if ((rc = dt_dev()->memset_async(g->buf, 0, z->cnt[seg] * sizeof(float), z->co.stream))) return rc;
-    } else {
-        memset(g->buf, 0, z->cnt[seg] * sizeof(float));
-    }
+    if ((rc = zero_buf(z, g->buf, z->cnt[seg]))) return rc;
     *grads = g->buf;
     return DT_OK;
 }
@@ -421,8 +521,10 @@ int dt_zero_grad_ready(dt_zero *z, int seg) {
     if (rc) return rc;
     if (!z->in_step) return DT_ERR(DT_ERR_STATE, "dt_zero_grad_ready outside a step");
     if (!z->cnt[seg]) return DT_OK;
+    if (z->owner[seg] != seg) return DT_ERR(DT_ERR_INVALID, "segment %d owns no parameters (segment %d does)", seg, z->owner[seg]);
     if (z->ddp) return dt_ddp_grad_ready(z->ddp, z->ddp_seg[seg]);
-    layerbuf *g = z->gb[0].seg == seg ? &z->gb[0] : z->gb[1].seg == seg ? &z->gb[1] : NULL;
+    layerbuf *g = is_shared(z, seg) ? (z->sg[seg].seg == seg ? &z->sg[seg] : NULL)
+                : z->gb[0].seg == seg ? &z->gb[0] : z->gb[1].seg == seg ? &z->gb[1] : NULL;
     if (!g) return DT_ERR(DT_ERR_STATE, "segment %d has no gradient buffer (pre_backward not called)", seg);
     size_t a = z->off[seg], b = a + z->cnt[seg];
     FOR_PIECES(z, a, b, o, pa, pb) {
@@ -452,7 +554,10 @@ int dt_zero_grad_ready(dt_zero *z, int seg) {
 int dt_zero_post_backward(dt_zero *z, int seg) {
     int rc = check_seg(z, seg, __func__);
     if (rc) return rc;
-    if (z->cfg.stage == 3 && z->cnt[seg]) stage3_release(z, seg);
+    const int o = z->owner[seg];
+    if (z->cfg.stage < 3 || !z->cnt[o]) return DT_OK;
+    if (!is_shared(z, o)) stage3_release(z, o);
+    else if (seg == z->umin[o]) shared_release(z, o); /* the backward's last user */
     return DT_OK;
 }
 
@@ -466,6 +571,12 @@ int dt_zero_finish(dt_zero *z) {
         int w = wait_grads(z, &z->gb[i]);
         if (!rc) rc = w;
         z->gb[i].seg = -1;
+    }
+    for (int s = 0; s < z->nsegs; s++) {
+        if (!z->sg[s].buf) continue;
+        int w = wait_grads(z, &z->sg[s]);
+        if (!rc) rc = w;
+        z->sg[s].seg = -1;
     }
     return rc;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "core/error.h"
 #include "dtrain/data.h"
+#include "dtrain/model.h"
 #include "dtrain/train.h"
 
 void dt_train_options_default(dt_train_options *o) {
@@ -19,7 +20,10 @@ void dt_train_options_default(dt_train_options *o) {
     o->momentum = 0.9;
     o->weight_decay = -1;
     snprintf(o->schedule, sizeof o->schedule, "const");
-    snprintf(o->data_dir, sizeof o->data_dir, "%s", DT_FASHION_MNIST_DIR);
+    o->data_dir[0] = '\0'; /* the model family's data set */
+    snprintf(o->sample_prompt, sizeof o->sample_prompt, "The ");
+    o->sample_temperature = 0.8;
+    o->sample_length = 200;
     o->accum_steps = 1;
     o->threads = 1;
     o->shuffle = 1;
@@ -32,21 +36,33 @@ size_t dt_train_options_size(void) { return sizeof(dt_train_options); }
 const char *dt_train_usage(void) {
     return
 "usage: dtrain-train [flags]      (launch data parallel with: mpirun -np N dtrain-train ...)\n"
-"  --model mlp|lenet|cnn      model (default lenet)\n"
+"  --model mlp|lenet|cnn|gpt  model (default lenet); classifiers train on Fashion-MNIST,\n"
+"                             gpt (a GPT-2 language model of bytes) on text\n"
 "  --hidden1 N --hidden2 N    model sizes (mlp: 1024 1024; cnn: 32 64)\n"
 "  --dropout P                cnn dropout (default 0.25)\n"
+"  --preset NAME              gpt sizes: gpt-test (2 layers x 64), gpt-demo (6 x 384, the\n"
+"                             default), gpt2-124m (12 x 768); each overridable:\n"
+"  --n-layer L --n-head H --n-embd C --block-size T   (vocabulary: 256 bytes)\n"
+"  --recompute 0|1            gpt: keep only each block's input, recompute it in backward\n"
+"  --sample-prompt TEXT       gpt: the end-of-run sample continues TEXT (default \"The \")\n"
+"  --sample-temperature T     ... drawn at temperature T (default 0.8; 0 = greedy)\n"
+"  --sample-length N          ... N bytes (default 200; 0 = no sample)\n"
 "  --epochs E                 epochs (default 10)\n"
 "  --batch-size B             batch size PER RANK (default 64); global = B x ranks x accum\n"
 "  --lr LR                    learning rate (default sgd 0.01, adam/adamw 0.001)\n"
 "  --optimizer sgd|adam|adamw (default sgd)\n"
 "  --momentum M               sgd momentum (default 0.9)   --nesterov 0|1\n"
-"  --weight-decay WD          (default 0; adamw 0.01)\n"
+"  --weight-decay WD          (default 0; adamw 0.01; gpt: on matrices and embeddings only)\n"
 "  --schedule const|cosine    lr decay after warm-up (default const)\n"
 "  --warmup-steps W           linear warm-up steps (default 0)   --min-lr LR (cosine floor)\n"
 "  --seed S                   seed for init, shuffling, dropout (default 0)\n"
-"  --data DIR                 Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)\n"
-"  --train-limit N            use the first N training images (default all)\n"
-"  --test-limit N             use the first N test images (default all)\n"
+"  --data DIR|FILE            Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist);\n"
+"                             gpt: a text file or directory (default /usr/share/games/fortunes)\n"
+"  --train-limit N            use the first N training images (default all); gpt: N windows per\n"
+"                             epoch (default: every window of the training split)\n"
+"  --test-limit N             use the first N test images (default all); gpt: N validation\n"
+"                             windows spread over the split (default: all, non-overlapping)\n"
+"  --eval-every K             also evaluate (and print the loss) every K steps\n"
 "  --max-steps N              stop after N optimizer steps (default: no limit)\n"
 "  --accum-steps K            micro-batches per step, accumulated without communication\n"
 "  --clip-grad-norm C         clip the global gradient L2 norm (over all shards) to C\n"
@@ -99,10 +115,38 @@ static int copy_path(const char *flag, const char *v, char *dst, size_t cap) {
 
 /* Flags that would be accepted and silently have no effect, or contradict each
  * other, are refused (usage errors): what a model has, by name. */
-typedef struct model_traits { const char *name; int batch_norm, dropout, hidden; } model_traits;
-static const model_traits k_models[] = {{"mlp", 0, 0, 1}, {"lenet", 1, 0, 0}, {"cnn", 1, 1, 1}};
+typedef struct model_traits { const char *name; int batch_norm, dropout, hidden, gpt; } model_traits;
+static const model_traits k_models[] = {
+    {"mlp", 0, 0, 1, 0}, {"lenet", 1, 0, 0, 0}, {"cnn", 1, 1, 1, 0}, {"gpt", 0, 0, 0, 1}};
 
-enum { G_MOMENTUM = 1, G_NESTEROV = 2, G_DROPOUT = 4, G_HIDDEN1 = 8, G_HIDDEN2 = 16, G_MIN_LR = 32, G_EVERY = 64 };
+enum { G_MOMENTUM = 1, G_NESTEROV = 2, G_DROPOUT = 4, G_HIDDEN1 = 8, G_HIDDEN2 = 16, G_MIN_LR = 32, G_EVERY = 64,
+       G_SHUFFLE = 128, G_DROP_LAST = 256 };
+
+/* The flags only a gpt has, by bit (G_GPT << i). */
+#define G_GPT 512u
+static const char *const k_gpt_flags[] = {"--preset", "--n-layer", "--n-head", "--n-embd", "--block-size",
+                                          "--recompute", "--sample-prompt", "--sample-temperature",
+                                          "--sample-length", NULL};
+
+static int gpt_flag_bit(const char *f) {
+    for (int i = 0; k_gpt_flags[i]; i++)
+        if (!strcmp(f, k_gpt_flags[i])) return i;
+    return -1;
+}
+
+/* n_embd divisible by n_head, with the preset's sizes where no flag gives them */
+static int check_gpt_sizes(const dt_train_options *o, unsigned given) {
+    dt_model_config c;
+    int rc = dt_model_config_init(&c, *o->preset ? o->preset : "gpt");
+    if (rc) return rc;
+    int nh = o->n_head ? o->n_head : c.n_head, ne = o->n_embd ? o->n_embd : c.n_embd;
+    if (ne % nh != 0) {
+        const char *f = (given & (G_GPT << 2)) ? "--n-head" : "--n-embd";
+        return DT_ERR(DT_ERR_INVALID, "flag %s: n_embd=%d is not divisible by n_head=%d (%s; the head size is "
+                      "n_embd / n_head)", f, ne, nh, *o->preset ? o->preset : "preset gpt-demo");
+    }
+    return DT_OK;
+}
 
 static int check_conflicts(const dt_train_options *o, unsigned given) {
     int sgd = strcmp(o->optimizer, "sgd") == 0;
@@ -132,13 +176,22 @@ static int check_conflicts(const dt_train_options *o, unsigned given) {
         if ((given & (G_HIDDEN1 | G_HIDDEN2)) && !m->hidden)
             return DT_ERR(DT_ERR_INVALID, "flag %s: model %s has no hidden sizes",
                           given & G_HIDDEN1 ? "--hidden1" : "--hidden2", m->name);
+        for (int g = 0; !m->gpt && k_gpt_flags[g]; g++)
+            if (given & (G_GPT << g))
+                return DT_ERR(DT_ERR_INVALID, "flag %s applies to --model gpt only (model %s)", k_gpt_flags[g], m->name);
+        if (m->gpt && (given & (G_SHUFFLE | G_DROP_LAST)))
+            return DT_ERR(DT_ERR_INVALID, "flag %s: gpt trains on random text windows (a keyed permutation per "
+                          "epoch, dtrain/text.h); it applies to the image data sets",
+                          given & G_SHUFFLE ? "--shuffle" : "--drop-last");
+        if (m->gpt) return check_gpt_sizes(o, given);
     }
     return DT_OK;
 }
 
 int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
     if (!o || (argc > 0 && !argv)) return DT_ERR(DT_ERR_INVALID, "NULL argument");
-    static const char *const models[] = {"mlp", "lenet", "cnn", NULL};
+    static const char *const models[] = {"mlp", "lenet", "cnn", "gpt", NULL};
+    static const char *const presets[] = {"gpt-test", "gpt-demo", "gpt2-124m", NULL};
     static const char *const optims[] = {"sgd", "adam", "adamw", NULL};
     static const char *const scheds[] = {"const", "cosine", NULL};
     /* pass 1: --config FILE, then the environment, so flags win */
@@ -178,6 +231,21 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
         else if (!strcmp(f, "--hidden1")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->hidden1 = (int)l; given |= G_HIDDEN1; }
         else if (!strcmp(f, "--hidden2")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->hidden2 = (int)l; given |= G_HIDDEN2; }
         else if (!strcmp(f, "--dropout")) { rc = parse_double(f, v, 0, 0.99, &d); o->dropout = (float)d; given |= G_DROPOUT; }
+        else if (gpt_flag_bit(f) >= 0) {
+            given |= G_GPT << gpt_flag_bit(f);
+            if (!strcmp(f, "--preset")) rc = parse_choice(f, v, presets, o->preset, sizeof o->preset);
+            else if (!strcmp(f, "--n-layer")) { rc = parse_long(f, v, 1, 4096, &l); o->n_layer = (int)l; }
+            else if (!strcmp(f, "--n-head")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->n_head = (int)l; }
+            else if (!strcmp(f, "--n-embd")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->n_embd = (int)l; }
+            else if (!strcmp(f, "--block-size")) { rc = parse_long(f, v, 1, 1 << 20, &l); o->block_size = (int)l; }
+            else if (!strcmp(f, "--recompute")) { rc = parse_long(f, v, 0, 1, &l); o->recompute = (int)l; }
+            else if (!strcmp(f, "--sample-temperature")) rc = parse_double(f, v, 0, 100, &o->sample_temperature);
+            else if (!strcmp(f, "--sample-length")) { rc = parse_long(f, v, 0, 1 << 20, &l); o->sample_length = (int)l; }
+            else if (strlen(v) >= sizeof o->sample_prompt)
+                rc = DT_ERR(DT_ERR_INVALID, "flag --sample-prompt: longer than %zu bytes", sizeof o->sample_prompt - 1);
+            else snprintf(o->sample_prompt, sizeof o->sample_prompt, "%s", v);
+        }
+        else if (!strcmp(f, "--eval-every")) rc = parse_long(f, v, 0, 1L << 40, &o->eval_every);
         else if (!strcmp(f, "--epochs")) { rc = parse_long(f, v, 1, 100000, &l); o->epochs = (int)l; }
         else if (!strcmp(f, "--batch-size")) { rc = parse_long(f, v, 1, 1 << 20, &l); o->batch_size = (int)l; }
         else if (!strcmp(f, "--lr")) rc = parse_double(f, v, 0, 100, &o->lr);
@@ -194,8 +262,8 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
         else if (!strcmp(f, "--clip-grad-norm")) rc = parse_double(f, v, 0, 1e9, &o->clip_grad_norm);
         else if (!strcmp(f, "--accum-steps")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->accum_steps = (int)l; }
         else if (!strcmp(f, "--threads")) { rc = parse_long(f, v, 1, 1024, &l); o->threads = (int)l; }
-        else if (!strcmp(f, "--shuffle")) { rc = parse_long(f, v, 0, 1, &l); o->shuffle = (int)l; }
-        else if (!strcmp(f, "--drop-last")) { rc = parse_long(f, v, 0, 1, &l); o->drop_last = (int)l; }
+        else if (!strcmp(f, "--shuffle")) { rc = parse_long(f, v, 0, 1, &l); o->shuffle = (int)l; given |= G_SHUFFLE; }
+        else if (!strcmp(f, "--drop-last")) { rc = parse_long(f, v, 0, 1, &l); o->drop_last = (int)l; given |= G_DROP_LAST; }
         else if (!strcmp(f, "--eval")) { rc = parse_long(f, v, 0, 1, &l); o->eval = (int)l; }
         else if (!strcmp(f, "--json")) rc = copy_path(f, v, o->json_path, sizeof o->json_path);
         else if (!strcmp(f, "--timeline")) rc = copy_path(f, v, o->timeline_path, sizeof o->timeline_path);

@@ -104,6 +104,12 @@ int dt_trainer_check_flags(dt_trainer *t) {
     add(&fs, "--hidden1", "%d", o->hidden1);
     add(&fs, "--hidden2", "%d", o->hidden2);
     add(&fs, "--dropout", "%.9g", o->dropout);
+    add(&fs, "--preset", "%s", o->preset);
+    add(&fs, "--n-layer", "%d", o->n_layer);
+    add(&fs, "--n-head", "%d", o->n_head);
+    add(&fs, "--n-embd", "%d", o->n_embd);
+    add(&fs, "--block-size", "%d", o->block_size);
+    add(&fs, "--recompute", "%d", o->recompute);
     add(&fs, "--epochs", "%d", o->epochs);
     add(&fs, "--batch-size", "%d", o->batch_size);
     add(&fs, "--lr", "%.17g", o->lr);
@@ -123,6 +129,9 @@ int dt_trainer_check_flags(dt_trainer *t) {
     add(&fs, "--shuffle", "%d", o->shuffle);
     add(&fs, "--drop-last", "%d", o->drop_last);
     add(&fs, "--eval", "%d", o->eval);
+    add(&fs, "--eval-every", "%ld", o->eval_every);
+    /* the sample is generated on rank 0 from parameters every rank gathers */
+    add(&fs, "--sample-length", "%d", o->sample_length);
     /* collective outputs: the path is rank 0's (or the same shared directory);
      * whether it is given decides the collectives every rank takes part in */
     add(&fs, "--save-model", "%s", *o->save_model ? "given" : "not given");
@@ -137,8 +146,8 @@ int dt_trainer_check_flags(dt_trainer *t) {
 int dt_trainer_check_data(dt_trainer *t) {
     fields fs;
     fs.n = 0;
-    add(&fs, "training samples", "%lld", (long long)t->train.count);
-    add(&fs, "test samples", "%lld", (long long)t->test.count);
+    add(&fs, "training samples", "%lld", (long long)t->src->ops->train_count(t->src));
+    add(&fs, "test samples", "%lld", (long long)t->src->ops->eval_count(t->src));
     return agree(t, &fs, "ranks loaded different data sets (--data)",
                  "give every rank the same data set (the directory may differ, the files may not)");
 }

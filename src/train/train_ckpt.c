@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
 #include "core/error.h"
 #include "dtrain/ckpt.h"
 #include "dtrain/coll.h"
@@ -42,17 +43,18 @@ int dt_trainer_agree_error(dt_trainer *t, int rc) {
     if (brc) return brc;
     if (v == t->ci.size) return DT_OK;
     char msg[1024] = "";
-    int st = rc;
+    int st[2] = {rc, dt_trainer_input_marked()}; /* the status, and whether it is the input's fault */
     if (t->ci.rank == v) snprintf(msg, sizeof msg, "%s", dt_last_error());
     int root = dt_comm_world_rank_of(t->comm, v);
     if ((brc = dt_broadcast(msg, msg, sizeof msg, DT_U8, root, t->comm)) ||
-        (brc = dt_broadcast(&st, &st, 1, DT_I32, root, t->comm)))
+        (brc = dt_broadcast(st, st, 2, DT_I32, root, t->comm)))
         return brc;
     if (t->ci.rank == v) return rc;
     msg[sizeof msg - 1] = '\0';
     char who[32];
     snprintf(who, sizeof who, "rank %d", v);
-    return dt_error(st, who, "%s", msg);
+    rc = dt_error(st[0], who, "%s", msg);
+    return st[1] ? dt_trainer_mark_input(rc) : rc;
 }
 
 /* ---- consolidated model ---------------------------------------------------- */
@@ -73,9 +75,14 @@ int dt_trainer_save_model(dt_trainer *t, const char *path) {
         if (i < np && sl->count > maxc) maxc = sl->count;
     }
     dt_st_writer *w = NULL;
-    char meta[256];
-    snprintf(meta, sizeof meta, "{\"format\": \"pt\", \"model\": \"%s\", \"written_by\": \"dtrain\", \"step\": \"%ld\"}",
-             t->o.model, t->step);
+    char meta[256], step[32];
+    snprintf(step, sizeof step, "%ld", t->step);
+    json_t *mj = json_pack("{s:s, s:s, s:s, s:s}", "format", "pt", "model", dt_model_name(t->model), "written_by", "dtrain",
+                           "step", step);
+    size_t ml = mj ? json_dumpb(mj, meta, sizeof meta - 1, 0) : 0;
+    json_decref(mj);
+    if (!ml || ml >= sizeof meta) rc = rc ? rc : DT_ERR(DT_ERR_NOMEM, "safetensors metadata: out of memory");
+    else meta[ml] = '\0';
     if (me && !rc) rc = dt_st_writer_open(path, info, n, meta, &w);
     rc = agree(t, rc);
     /* one tensor at a time: ZeRO-3 never holds the whole model on rank 0 */
@@ -85,8 +92,7 @@ int dt_trainer_save_model(dt_trainer *t, const char *path) {
     int wrc = DT_OK;
     for (int i = 0; i < np && !rc; i++) {
         const dt_param_slice *sl = dt_model_slice(t->model, i);
-        if (t->zero) rc = dt_zero_gather_range(t->zero, sl->offset, sl->count, buf, root);
-        else if (me) memcpy(buf, dt_model_params(t->model) + sl->offset, sl->count * sizeof(float));
+        rc = dt_strategy_gather(t->st, sl->offset, sl->count, buf, root);
         if (!rc && me && !wrc) wrc = dt_st_writer_write(w, i, buf);
     }
     for (int i = 0; i < nb && !rc && me && !wrc; i++) /* buffers are identical on every rank */
@@ -103,24 +109,17 @@ int dt_trainer_save_model(dt_trainer *t, const char *path) {
 
 /* ---- training-state checkpoints ---------------------------------------------- */
 
-/* the state vectors: params, each optimizer state, buffers */
-static int num_states(dt_trainer *t) { return dt_optim_num_states(t->zero ? dt_zero_optim(t->zero) : t->opt); }
-
-static float *state_ptr(dt_trainer *t, int i, const char **name) {
-    return dt_optim_state(t->zero ? dt_zero_optim(t->zero) : t->opt, i, name);
-}
-
 int dt_trainer_save_checkpoint(dt_trainer *t, const char *dir) {
     if (!t || !dir || !*dir) return DT_ERR(DT_ERR_INVALID, "trainer or directory is NULL/empty");
     size_t P = dt_model_num_params(t->model), NB = dt_model_num_buffers(t->model);
-    int N = t->ci.size, r = t->ci.rank, ns = num_states(t);
-    /* this rank's partition [lo, hi): the ZeRO slice (every stage, so a
-     * checkpoint has the same layout whatever wrote it) */
-    size_t S = (P + (size_t)N - 1) / (size_t)N;
-    size_t lo = (size_t)r * S < P ? (size_t)r * S : P, hi = lo + S < P ? lo + S : P;
-    int zero = t->o.dist.zero_opt_level, rc = DT_OK;
-    /* this rank's slice is current even while ZeRO 1/2 re-share it to others */
-    const float *pdata = zero == 3 ? dt_zero_param_shard(t->zero) : dt_model_params(t->model) + lo;
+    int N = t->ci.size, r = t->ci.rank, zero = t->o.dist.zero_opt_level, rc = DT_OK;
+    /* what this rank holds, and the part it writes (every strategy writes the
+     * ZeRO partition [r*S, (r+1)*S), so a checkpoint has the same layout
+     * whatever wrote it) */
+    dt_strategy_state ss;
+    if ((rc = dt_strategy_state_get(t->st, &ss))) return rc;
+    int ns = dt_optim_num_states(ss.opt);
+    size_t lo = ss.save_lo, hi = ss.save_hi, at = ss.save_lo - ss.lo;
     /* rank 0 checks the directory and picks the generation every rank writes */
     uint64_t gen = 0;
     if (r == 0) rc = dt_ckpt_prepare(dir, &gen);
@@ -130,11 +129,10 @@ int dt_trainer_save_checkpoint(dt_trainer *t, const char *dir) {
     dt_ckpt_range ranges[8];
     int nr = 0;
     const char *names[6];
-    ranges[nr++] = (dt_ckpt_range){"params", lo, hi - lo, pdata};
+    ranges[nr++] = (dt_ckpt_range){"params", lo, hi - lo, ss.params + at};
     for (int i = 0; i < ns && i < 5; i++) {
-        float *st = state_ptr(t, i, &names[i]);
-        /* stage 0 holds the full state: save this rank's partition of it */
-        ranges[nr++] = (dt_ckpt_range){names[i], lo, hi - lo, t->zero ? st : st + lo};
+        float *st = dt_optim_state(ss.opt, i, &names[i]);
+        ranges[nr++] = (dt_ckpt_range){names[i], lo, hi - lo, st + at};
     }
     if (r == 0 && NB) ranges[nr++] = (dt_ckpt_range){"buffers", 0, NB, dt_model_buffers(t->model)};
     dt_ckpt_shard shard = {nr, ranges};
@@ -147,66 +145,68 @@ int dt_trainer_save_checkpoint(dt_trainer *t, const char *dir) {
         vec[nv++] = (dt_ckpt_vector){"params", P};
         for (int i = 0; i < ns && i < 5; i++) vec[nv++] = (dt_ckpt_vector){names[i], P};
         if (NB) vec[nv++] = (dt_ckpt_vector){"buffers", NB};
-        char dist[1024], nparams[32], h1[16], h2[16], bs[16];
+        char dist[1024], bs[16], mk[8][16], mv[8][24];
         dt_config_dumps(&t->o.dist, dist, sizeof dist);
-        snprintf(nparams, sizeof nparams, "%zu", P);
-        snprintf(h1, sizeof h1, "%d", t->o.hidden1);
-        snprintf(h2, sizeof h2, "%d", t->o.hidden2);
         snprintf(bs, sizeof bs, "%d", t->o.batch_size);
         uint64_t epoch, pos;
         dt_trainer_position(t, &epoch, &pos);
         /* the position is in samples of the epoch's global order: any layout
          * (world size, batch size, accumulation) resumes exactly there */
-        dt_ckpt_kv meta[] = {{"model", t->o.model}, {"optimizer", t->o.optimizer}, {"hidden1", h1},
-                             {"hidden2", h2}, {"dist_config", dist}, {"written_by", "dtrain-train"},
-                             {"epoch_position_unit", "samples"}, {"batch_size", bs}};
+        dt_ckpt_kv meta[16] = {{"model", t->o.model}, {"optimizer", t->o.optimizer}, {"dist_config", dist},
+                               {"written_by", "dtrain-train"}, {"epoch_position_unit", "samples"},
+                               {"batch_size", bs}};
+        int nm = 6, nk = dt_trainer_model_meta(t, mk, mv);
+        for (int i = 0; i < nk; i++) meta[nm++] = (dt_ckpt_kv){mk[i], mv[i]};
         dt_ckpt_manifest m = {.generation = gen, .step = (uint64_t)t->step, .epoch = epoch,
                               .epoch_position = pos,
                               .rng_state = {t->o.seed, 0, 0, 0}, .world_size = N, .zero_level = zero,
                               .num_params = P, .num_buffers = NB, .nvectors = nv, .vectors = vec,
-                              .nranks = 0, .nmeta = (int)(sizeof meta / sizeof meta[0]), .meta = meta};
+                              .nranks = 0, .nmeta = nm, .meta = meta};
         rc = dt_ckpt_commit(dir, &m);
     }
     return agree(t, rc);
 }
 
+/* a checkpoint of another model or size does not fit the flags: exit 2 */
 static int check_meta(dt_ckpt_manifest *m, const char *dir, const char *key, const char *want) {
     const char *got = dt_ckpt_meta_get(m, key);
     if (!got || strcmp(got, want) != 0)
-        return DT_ERR(DT_ERR_MISMATCH, "checkpoint '%s' was written for %s '%s', this run uses '%s'", dir, key,
-                      got ? got : "(none)", want);
+        return dt_trainer_mark_input(DT_ERR(DT_ERR_MISMATCH, "checkpoint '%s' was written for %s '%s', this run "
+                                            "uses '%s'", dir, key, got ? got : "(none)", want));
     return DT_OK;
+}
+
+/* dt_strategy_read_fn over a loaded manifest */
+typedef struct reader {
+    dt_ckpt_manifest *m;
+    const char *dir;
+} reader;
+
+static int read_vec(void *ctx, const char *vector, size_t offset, size_t count, float *dst) {
+    reader *rd = ctx;
+    if (strcmp(vector, "params") != 0 && dt_ckpt_vector_index(rd->m, vector) < 0)
+        return DT_ERR(DT_ERR_MISMATCH, "checkpoint '%s' has no optimizer state '%s'", rd->dir, vector);
+    return dt_ckpt_read_range(NULL, rd->m, vector, offset, count, dst);
 }
 
 int dt_trainer_resume(dt_trainer *t, const char *dir) {
     if (!t || !dir || !*dir) return DT_ERR(DT_ERR_INVALID, "trainer or directory is NULL/empty");
     dt_ckpt_manifest *m = NULL;
     size_t P = dt_model_num_params(t->model), NB = dt_model_num_buffers(t->model);
-    char h1[16], h2[16];
-    snprintf(h1, sizeof h1, "%d", t->o.hidden1);
-    snprintf(h2, sizeof h2, "%d", t->o.hidden2);
+    char mk[8][16], mv[8][24];
+    int nk = dt_trainer_model_meta(t, mk, mv);
     int rc = dt_ckpt_load_manifest(dir, &m);
     if (!rc) rc = check_meta(m, dir, "model", t->o.model);
     if (!rc) rc = check_meta(m, dir, "optimizer", t->o.optimizer);
-    if (!rc) rc = check_meta(m, dir, "hidden1", h1);
-    if (!rc) rc = check_meta(m, dir, "hidden2", h2);
+    for (int i = 0; !rc && i < nk; i++) rc = check_meta(m, dir, mk[i], mv[i]);
     if (!rc && (m->num_params != P || m->num_buffers != NB))
-        rc = DT_ERR(DT_ERR_MISMATCH, "checkpoint '%s' holds %llu parameters and %llu buffer values, the model has %zu and %zu",
-                    dir, (unsigned long long)m->num_params, (unsigned long long)m->num_buffers, P, NB);
-    /* parameters: the full vector (stages 0-2) or this rank's slice (stage 3) */
-    size_t lo = 0, hi = P;
-    if (t->zero) dt_zero_shard(t->zero, &lo, &hi);
-    if (!rc) {
-        if (t->o.dist.zero_opt_level == 3) rc = dt_ckpt_read_range(NULL, m, "params", lo, hi - lo, dt_zero_param_shard(t->zero));
-        else rc = dt_ckpt_read_range(NULL, m, "params", 0, P, dt_model_params(t->model));
-    }
-    for (int i = 0; !rc && i < num_states(t); i++) {
-        const char *name;
-        float *st = state_ptr(t, i, &name);
-        if (dt_ckpt_vector_index(m, name) < 0)
-            rc = DT_ERR(DT_ERR_MISMATCH, "checkpoint '%s' has no optimizer state '%s'", dir, name);
-        else rc = dt_ckpt_read_range(NULL, m, name, lo, hi - lo, st);
-    }
+        rc = dt_trainer_mark_input(DT_ERR(DT_ERR_MISMATCH, "checkpoint '%s' holds %llu parameters and %llu buffer "
+                                          "values, the model has %zu and %zu", dir, (unsigned long long)m->num_params,
+                                          (unsigned long long)m->num_buffers, P, NB));
+    /* what this rank holds: the strategy reads its parameters (the full
+     * vector, or its slice) and optimizer state from any layout */
+    reader rd = {m, dir};
+    if (!rc) rc = dt_strategy_load(t->st, read_vec, &rd);
     if (!rc && NB) rc = dt_ckpt_read_range(NULL, m, "buffers", 0, NB, dt_model_buffers(t->model));
     /* the position: samples of the epoch's global order; checkpoints of dtrain
      * before that (no "epoch_position_unit") counted micro-batches of B samples
@@ -225,8 +225,9 @@ int dt_trainer_resume(dt_trainer *t, const char *dir) {
             pos = pos > UINT64_MAX / 4 / per ? UINT64_MAX / 4 : pos * per;
         }
         if (pos > (uint64_t)INT64_MAX / 4) pos = (uint64_t)INT64_MAX / 4; /* past any epoch's end */
-        dt_optim *opt = t->zero ? dt_zero_optim(t->zero) : t->opt;
-        rc = dt_optim_set_step(opt, (long)m->step);
+        dt_strategy_state ss;
+        rc = dt_strategy_state_get(t->st, &ss);
+        if (!rc) rc = dt_optim_set_step(ss.opt, (long)m->step);
         t->step = (long)m->step;
         t->epoch = (int)m->epoch;
         t->resume_pos = (int64_t)pos;

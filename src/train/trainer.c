@@ -1,58 +1,42 @@
-/* src/train/trainer.c - the training loop: data, model, optimizer, data
- * parallelism, metrics, JSON lines, timeline (see dtrain/train.h). */
+/* src/train/trainer.c - the trainer's set-up: model, data source, parallel
+ * strategy, optimizer schedule, hooks; evaluation, parameter gathering and
+ * the memory table (see dtrain/train.h). The loop is in train_fit.c. */
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "core/error.h"
 #include "dtrain/coll.h"
-#include "dtrain/data.h"
-#include "dtrain/ddp.h"
 #include "dtrain/mem.h"
 #include "dtrain/nn.h"
-#include "dtrain/optim.h"
 #include "dtrain/reliability.h"
 #include "dtrain/trace.h"
 #include "dtrain/train.h"
-#include "dtrain/zero.h"
 #include "train/trainer_internal.h"
 
+/* ---- input errors (dtrain-train's exit 2) ------------------------------------------ */
 
+static _Thread_local int g_input_error;
 
-static volatile sig_atomic_t g_stop_requested;
-
-void dt_trainer_request_stop(void) { g_stop_requested = 1; }
-
-/* 1 if any rank was asked to stop (all ranks get the same answer). */
-static int stop_agreed(dt_trainer *t, int *rc) {
-    int v = g_stop_requested ? 1 : 0;
-    if (t->ci.size > 1 && (*rc = dt_allreduce(&v, &v, 1, DT_I32, DT_MAX, t->comm))) return 1;
-    return v;
+int dt_trainer_mark_input(int rc) {
+    if (rc < 0) g_input_error = 1;
+    return rc;
 }
+int dt_trainer_input_marked(void) { return g_input_error; }
+int dt_trainer_usage_error(void) { return g_input_error; }
 
-/* ---- hooks ---------------------------------------------------------------- */
+/* ---- hooks: the timeline around each layer, the strategy's work ---------------------- */
 
 static int h_pre_fwd(void *ctx, int layer) {
     dt_trainer *t = ctx;
     if (t->tracing) t->t_layer = dt_trace_now_us();
-    if (!t->zero) return 0;
-    float *p;
-    int rc = dt_zero_pre_forward(t->zero, layer, &p);
-    if (!rc && p) rc = dt_model_set_layer_params(t->model, layer, p);
-    return rc;
+    return dt_strategy_pre_forward(t->st, layer);
 }
 
 static int h_pre_bwd(void *ctx, int layer) {
     dt_trainer *t = ctx;
     if (t->tracing) t->t_layer = dt_trace_now_us();
-    if (!t->zero) return 0;
-    float *p, *g;
-    int rc = dt_zero_pre_backward(t->zero, layer, &p, &g);
-    if (!rc && p) rc = dt_model_set_layer_params(t->model, layer, p);
-    if (!rc && g) rc = dt_model_set_layer_grads(t->model, layer, g);
-    return rc;
+    return dt_strategy_pre_backward(t->st, layer);
 }
 
 static void layer_event(dt_trainer *t, const char *what, int layer) {
@@ -64,60 +48,59 @@ static void layer_event(dt_trainer *t, const char *what, int layer) {
 static int h_post_fwd(void *ctx, int layer) {
     dt_trainer *t = ctx;
     if (t->tracing) layer_event(t, "forward", layer);
-    return t->zero ? dt_zero_post_forward(t->zero, layer) : 0;
+    return dt_strategy_post_forward(t->st, layer);
 }
 
 static int h_post_bwd(void *ctx, int layer) {
     dt_trainer *t = ctx;
     if (t->tracing) layer_event(t, "backward", layer);
-    return t->zero ? dt_zero_post_backward(t->zero, layer) : 0;
+    return dt_strategy_post_backward(t->st, layer);
 }
 
-static int h_grad_ready(void *ctx, int layer) {
-    dt_trainer *t = ctx;
-    if (t->zero) return dt_zero_grad_ready(t->zero, layer);
-    if (!t->ddp || t->layer_seg[layer] < 0) return 0;
-    return dt_ddp_grad_ready(t->ddp, t->layer_seg[layer]);
-}
+static int h_grad_ready(void *ctx, int layer) { return dt_strategy_grad_ready(((dt_trainer *)ctx)->st, layer); }
 
 static int h_sync_stats(void *ctx, float *buf, size_t n) {
-    dt_trainer *t = ctx;
-    return dt_allreduce(buf, buf, n, DT_F32, DT_SUM, t->comm);
+    return dt_strategy_sync_stats(((dt_trainer *)ctx)->st, buf, n);
 }
 
-/* ---- set-up ---------------------------------------------------------------- */
+/* ---- the layer table: the model's calls for the strategy ------------------------------- */
 
-static int setup_zero(dt_trainer *t, const dt_optim_config *oc) {
-    int L = t->nlayers;
-    size_t *off = malloc(sizeof(size_t) * (size_t)L), *cnt = malloc(sizeof(size_t) * (size_t)L);
-    if (!off || !cnt) { free(off); free(cnt); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
-    for (int l = 0; l < L; l++) dt_model_layer_params(t->model, l, &off[l], &cnt[l]);
-    dt_zero_config zc;
-    dt_zero_config_default(&zc);
-    zc.stage = t->o.dist.zero_opt_level;
-    zc.bucket_cap_bytes = (size_t)(t->o.dist.bucket_size_mb * 1048576.0);
-    zc.first_bucket_bytes = (size_t)(t->o.dist.first_bucket_mb * 1048576.0);
-    zc.overlap = t->o.dist.overlap;
-    zc.average = 0; /* backward is pre-scaled by 1/size (train_step) */
-    int rc = dt_zero_create(t->comm, &zc, dt_model_num_params(t->model), off, cnt, L, dt_model_params(t->model),
-                            zc.stage == 1 ? dt_model_grads(t->model) : NULL, oc, &t->zero);
-    free(off);
-    free(cnt);
-    if (rc) return rc;
-    /* stages 2 and 3 never use the model's full gradient buffer, stage 3 not its
-     * parameter buffer either: the model releases them */
-    if (zc.stage >= 2) {
-        rc = dt_model_release_flat(t->model, zc.stage == 3, 1);
-        if (rc) return rc;
-        t->mem_model[1] = 0;
-        if (zc.stage == 3) t->mem_model[0] = 0;
+static int tb_set_params(void *m, int l, float *p) { return dt_model_set_layer_params(m, l, p); }
+static int tb_set_grads(void *m, int l, float *g) { return dt_model_set_layer_grads(m, l, g); }
+static int tb_use_grads(void *m, float *g) { return dt_model_use_grad_buffer(m, g); }
+static int tb_release(void *m, int p, int g) { return dt_model_release_flat(m, p, g); }
+static void tb_zero_grad(void *m) { dt_model_zero_grad(m); }
+
+static int build_table(dt_trainer *t) {
+    dt_model *m = t->model;
+    const int L = dt_model_num_layers(m);
+    t->l_off = malloc(sizeof(size_t) * (size_t)L);
+    t->l_cnt = malloc(sizeof(size_t) * (size_t)L);
+    t->l_owner = malloc(sizeof(int) * (size_t)L);
+    if (!t->l_off || !t->l_cnt || !t->l_owner) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    for (int l = 0; l < L; l++) {
+        dt_model_layer_params(m, l, &t->l_off[l], &t->l_cnt[l]);
+        t->l_owner[l] = dt_model_layer_param_owner(m, l);
     }
-    /* batch-norm buffers start identical too */
-    size_t nb = dt_model_num_buffers(t->model);
-    return nb ? dt_broadcast(dt_model_buffers(t->model), dt_model_buffers(t->model), nb, DT_F32,
-                             dt_comm_world_rank_of(t->comm, 0), t->comm)
-              : DT_OK;
+    t->table = (dt_layer_table){.nlayers = L, .offset = t->l_off, .count = t->l_cnt, .owner = t->l_owner,
+                                .num_params = dt_model_num_params(m), .params = dt_model_params(m),
+                                .grads = dt_model_grads(m), .buffers = dt_model_buffers(m),
+                                .num_buffers = dt_model_num_buffers(m), .model = m,
+                                .set_layer_params = tb_set_params, .set_layer_grads = tb_set_grads,
+                                .use_grad_buffer = tb_use_grads, .release_flat = tb_release,
+                                .zero_grad = tb_zero_grad};
+    /* weight decay as the family trains (nanoGPT: matrices only) */
+    const int ns = dt_model_num_slices(m);
+    t->no_decay = malloc(sizeof *t->no_decay * (size_t)(ns ? ns : 1));
+    if (!t->no_decay) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < ns; i++) {
+        const dt_param_slice *sl = dt_model_slice(m, i);
+        if (sl->ndim < t->fam->decay_min_ndim) t->no_decay[t->n_no_decay++] = (dt_optim_range){sl->offset, sl->count};
+    }
+    return DT_OK;
 }
+
+/* ---- set-up ---------------------------------------------------------------------------- */
 
 static int setup_optimizer(dt_trainer *t) {
     const dt_train_options *o = &t->o;
@@ -129,17 +112,18 @@ static int setup_optimizer(dt_trainer *t) {
     oc.lr = o->lr > 0 ? o->lr : (kind == DT_OPTIM_SGD ? 0.01 : 1e-3);
     if (kind == DT_OPTIM_SGD) { oc.momentum = o->momentum; oc.nesterov = o->nesterov; }
     if (o->weight_decay >= 0) oc.weight_decay = o->weight_decay;
-    if (o->dist.zero_opt_level > 0) {
-        rc = setup_zero(t, &oc);
-    } else {
-        rc = dt_optim_create(&oc, dt_model_num_params(t->model), &t->opt);
-        if (!rc) dt_mem_add(DT_MEM_OPTIM, (long long)dt_optim_state_bytes(t->opt));
-    }
-    if (rc) return rc;
+    dt_strategy_args sa = {.comm = t->comm, .dist = &o->dist, .optim = &oc, .no_decay = t->no_decay,
+                           .n_no_decay = t->n_no_decay, .table = &t->table};
+    if ((rc = dt_strategy_create(&sa, &t->st))) return rc;
     dt_lr_schedule_init(&t->sched, (float)oc.lr);
     t->sched.warmup_steps = o->warmup_steps;
     t->sched.min_lr = (float)o->min_lr;
-    long per_epoch = dt_batch_iter_num_batches(&t->it) / o->accum_steps;
+    return DT_OK;
+}
+
+static int setup_schedule(dt_trainer *t) {
+    const dt_train_options *o = &t->o;
+    long per_epoch = (long)(t->src->ops->batches_left(t->src) / o->accum_steps);
     long total = per_epoch * o->epochs;
     if (o->max_steps > 0 && o->max_steps < total) total = o->max_steps;
     t->planned_steps = total;
@@ -150,44 +134,45 @@ static int setup_optimizer(dt_trainer *t) {
     return dt_lr_schedule_validate(&t->sched);
 }
 
-static int setup_ddp(dt_trainer *t) {
-    int L = t->nlayers, nseg = 0;
-    /* Gradients in memory the ranks share (on one host): the buckets, views
-     * at the same offsets on every rank, are then reduced straight between
-     * the ranks' gradient buffers (comm.h). Collective, like dt_ddp_create. */
-    void *sg = NULL;
-    int rc = dt_comm_alloc_shared(t->comm, dt_model_num_params(t->model) * sizeof(float), &sg);
-    if (rc) return rc;
-    t->shared_grads = sg;
-    if ((rc = dt_model_use_grad_buffer(t->model, sg))) return rc;
-    dt_ddp_segment *segs = malloc(sizeof *segs * (size_t)L);
-    if (!segs) return DT_ERR(DT_ERR_NOMEM, "out of memory");
-    float *p = dt_model_params(t->model), *g = dt_model_grads(t->model);
-    for (int l = 0; l < L; l++) {
-        size_t off, cnt;
-        dt_model_layer_params(t->model, l, &off, &cnt);
-        t->layer_seg[l] = -1;
-        if (!cnt) continue;
-        t->layer_seg[l] = nseg;
-        t->seg_off[nseg] = off;
-        t->seg_cnt[nseg] = cnt;
-        segs[nseg++] = (dt_ddp_segment){p + off, g + off, cnt};
-    }
-    dt_ddp_buffer buf = {dt_model_buffers(t->model), dt_model_num_buffers(t->model)};
-    dt_ddp_config dc;
-    dt_ddp_config_default(&dc);
-    dc.bucket_cap_bytes = (size_t)(t->o.dist.bucket_size_mb * 1048576.0);
-    dc.first_bucket_bytes = (size_t)(t->o.dist.first_bucket_mb * 1048576.0);
-    dc.overlap = t->o.dist.overlap;
-    dc.broadcast_buffers = t->o.dist.broadcast_buffers && !t->o.dist.sync_bn;
-    dc.root = dt_comm_world_rank_of(t->comm, 0);
-    dc.average = 0; /* backward is pre-scaled by 1/size (train_step) */
-    rc = dt_ddp_create(t->comm, segs, nseg, &buf, buf.count ? 1 : 0, &dc, &t->ddp);
-    free(segs);
+static int setup_model(dt_trainer *t) {
+    dt_model_config mc;
+    int rc = dt_model_config_init(&mc, dt_train_model_name(&t->o));
+    if (!rc) rc = t->fam->configure(&mc, &t->o);
+    /* a size that cannot make a model is the flags' fault: exit 2 */
+    if (!rc && (rc = dt_model_create(&mc, &t->model))) return rc == DT_ERR_INVALID ? dt_trainer_mark_input(rc) : rc;
+    if (!rc) rc = dt_model_seed_dropout(t->model, t->o.seed * 1000003ull + (uint64_t)t->ci.rank);
+    if (!rc) rc = dt_model_get_io(t->model, &t->io);
+    t->positions = t->io.max_seq > 0 ? t->io.max_seq : 1;
     return rc;
 }
 
+static int setup_buffers(dt_trainer *t) {
+    const dt_train_options *o = &t->o;
+    t->eval_batch = t->fam->eval_batch > 0 ? t->fam->eval_batch : o->batch_size;
+    int cap = o->batch_size > t->eval_batch ? o->batch_size : t->eval_batch;
+    size_t per_x = (size_t)t->io.x_size * (size_t)t->positions;
+    t->x = malloc(4 * (size_t)cap * per_x); /* float32 or int32 */
+    t->y = malloc(sizeof(int32_t) * (size_t)cap * (size_t)t->positions);
+    t->eval_idx = malloc(sizeof(int64_t) * (size_t)cap);
+    if (!t->x || !t->y || !t->eval_idx) return DT_ERR(DT_ERR_NOMEM, "out of memory for batch buffers");
+    t->cap = cap;
+    /* the activations of the largest batch the model will see (its forward
+     * allocates them), and for gpt what recomputation changes */
+    size_t act = 0;
+    int T = t->io.max_seq > 0 ? t->io.max_seq : 0, rc;
+    if ((rc = dt_model_activation_bytes(t->model, cap, T, t->o.recompute, &act))) return rc;
+    t->mem_act = (long long)act;
+    dt_mem_add(DT_MEM_ACTIVATIONS, t->mem_act);
+    if (t->io.max_seq > 0) {
+        if ((rc = dt_model_activation_bytes(t->model, o->batch_size, T, 0, &t->act_bytes[0])) ||
+            (rc = dt_model_activation_bytes(t->model, o->batch_size, T, 1, &t->act_bytes[1])))
+            return rc;
+    }
+    return DT_OK;
+}
+
 int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
+    g_input_error = 0;
     if (!o || !out) return DT_ERR(DT_ERR_INVALID, "NULL argument");
     *out = NULL;
     dt_trainer *t = calloc(1, sizeof *t);
@@ -199,72 +184,43 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
 #define FAIL(x) do { rc = (x); if (rc) { dt_trainer_free(t); return rc; } } while (0)
     if (o->batch_size < 1 || o->epochs < 1 || o->accum_steps < 1)
         FAIL(DT_ERR(DT_ERR_INVALID, "batch_size, epochs and accum_steps must be >= 1"));
-    t->dp = t->ci.size > 1 && o->dist.enable_data_parallel;
     if (t->ci.size > 1 && !o->dist.enable_data_parallel)
         FAIL(DT_ERR(DT_ERR_INVALID, "enable_data_parallel is off but %d ranks were launched: nothing would be shared", t->ci.size));
+    if (!(t->fam = dt_train_family_of(o->model))) FAIL(DT_ERR_INVALID);
     if (t->ci.size > 1) FAIL(dt_trainer_check_flags(t));
-    FAIL(dt_trainer_check_outputs(t)); /* before anything is trained */
     FAIL(dt_set_num_threads(o->threads));
     FAIL(dt_set_timeout(o->dist.timeout_s)); /* the watchdog's limit on every blocking call */
 
-    /* a data set missing on one host ends every rank, with its message */
-    rc = dt_fashion_mnist_load(o->data_dir, 1, &t->train);
-    if (!rc) rc = dt_fashion_mnist_load(o->data_dir, 0, &t->test);
+    /* every rank builds the same model: one failing (out of memory) ends all */
+    rc = setup_model(t);
+    if (!rc) rc = build_table(t);
     FAIL(dt_trainer_agree_error(t, rc));
-    if (o->train_limit > 0 && o->train_limit < t->train.count) {
-        dt_dataset s;
-        FAIL(dt_dataset_subset(&t->train, o->train_limit, &s));
-        dt_dataset_free(&t->train);
-        t->train = s;
-    }
-    if (o->test_limit > 0 && o->test_limit < t->test.count) {
-        dt_dataset s;
-        FAIL(dt_dataset_subset(&t->test, o->test_limit, &s));
-        dt_dataset_free(&t->test);
-        t->test = s;
-    }
+    FAIL(setup_optimizer(t)); /* the strategy: DDP, ZeRO or none, and the optimizer */
+
+    /* the data, cut into the strategy's data-parallel parts; a data set
+     * missing on one host ends every rank, with its message */
+    dt_source_args sa = {.o = &t->o, .io = t->io, .dp_rank = t->st->dp_rank, .dp_size = t->st->dp_size};
+    rc = t->fam->source->open(&sa, &t->src);
+    FAIL(dt_trainer_agree_error(t, rc));
     if (t->ci.size > 1) FAIL(dt_trainer_check_data(t));
-    if (t->train.count < t->ci.size)
-        FAIL(DT_ERR(DT_ERR_INVALID, "%lld training samples cannot feed %d ranks", (long long)t->train.count, t->ci.size));
-    FAIL(dt_sampler_init(&t->sampler, t->train.count, t->ci.size, t->ci.rank, o->shuffle, o->drop_last, o->seed));
-    FAIL(dt_batch_iter_init(&t->it, &t->sampler, o->batch_size, o->drop_last));
-    if (dt_batch_iter_num_batches(&t->it) < o->accum_steps)
-        FAIL(DT_ERR(DT_ERR_INVALID, "an epoch has %lld batches per rank, fewer than accum_steps %d",
-                    (long long)dt_batch_iter_num_batches(&t->it), o->accum_steps));
-
-    dt_model_config mc;
-    FAIL(dt_model_config_init(&mc, o->model));
-    if (o->hidden1) mc.hidden1 = o->hidden1;
-    if (o->hidden2) mc.hidden2 = o->hidden2;
-    if (o->dropout >= 0) mc.dropout = o->dropout;
-    mc.seed = o->seed;
-    FAIL(dt_model_create(&mc, &t->model));
-    FAIL(dt_model_seed_dropout(t->model, o->seed * 1000003ull + (uint64_t)t->ci.rank));
-    t->nlayers = dt_model_num_layers(t->model);
-    t->layer_seg = malloc(sizeof(int) * (size_t)t->nlayers);
-    t->seg_off = malloc(sizeof(size_t) * (size_t)t->nlayers);
-    t->seg_cnt = malloc(sizeof(size_t) * (size_t)t->nlayers);
-    if (!t->layer_seg || !t->seg_off || !t->seg_cnt) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory"));
-    for (int l = 0; l < t->nlayers; l++) t->layer_seg[l] = -1;
-    t->mem_model[0] = t->mem_model[1] = (long long)(dt_model_num_params(t->model) * sizeof(float));
-    if (t->dp && o->dist.zero_opt_level == 0) FAIL(setup_ddp(t));
-    FAIL(setup_optimizer(t)); /* ZeRO (stage >= 1) replaces DDP and the optimizer */
-    dt_mem_add(DT_MEM_PARAMS, t->mem_model[0]);
-    dt_mem_add(DT_MEM_GRADS, t->mem_model[1]);
-
-    int cap = o->batch_size > 500 ? o->batch_size : 500; /* eval batches of 500 */
-    t->x = malloc(sizeof(float) * (size_t)cap * 784);
-    t->y = malloc(sizeof(int32_t) * (size_t)cap);
-    if (!t->x || !t->y) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for batch buffers"));
-    t->cap = cap;
+    FAIL(t->src->ops->begin_epoch(t->src, 0, 0));
+    if (t->src->ops->batches_left(t->src) < o->accum_steps)
+        FAIL(dt_trainer_mark_input(DT_ERR(DT_ERR_INVALID, "an epoch has %lld batches per rank, fewer than accum_steps %d",
+                                          (long long)t->src->ops->batches_left(t->src), o->accum_steps)));
+    FAIL(setup_schedule(t));
+    FAIL(setup_buffers(t));
 
     dt_model_hooks hk = {.ctx = t, .pre_forward = h_pre_fwd, .post_forward = h_post_fwd, .pre_backward = h_pre_bwd,
                          .grad_ready = h_grad_ready, .post_backward = h_post_bwd,
-                         .sync_stats = (t->dp && o->dist.sync_bn) ? h_sync_stats : NULL};
+                         .sync_stats = dt_strategy_has_sync_stats(t->st) ? h_sync_stats : NULL};
     FAIL(dt_model_set_hooks(t->model, &hk));
     if (*o->resume_dir) FAIL(dt_trainer_resume(t, o->resume_dir));
     if (*o->resume_dir && t->ci.size > 1) FAIL(dt_trainer_check_resumed(t));
-    dtm_memory(&t->metrics, "start", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level);
+    /* outputs last: a run refused for its input leaves nothing behind; all
+     * of them are still checked before anything is trained */
+    FAIL(dt_trainer_check_outputs(t));
+    dtm_memory(&t->metrics, "start", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level,
+               t->act_bytes[0], t->act_bytes[1]);
 #undef FAIL
     *out = t;
     return DT_OK;
@@ -274,67 +230,88 @@ void dt_trainer_free(dt_trainer *t) {
     if (!t) return;
     if (t->tracing) dt_trace_close();
     dtm_close(&t->metrics); /* a failed write was already reported by dt_trainer_fit or is moot */
-    dt_ddp_free(t->ddp);
-    dt_zero_free(t->zero);
-    if (t->opt) dt_mem_add(DT_MEM_OPTIM, -(long long)dt_optim_state_bytes(t->opt));
-    dt_optim_destroy(t->opt);
-    dt_mem_add(DT_MEM_PARAMS, -t->mem_model[0]);
-    dt_mem_add(DT_MEM_GRADS, -t->mem_model[1]);
+    dt_strategy_free(t->st);
     dt_model_free(t->model);
-    if (t->shared_grads) dt_comm_free_shared(t->comm, t->shared_grads);
-    dt_batch_iter_free(&t->it);
-    dt_dataset_free(&t->train);
-    dt_dataset_free(&t->test);
-    free(t->layer_seg);
-    free(t->seg_off);
-    free(t->seg_cnt);
+    if (t->src) t->src->ops->close(t->src);
+    dt_mem_add(DT_MEM_ACTIVATIONS, -t->mem_act);
+    free(t->l_off);
+    free(t->l_cnt);
+    free(t->l_owner);
+    free(t->no_decay);
     free(t->x);
     free(t->y);
+    free(t->eval_idx);
     free(t->step_s);
     free(t);
 }
 
 dt_model *dt_trainer_model(dt_trainer *t) { return t ? t->model : NULL; }
 
-/* ---- evaluation -------------------------------------------------------------- */
-
-static int sum_over_ranks(dt_trainer *t, double *v, int n) {
-    if (t->ci.size == 1) return DT_OK;
-    return dt_allreduce(v, v, (size_t)n, DT_F64, DT_SUM, t->comm);
+void dt_trainer_position(const dt_trainer *t, uint64_t *epoch, uint64_t *samples) {
+    *epoch = (uint64_t)t->epoch;
+    if (t->resume_pos > 0) *samples = (uint64_t)t->resume_pos; /* resumed, not trained since */
+    else if (t->epoch_over) *samples = 0;
+    else *samples = (uint64_t)t->src->ops->position(t->src);
 }
+
+int dt_trainer_model_meta(const dt_trainer *t, char keys[][16], char vals[][24]) {
+    int n = 0;
+    if (t->io.max_seq > 0) { /* a sequence model: its sizes */
+        const dt_model_config *c = dt_model_get_config(t->model);
+        const struct { const char *k; int v; } kv[] = {{"n_layer", c->n_layer}, {"n_head", c->n_head},
+                                                       {"n_embd", c->n_embd}, {"block_size", c->block_size},
+                                                       {"vocab_size", c->vocab_size}};
+        for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++, n++) {
+            snprintf(keys[n], 16, "%s", kv[i].k);
+            snprintf(vals[n], 24, "%d", kv[i].v);
+        }
+    } else {
+        snprintf(keys[n], 16, "hidden1");
+        snprintf(vals[n++], 24, "%d", t->o.hidden1);
+        snprintf(keys[n], 16, "hidden2");
+        snprintf(vals[n++], 24, "%d", t->o.hidden2);
+    }
+    return n;
+}
+
+/* ---- evaluation -------------------------------------------------------------- */
 
 int dt_trainer_evaluate(dt_trainer *t, double *acc, double *loss) {
     if (!t) return DT_ERR(DT_ERR_INVALID, "trainer is NULL");
-    /* rank r evaluates samples r, r+N, ...: the test set exactly once overall.
-     * Every rank runs the same number of batches (ZeRO-3 gathers parameters
-     * collectively in forward): ranks with fewer samples pad their last batch
-     * with sample 0, whose row is not counted. */
-    double v[3] = {0, 0, 0}; /* correct, count, loss sum */
-    int64_t idx[500];
-    int N = t->ci.size, C = dt_model_num_classes(t->model);
-    int64_t per_rank = (t->test.count + N - 1) / N;
+    /* data-parallel rank r evaluates samples r, r+N, ...: the evaluation set
+     * exactly once overall. Every rank runs the same number of batches (ZeRO-3
+     * gathers parameters collectively in forward): ranks with fewer samples
+     * pad their last batch with sample 0, whose rows are not counted. */
+    double v[3] = {0, 0, 0}; /* correct, count, loss sum (over predictions) */
+    const int N = t->st->dp_size, r = t->st->dp_rank, C = t->io.num_classes, P = t->positions;
+    const int64_t n = t->src->ops->eval_count(t->src), per_rank = (n + N - 1) / N;
     for (int64_t i = 0; i < per_rank;) {
         int B = 0, valid = 0;
-        for (; B < 500 && i < per_rank; B++, i++) {
-            int64_t s = t->ci.rank + i * N;
-            idx[B] = s < t->test.count ? s : 0;
-            if (s < t->test.count) valid = B + 1;
+        for (; B < t->eval_batch && i < per_rank; B++, i++) {
+            int64_t s = r + i * N;
+            t->eval_idx[B] = s < n ? s : 0;
+            if (s < n) valid = B + 1;
         }
-        int rc = dt_dataset_batch(&t->test, idx, B, t->x, t->y, NULL);
-        if (!rc) rc = dt_model_forward(t->model, t->x, t->y, B, 0, NULL);
+        int rc = t->src->ops->eval_batch(t->src, t->eval_idx, B, t->x, t->y);
+        if (!rc) rc = dt_model_forward(t->model, t->x, NULL, B, 0, NULL);
         if (rc) return rc;
-        const float *lp = dt_model_logits(t->model); /* [B, C] log-probabilities */
-        for (int b = 0; b < valid; b++) {
-            const float *row = lp + (size_t)b * C;
-            int best = 0;
-            for (int c = 1; c < C; c++) if (row[c] > row[best]) best = c;
-            v[0] += best == t->y[b];
-            v[1] += 1;
-            v[2] -= row[t->y[b]];
-        }
+        const float *lp = dt_model_logits(t->model); /* [B, P, C] log-probabilities */
+        if (!lp) return DT_ERR(DT_ERR_INTERNAL, "no log-probabilities after an evaluation forward");
+        for (int b = 0; b < valid; b++)
+            for (int p = 0; p < P; p++) {
+                const size_t k = (size_t)b * (size_t)P + (size_t)p;
+                const float *row = lp + k * (size_t)C;
+                int best = 0;
+                for (int c = 1; c < C; c++) if (row[c] > row[best]) best = c;
+                v[0] += best == t->y[k];
+                v[1] += 1;
+                v[2] -= row[t->y[k]];
+            }
     }
-    int rc = sum_over_ranks(t, v, 3);
-    if (rc) return rc;
+    if (t->ci.size > 1) {
+        int rc = dt_allreduce(v, v, 3, DT_F64, DT_SUM, t->comm);
+        if (rc) return rc;
+    }
     if (acc) *acc = v[1] > 0 ? v[0] / v[1] : 0;
     if (loss) *loss = v[1] > 0 ? v[2] / v[1] : 0;
     return DT_OK;
@@ -342,287 +319,28 @@ int dt_trainer_evaluate(dt_trainer *t, double *acc, double *loss) {
 
 int dt_trainer_gather_params(dt_trainer *t, float *dst, int root) {
     if (!t) return DT_ERR(DT_ERR_INVALID, "trainer is NULL");
-    size_t n = dt_model_num_params(t->model);
-    if (t->zero) return dt_zero_gather_range(t->zero, 0, n, dst, root);
-    if (t->ci.world_rank == root) {
-        if (!dst) return DT_ERR(DT_ERR_INVALID, "dst is NULL on the root");
-        memcpy(dst, dt_model_params(t->model), n * sizeof(float));
-    }
-    return DT_OK;
+    return dt_strategy_gather(t->st, 0, dt_model_num_params(t->model), dst, root);
 }
 
 void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when) {
-    if (!t || t->ci.rank != 0) return;
+    if (!t || t->ci.rank != 0 || !f) return;
     size_t P = dt_model_num_params(t->model);
-    if (f) {
-        fprintf(f, "memory (%s, rank 0 of %d, ZeRO stage %d, P = %zu parameters = %.2f MB):\n", when, t->ci.size,
-                t->o.dist.zero_opt_level, P, 4.0 * (double)P / 1e6);
-        fprintf(f, "  %-10s %14s %14s %8s\n", "category", "current B", "peak B", "x P");
-        long long model_state = 0;
-        for (int c = 0; c < DT_MEM_NUM; c++) {
-            long long cur = dt_mem_current((dt_mem_category)c), pk = dt_mem_peak((dt_mem_category)c);
-            if (c <= DT_MEM_OPTIM) model_state += cur;
-            fprintf(f, "  %-10s %14lld %14lld %8.3f\n", dt_mem_category_name((dt_mem_category)c), cur, pk, (double)cur / (double)P);
-        }
-        fprintf(f, "  %-10s %14lld %14s %8.3f\n", "model state", model_state, "", (double)model_state / (double)P);
-        fflush(f);
+    fprintf(f, "memory (%s, rank 0 of %d, %s, ZeRO stage %d, P = %zu parameters = %.2f MB):\n", when, t->ci.size,
+            dt_strategy_name(t->st), t->o.dist.zero_opt_level, P, 4.0 * (double)P / 1e6);
+    fprintf(f, "  %-11s %14s %14s %8s\n", "category", "current B", "peak B", "x P");
+    long long model_state = 0;
+    for (int c = 0; c < DT_MEM_NUM; c++) {
+        long long cur = dt_mem_current((dt_mem_category)c), pk = dt_mem_peak((dt_mem_category)c);
+        if (c <= DT_MEM_OPTIM) model_state += cur;
+        fprintf(f, "  %-11s %14lld %14lld %8.3f\n", dt_mem_category_name((dt_mem_category)c), cur, pk,
+                (double)cur / (double)P);
     }
-}
-
-/* ---- training --------------------------------------------------------------- */
-
-void dt_trainer_position(const dt_trainer *t, uint64_t *epoch, uint64_t *samples) {
-    *epoch = (uint64_t)t->epoch;
-    if (t->resume_pos > 0) *samples = (uint64_t)t->resume_pos; /* resumed, not trained since */
-    else if (t->epoch_over) *samples = 0;
-    else *samples = (uint64_t)dt_sampler_position(&t->sampler, t->it.pos);
-}
-
-/* The end of a run: the JSON lines file and this rank's timeline are closed
- * and every failed write of their lives reported (after the model and the
- * checkpoint were saved: nothing of the training is lost to a full disk). */
-static int close_outputs(dt_trainer *t) {
-    int rc = dtm_close(&t->metrics);
-    if (t->tracing) {
-        t->tracing = 0;
-        int trc = dt_trace_close();
-        if (!rc) rc = trc;
-    }
-    return rc;
-}
-
-static uint64_t o_seed(const dt_trainer *t) { return t->o.seed; }
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void account_overlap(dt_trainer *t) {
-    int nb = dt_ddp_num_buckets(t->ddp);
-    for (int b = 0; b < nb; b++) {
-        double s, e;
-        if (dt_ddp_bucket_times(t->ddp, b, &s, &e) || e <= s) continue;
-        double lo = s > t->bwd_t0 ? s : t->bwd_t0, hi = e < t->bwd_t1 ? e : t->bwd_t1;
-        t->comm_sum += e - s;
-        if (hi > lo) t->hidden_sum += hi - lo;
-        /* and behind the per-bucket optimizer steps, when they ran (after backward) */
-        double lo2 = s > t->opt_t0 ? s : t->opt_t0, hi2 = e < t->opt_t1 ? e : t->opt_t1;
-        if (t->opt_t0 >= 0 && hi2 > lo2) t->hidden_opt_sum += hi2 - lo2;
-    }
-}
-
-/* dt_ddp_finish_each callback: step the optimizer on a reduced bucket's
- * parameters while the later buckets are still being reduced. */
-typedef struct bucket_step {
-    dt_trainer *t;
-    float lr;
-    double t0; /* first bucket's step start (trace clock) */
-} bucket_step;
-
-static int step_bucket(void *user, int first, int last) {
-    bucket_step *bs = user;
-    dt_trainer *t = bs->t;
-    float *p = dt_model_params(t->model), *g = dt_model_grads(t->model);
-    if (bs->t0 < 0) bs->t0 = dt_trace_now_us();
-    for (int s = first; s <= last; s++) {
-        int rc = dt_optim_step_range(t->opt, p + t->seg_off[s], g + t->seg_off[s], bs->lr, t->seg_off[s], t->seg_cnt[s]);
-        if (rc) return rc;
-    }
-    return DT_OK;
-}
-
-static void progress(const dt_trainer *t, int epoch, long done, long total, double loss) {
-    int w = 30, f = total ? (int)(w * done / total) : w;
-    char bar[32];
-    for (int i = 0; i < w; i++) bar[i] = i < f ? '#' : '.';
-    bar[w] = '\0';
-    printf("\repoch %d/%d [%s] %3ld%% loss %.4f", epoch + 1, t->o.epochs, bar, total ? 100 * done / total : 100, loss);
-    fflush(stdout);
-}
-
-/* One optimizer step over accum_steps micro-batches. Returns 1 if a step was
- * taken, 0 at the end of the epoch, or a negative status. */
-static int train_step(dt_trainer *t, double *loss_sum, double *correct, double *count, double *step_loss) {
-    const int k = t->o.accum_steps;
-    int64_t consumed = (t->it.pos + t->o.batch_size - 1) / t->o.batch_size;
-    if (dt_batch_iter_num_batches(&t->it) - consumed < k) return 0; /* epoch ends: no partial step */
-    double t0 = dt_trace_now_us();
-    *step_loss = 0;
-    float lr = dt_lr_at(&t->sched, t->step);
-    /* the gradient norm costs a pass over the gradients: computed when
-     * clipping, and on the last planned step for the result */
-    int want_norm = t->o.clip_grad_norm > 0 || t->step + 1 >= t->planned_steps;
-    if (!want_norm) t->grad_norm = -1;
-    /* data parallel with overlap and no norm to take first: each bucket's
-     * parameters are stepped as soon as its reduction completes */
-    bucket_step bs = {t, lr, -1.0};
-    int step_in_finish = t->ddp && t->o.dist.overlap && !want_norm;
-    for (int m = 0; m < k; m++) {
-        const int64_t *idx;
-        int B;
-        int rc = dt_batch_iter_next(&t->it, &idx, &B);
-        if (rc <= 0) return rc < 0 ? rc : DT_ERR(DT_ERR_INTERNAL, "batch iterator ended inside a step");
-        rc = dt_dataset_batch(&t->train, idx, B, t->x, t->y, NULL);
-        if (rc) return rc;
-        /* the dropout stream depends only on (seed, rank, step, micro-step): a
-         * resumed run draws the same masks as an uninterrupted one */
-        rc = dt_model_seed_dropout(t->model, (o_seed(t) * 0x9e3779b97f4a7c15ull) ^
-                                                 ((uint64_t)t->ci.world_rank << 48) ^ ((uint64_t)t->step * 64 + (uint64_t)m));
-        if (rc) return rc;
-        if (t->ddp) {
-            if ((rc = dt_ddp_set_grad_sync(t->ddp, m == k - 1))) return rc;
-            if ((rc = dt_ddp_begin_step(t->ddp))) return rc;
-        }
-        if (t->zero && (rc = dt_zero_begin_step(t->zero, m == k - 1))) return rc;
-        float l;
-        if ((rc = dt_model_forward(t->model, t->x, t->y, B, 1, &l))) return rc;
-        int c = dt_model_correct(t->model, t->y, B);
-        if (c < 0) return c;
-        *loss_sum += (double)l * B;
-        *correct += c;
-        *count += B;
-        *step_loss += l / k;
-        t->bwd_t0 = dt_trace_now_us();
-        /* mean over k micro-batches, and over the ranks when the buckets sum */
-        float scale = 1.0f / (float)k / (float)(t->ddp || t->zero ? t->ci.size : 1);
-        if ((rc = dt_model_backward_scaled(t->model, scale))) return rc;
-        t->bwd_t1 = dt_trace_now_us();
-        if (t->ddp) {
-            if (m == k - 1 && step_in_finish) rc = dt_ddp_finish_each(t->ddp, step_bucket, &bs);
-            else rc = dt_ddp_finish(t->ddp);
-            if (rc) return rc;
-            t->opt_t0 = m == k - 1 && step_in_finish ? bs.t0 : -1;
-            t->opt_t1 = dt_trace_now_us();
-            if (m == k - 1 && t->step > 0) account_overlap(t);
-        }
-        if (t->zero && (rc = dt_zero_finish(t->zero))) return rc;
-    }
-    double o0 = dt_trace_now_us();
-    int rc;
-    if (step_in_finish) {
-        if (bs.t0 >= 0) o0 = bs.t0;
-        if ((rc = dt_optim_step_finish(t->opt))) return rc;
-        dt_model_zero_grad(t->model);
-    } else if (t->zero) {
-        if ((rc = dt_zero_step(t->zero, lr, t->o.clip_grad_norm, want_norm ? &t->grad_norm : NULL))) return rc;
-        if (t->o.dist.zero_opt_level == 1) dt_model_zero_grad(t->model);
-    } else {
-        size_t n = dt_model_num_params(t->model);
-        float *g = dt_model_grads(t->model);
-        /* gradients are identical on every rank here: the local norm is global */
-        if (want_norm) t->grad_norm = sqrt(dt_grad_sqnorm(g, n));
-        if (t->o.clip_grad_norm > 0 && t->o.clip_grad_norm / (t->grad_norm + 1e-6) < 1.0)
-            dt_grad_scale(g, n, (float)(t->o.clip_grad_norm / (t->grad_norm + 1e-6)));
-        if ((rc = dt_optim_step(t->opt, dt_model_params(t->model), g, lr))) return rc;
-        dt_model_zero_grad(t->model);
-    }
-    double t1 = dt_trace_now_us();
-    if (t->tracing) dt_trace_event("optimizer step", "optimizer", DT_TRACE_COMPUTE, o0, t1);
-    if (t->nstep_s == t->cap_step_s) {
-        long nc = t->cap_step_s ? 2 * t->cap_step_s : 1024;
-        double *p = realloc(t->step_s, sizeof(double) * (size_t)nc);
-        if (!p) return DT_ERR(DT_ERR_NOMEM, "out of memory");
-        t->step_s = p;
-        t->cap_step_s = nc;
-    }
-    t->step_s[t->nstep_s++] = (t1 - t0) * 1e-6;
-    dtm_step(&t->metrics, t->step + 1, (int)t->sampler.epoch, dt_sampler_position(&t->sampler, t->it.pos), *step_loss,
-             lr, (t1 - t0) * 1e-6);
-    t->step++;
-    return 1;
-}
-
-int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
-    if (!t) return DT_ERR(DT_ERR_INVALID, "trainer is NULL");
-    const dt_train_options *o = &t->o;
-    int rank0 = t->ci.rank == 0, bar = rank0 && !o->quiet && isatty(STDOUT_FILENO);
-    /* NaN until an epoch of this run trains a step (a resumed run may have nothing left) */
-    dt_train_result r = {.last_loss = NAN, .train_acc = NAN, .test_acc = -1, .comm_hidden = -1,
-                         .comm_hidden_compute = -1};
-    long steps_per_epoch = dt_batch_iter_num_batches(&t->it) / o->accum_steps;
-    int rc = DT_OK;
-    for (int e = t->epoch; e < o->epochs && (o->max_steps <= 0 || t->step < o->max_steps); e++) {
-        t->epoch = e;
-        t->epoch_over = 0;
-        dt_sampler_set_epoch(&t->sampler, (uint64_t)e);
-        if (t->resume_pos > 0) { /* resumed mid-epoch: at that sample, in this run's layout */
-            rc = dt_sampler_set_start(&t->sampler, t->resume_pos);
-            t->resume_pos = 0;
-            if (rc) return rc;
-        }
-        if ((rc = dt_batch_iter_reset(&t->it, &t->sampler))) return rc;
-        steps_per_epoch = dt_batch_iter_num_batches(&t->it) / o->accum_steps;
-        double v[3] = {0, 0, 0}, t0 = dt_trace_now_us(), sl = 0;
-        int epoch_complete = 0;
-        long done = 0;
-        for (;;) {
-            if (o->max_steps > 0 && t->step >= o->max_steps) break;
-            if (stop_agreed(t, &rc)) {
-                if (rc) return rc;
-                if (bar) printf("\n");
-                r.steps = t->step;
-                if (res) *res = r;
-                return DT_ERR(DT_ERR_STATE, "stopped by request (signal) after step %ld; nothing was left half-written", t->step);
-            }
-            int got = train_step(t, &v[0], &v[1], &v[2], &sl);
-            if (got < 0) return got;
-            if (!got) { epoch_complete = 1; break; }
-            done++;
-            if (bar && (done % 10 == 0 || done == steps_per_epoch)) progress(t, e, done, steps_per_epoch, sl);
-            if (*o->checkpoint_dir && o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0 &&
-                (rc = dt_trainer_save_checkpoint(t, o->checkpoint_dir)))
-                return rc;
-        }
-        if (epoch_complete) { /* a checkpoint from here on starts at the next epoch */
-            t->epoch = e + 1;
-            t->epoch_over = 1;
-        }
-        /* nothing of this epoch was left (resumed at its end, or --max-steps
-         * reached): no line of zeros, no evaluation (the same on every rank) */
-        if (done == 0) continue;
-        double secs = (dt_trace_now_us() - t0) * 1e-6;
-        if ((rc = sum_over_ranks(t, v, 3))) return rc;
-        r.epochs = e + 1;
-        r.last_loss = v[2] > 0 ? v[0] / v[2] : 0;
-        r.train_acc = v[2] > 0 ? v[1] / v[2] : 0;
-        r.samples_per_s = secs > 0 ? v[2] / secs : 0;
-        double tl = 0;
-        if (o->eval && (rc = dt_trainer_evaluate(t, &r.test_acc, &tl))) return rc;
-        if (bar) printf("\n");
-        if (rank0 && !o->quiet) {
-            printf("epoch %d/%d  loss %.4f  train_acc %.2f%%  %.0f samples/s", e + 1, o->epochs, r.last_loss,
-                   100 * r.train_acc, r.samples_per_s);
-            if (o->eval) printf("  test_loss %.4f  test_acc %.2f%%", tl, 100 * r.test_acc);
-            printf("  (%.1f s)\n", secs);
-            fflush(stdout);
-        }
-        dtm_epoch(&t->metrics, e + 1, t->step, r.last_loss, r.train_acc, r.samples_per_s, secs, o->eval, tl,
-                  r.test_acc);
-    }
-    r.steps = t->step;
-    if (*o->checkpoint_dir && (o->checkpoint_every <= 0 || t->step % o->checkpoint_every != 0)) {
-        /* the final state */
-        if ((rc = dt_trainer_save_checkpoint(t, o->checkpoint_dir))) return rc;
-    }
-    if (*o->save_model && (rc = dt_trainer_save_model(t, o->save_model))) return rc;
-    if (t->nstep_s) {
-        double *s = malloc(sizeof(double) * (size_t)t->nstep_s);
-        if (s) {
-            memcpy(s, t->step_s, sizeof(double) * (size_t)t->nstep_s);
-            qsort(s, (size_t)t->nstep_s, sizeof(double), cmp_double);
-            r.median_step_s = s[t->nstep_s / 2];
-            free(s);
-        }
-    }
-    if (t->ddp && t->comm_sum > 0) {
-        r.comm_hidden = t->hidden_sum / t->comm_sum;
-        r.comm_hidden_compute = (t->hidden_sum + t->hidden_opt_sum) / t->comm_sum;
-    }
-    r.grad_norm = t->grad_norm;
-    if (res) *res = r;
-    dtm_memory(&t->metrics, "end", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level);
-    dtm_summary(&t->metrics, r.steps, t->ci.size, o->dist.zero_opt_level, r.median_step_s, r.comm_hidden,
-                r.comm_hidden_compute, r.grad_norm, r.test_acc);
-    return close_outputs(t);
+    fprintf(f, "  %-11s %14lld %14s %8.3f\n", "model state", model_state, "", (double)model_state / (double)P);
+    if (t->act_bytes[0])
+        fprintf(f, "  activations of a batch of %d x %d: %.2f MB, with --recompute 1 %.2f MB (%.1f%% less; recomputing "
+                   "costs about one more forward of the blocks)%s\n", t->o.batch_size, t->io.max_seq,
+                (double)t->act_bytes[0] / 1e6, (double)t->act_bytes[1] / 1e6,
+                100.0 * (1.0 - (double)t->act_bytes[1] / (double)t->act_bytes[0]),
+                t->o.recompute ? " [on]" : " [off]");
+    fflush(f);
 }

@@ -1,37 +1,36 @@
 /* src/train/trainer_internal.h - internal: the trainer object, shared by
- * trainer.c (set-up and loop) and train_ckpt.c (checkpoints, model export). */
+ * trainer.c (set-up, evaluation), train_fit.c (the training loop),
+ * train_ckpt.c (checkpoints, model export) and train_checks.c. */
 #ifndef DT_TRAIN_TRAINER_INTERNAL_H
 #define DT_TRAIN_TRAINER_INTERNAL_H
 
 #include <stdio.h>
-#include "dtrain/data.h"
-#include "dtrain/ddp.h"
 #include "dtrain/optim.h"
 #include "dtrain/train.h"
-#include "dtrain/zero.h"
+#include "parallel/strategy.h"
 #include "train/metrics.h"
+#include "train/source.h"
 
 struct dt_trainer {
     dt_train_options o;
     dt_comm *comm;
     dt_comm_info ci;
-    int dp;                  /* gradients averaged over comm (size > 1) */
-    dt_dataset train, test;
+    const dt_train_family *fam; /* the model family's data and config */
     dt_model *model;
-    dt_optim *opt;
+    dt_model_io io;
+    int positions;           /* predictions per sample: max(1, io.max_seq) */
+    dt_source *src;          /* the training and evaluation data */
+    dt_strategy *st;         /* where parameters, gradients and optimizer state live */
+    dt_layer_table table;    /* the model's layers, for the strategy */
+    size_t *l_off, *l_cnt;   /* [layers] */
+    int *l_owner;            /* [layers] */
+    dt_optim_range *no_decay;/* tensors without weight decay (global ranges) */
+    int n_no_decay;
     dt_lr_schedule sched;
-    dt_ddp *ddp;
-    float *shared_grads;     /* the model's gradients, from dt_comm_alloc_shared (DDP) */
-    dt_zero *zero;           /* ZeRO stage >= 1 (then opt is NULL) */
-    long long mem_model[2];  /* bytes of the model's own params/grads registered */
-    int *layer_seg;          /* [layers] DDP segment of each layer, -1 if none */
-    size_t *seg_off, *seg_cnt; /* [segments] each DDP segment's range in the flat buffers */
-    int nlayers;
-    dt_sampler sampler;
-    dt_batch_iter it;
-    float *x;                /* [cap, 784] batch images */
-    int32_t *y;              /* [cap] batch labels */
-    int cap;
+    void *x;                 /* [cap, x_size * positions] batch inputs (float32 or int32) */
+    int32_t *y;              /* [cap, positions] batch labels */
+    int64_t *eval_idx;       /* [cap] */
+    int cap, eval_batch;
     long step;
     int epoch;               /* current epoch (0-based) */
     int epoch_over;          /* the current epoch is complete: a checkpoint is at the next one's start */
@@ -39,19 +38,21 @@ struct dt_trainer {
     dt_metrics metrics;      /* --json (rank 0) */
     int tracing;
     double t_layer;          /* start of the current layer (trace) */
-    double bwd_t0, bwd_t1;   /* backward interval of the current step */
-    double hidden_sum, comm_sum; /* overlap accounting over synced steps */
-    double hidden_opt_sum;       /* ... hidden behind the per-bucket optimizer steps */
-    double opt_t0, opt_t1;       /* this step's per-bucket optimizer interval (opt_t0 < 0: none) */
     double grad_norm;        /* of the last step, before clipping; -1 if not computed */
     long planned_steps;      /* optimizer steps the run will make if not stopped */
     double *step_s;          /* per-step wall times */
     long nstep_s, cap_step_s;
+    long long mem_act;       /* activation bytes registered (DT_MEM_ACTIVATIONS) */
+    size_t act_bytes[2];     /* activations of a training batch, recompute off / on (0: n/a) */
 };
 
 /* train_ckpt.c: the first failing rank's status and message on every rank
- * (collective). */
+ * (collective); a failure some rank marked as bad input (dt_trainer_mark_input)
+ * stays marked on every rank. */
 int dt_trainer_agree_error(dt_trainer *t, int rc);
+/* trainer.c: mark rc (returned) as the input not fitting the flags: exit 2. */
+int dt_trainer_mark_input(int rc);
+int dt_trainer_input_marked(void);
 /* train_checks.c, before training (each collective; every rank gets the same
  * status and a message naming what differs):
  *   the flags and dist config that shape the collectives agree across ranks;
@@ -65,5 +66,8 @@ int dt_trainer_check_outputs(dt_trainer *t);
 /* trainer.c: where the run is: the epoch and the samples of its global order
  * consumed (the start of the next epoch once one is complete). */
 void dt_trainer_position(const dt_trainer *t, uint64_t *epoch, uint64_t *samples);
+/* trainer.c: the model sizes that checkpoints record and resume checks,
+ * as (key, value) pairs; returns the count (<= 8). */
+int dt_trainer_model_meta(const dt_trainer *t, char keys[][16], char vals[][24]);
 
 #endif

@@ -360,6 +360,7 @@ static int cfg_bool(void) { return cfg_load("cfg_bool.json"); }
 static int cfg_unknown(void) { return cfg_load("cfg_unknown.json"); }
 static int cfg_big(void) { return cfg_load("cfg_big.json"); }
 static int cfg_int(void) { return cfg_load("cfg_int.json"); }
+static int cfg_dup(void) { return cfg_load("cfg_dup.json"); }
 static int cfg_dir(void) { return cfg_load("empty_dir"); }
 static int cfg_fifo(void) { return cfg_load("fifo"); }
 static int cfg_env(void) {
@@ -586,7 +587,11 @@ static const row g_rows[] = {
     CALL("cfg-missing", "config file", "config file does not exist", cfg_missing, DT_ERR_IO, "cannot open config file",
          "check the --config path"),
     CALL("cfg-syntax", "config file", "{\"overlap\": true \"sync_bn\": 1} (missing comma)", cfg_syntax, DT_ERR_INVALID,
-         "expected ',' or '}'", "fix the JSON (flat object of key: value)"),
+         "cfg_syntax.json': dt_config_parse_json: config JSON: line 1, column 26: '}' expected near '\"sync_bn\"'",
+         "fix the JSON at that line and column (flat object of key: value)"),
+    CALL("cfg-duplicate", "config file", "{\"zero_opt_level\": 1,\\n \"zero_opt_level\": 2} (a key twice)", cfg_dup,
+         DT_ERR_INVALID, "line 2, column 17: duplicate object key near '\"zero_opt_level\"'",
+         "give each key once (JSON objects have unique keys)"),
     CALL("cfg-range", "config file", "{\"zero_opt_level\": 7}", cfg_range, DT_ERR_INVALID, "7 is out of range [0, 3]",
          "zero_opt_level is 0, 1, 2 or 3"),
     CALL("cfg-number", "config file", "{\"bucket_size_mb\": \"big\"}", cfg_number, DT_ERR_INVALID,
@@ -639,7 +644,7 @@ static const row g_rows[] = {
     CALL("ckpt-missing", "checkpoint", "checkpoint directory missing", ck_missing, DT_ERR_IO, "no checkpoint: directory does not exist",
          "check the path (a crashed save never removes the last committed checkpoint)"),
     CALL("ckpt-manifest-truncated", "checkpoint", "manifest.json cut by 40 bytes", ck_manifest_truncated, DT_ERR_IO,
-         "manifest JSON syntax error", "the checkpoint is damaged: use an older one"),
+         "ck_trunc_manifest/manifest.json: manifest JSON syntax error at line ", "the checkpoint is damaged: use an older one"),
     CALL("ckpt-rank-truncated", "checkpoint", "rank-00000.g1.bin cut by 4 bytes", ck_rank_truncated, DT_ERR_IO,
          "rank-00000.g1.bin: truncated", "the checkpoint is damaged (disk full?): use an older one"),
     CALL("ckpt-checksum", "checkpoint", "rank-00000.g1.bin with one byte changed", ck_checksum, DT_ERR_IO, "checksum mismatch",
@@ -745,13 +750,57 @@ static const row g_rows[] = {
     /* checkpoints through the trainer (fixture: @ck_train written by dtrain-train --checkpoint-dir) */
     TRAIN("train-resume-missing", "--resume DIR that does not exist", 1, "no checkpoint: directory does not exist",
           "check the path given to --resume", "--data", "@fm", "--resume", "@no-such-ckpt", QUICK),
-    TRAIN("train-resume-foreign", "--resume DIR written for another model (8 parameters)", 1, "was written for model '(none)', this run uses 'lenet'",
+    TRAIN("train-resume-foreign", "--resume DIR written for another model (8 parameters)", 2, "was written for model '(none)', this run uses 'lenet'",
           "resume with the model, optimizer and flags the checkpoint was written with", "--data", "@fm", "--resume",
           "@ckpt_foreign", QUICK),
     TRAIN("train-resume-checksum", "--resume DIR whose rank-00000.g1.bin has a changed byte", 1, "checksum mismatch",
           "the checkpoint is corrupt: resume from an older one", "--data", "@fm", "--resume", "@ck_train_crc", QUICK),
-    TRAIN("train-resume-truncated", "--resume DIR whose manifest.json is cut", 1, "manifest JSON syntax error",
+    TRAIN("train-resume-truncated", "--resume DIR whose manifest.json is cut", 1,
+          "ck_train_trunc/manifest.json: manifest JSON syntax error at line ",
           "the checkpoint is damaged: resume from an older one", "--data", "@fm", "--resume", "@ck_train_trunc", QUICK),
+    /* the GPT on text: input that does not fit the flags is a usage error (exit 2)
+     * and nothing is written (the run's --json, --checkpoint-dir and --save-model
+     * paths are checked not to exist afterwards) */
+    TRAIN("train-gpt-corpus-empty", "--model gpt --data FILE of 0 bytes", 2, "is empty: no bytes in 1 file(s)",
+          "give a text file or directory with text in it (a directory's .dat/.u8 files are skipped)", "--model", "gpt",
+          "--preset", "gpt-test", "--data", "@text_empty.txt", "--json", "@gpt_out/a.json", "--checkpoint-dir",
+          "@gpt_ck_a", "--save-model", "@gpt_out/a.safetensors", QUICK),
+    TRAIN("train-gpt-corpus-short", "--model gpt --data FILE of 3 bytes", 2, "is too short",
+          "more text: each split (the last 10% is validation) needs a window of block size + 1 bytes", "--model",
+          "gpt", "--preset", "gpt-test", "--data", "@text_short.txt", "--json", "@gpt_out/b.json", "--checkpoint-dir",
+          "@gpt_ck_b", QUICK),
+    TRAIN("train-gpt-block", "--model gpt --block-size 128 over a 100-byte corpus (90 training bytes)", 2,
+          "block size T=128 needs T+1 = 129 bytes, the training split has only 90",
+          "a smaller --block-size or more text", "--model", "gpt", "--preset", "gpt-test", "--block-size", "128",
+          "--data", "@text_100.txt", "--json", "@gpt_out/c.json", "--checkpoint-dir", "@gpt_ck_c", QUICK),
+    TRAIN("train-gpt-accum", "--model gpt, an epoch of 8 windows (--train-limit 8) at batch 8 and --accum-steps 2", 2,
+          "an epoch has 1 batches per rank, fewer than accum_steps 2",
+          "more windows per epoch (--train-limit), a smaller batch or fewer accumulation steps", "--model", "gpt",
+          "--preset", "gpt-test", "--data", "@text_4k.txt", "--batch-size", "8", "--train-limit", "8",
+          "--accum-steps", "2", "--json", "@gpt_out/d.json", QUICK),
+    TRAIN("train-gpt-resume-vocab", "--resume DIR of a gpt whose vocab_size was 50257", 2,
+          "was written for vocab_size '50257', this run uses '256'",
+          "resume with the sizes the checkpoint was written with (dtrain's text models have 256 tokens)", "--model",
+          "gpt", "--preset", "gpt-test", "--data", "@text_4k.txt", "--resume", "@ck_gpt_vocab", "--json",
+          "@gpt_out/e.json", QUICK),
+    TRAIN("train-gpt-resume-layers", "--resume DIR of a 2-layer gpt with --n-layer 3", 2,
+          "was written for n_layer '2', this run uses '3'", "resume with the model sizes the checkpoint was written with",
+          "--model", "gpt", "--preset", "gpt-test", "--n-layer", "3", "--data", "@text_4k.txt", "--resume", "@ck_gpt",
+          "--save-model", "@gpt_out/f.safetensors", QUICK),
+    TRAIN("flag-gpt-heads", "--model gpt --preset gpt-test --n-head 5", 2, "n_embd=64 is not divisible by n_head=5",
+          "choose --n-head dividing --n-embd (head size = n_embd / n_head)", "--model", "gpt", "--preset", "gpt-test",
+          "--n-head", "5", QUICK),
+    TRAIN("flag-gpt-only", "--model mlp --n-layer 4", 2, "flag --n-layer applies to --model gpt only (model mlp)",
+          "drop the gpt flags (--preset, --n-layer, --n-head, --n-embd, --block-size, --recompute, --sample-*)",
+          "--model", "mlp", "--n-layer", "4", QUICK),
+    TRAIN("flag-recompute-lenet", "--model lenet --recompute 1", 2, "flag --recompute applies to --model gpt only",
+          "recomputation is for the gpt's blocks", "--model", "lenet", "--recompute", "1", QUICK),
+    TRAIN("flag-gpt-hidden", "--model gpt --hidden1 128", 2, "--hidden1: model gpt has no hidden sizes",
+          "size a gpt with --n-embd (the MLP is 4 x n_embd wide)", "--model", "gpt", "--hidden1", "128", QUICK),
+    TRAIN("flag-gpt-shuffle", "--model gpt --shuffle 0", 2, "gpt trains on random text windows",
+          "drop --shuffle / --drop-last (they are the image sampler's)", "--model", "gpt", "--shuffle", "0", QUICK),
+    TRAIN("flag-gpt-sync-bn", "--model gpt --sync-bn 1", 2, "sync_bn: model gpt has no batch norm",
+          "drop --sync-bn (the gpt uses LayerNorm)", "--model", "gpt", "--sync-bn", "1", QUICK),
     TRAIN("train-resume-unit", "--resume DIR whose epoch position is in an unknown unit ('tokens')", 1,
           "epoch_position_unit 'tokens' (this build knows 'samples')",
           "resume it with the dtrain version that wrote it", "--data", "@fm", "--resume", "@ck_train_unit", QUICK),
@@ -832,6 +881,12 @@ static const row g_rows[] = {
       "exec \"$0\" --data \"$1\" $s --zero 1 --epochs 1 --max-steps 1 --quiet",
       "$T", "@fm", NULL}, NULL, 1, "--clip-grad-norm differs between ranks (world rank 1 has --clip-grad-norm 1)", 0,
      "start every rank with the same flags"},
+    {"launch-gpt-recompute", "launch", "--model gpt with --recompute 1 on rank 1 only", K_PROC, NULL,
+     {"$MPI", "-n", "2", "sh", "-c",
+      "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; s=; [ $r = 1 ] && s=\"--recompute 1\"; "
+      "exec \"$0\" --model gpt --preset gpt-test --data \"$1\" $s --epochs 1 --max-steps 1 --quiet",
+      "$T", "@text_4k.txt", NULL}, NULL, 1, "--recompute differs between ranks (world rank 1 has --recompute 1)", 0,
+     "start every rank with the same flags"},
     {"launch-different-data", "launch", "rank 1 reads a data set of 32 training images, rank 0 one of 64", K_PROC, NULL,
      {"$MPI", "-n", "2", "sh", "-c",
       "r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; d=$1; [ $r = 1 ] && d=$1/../fm32; "
@@ -888,7 +943,14 @@ static void write_fixtures(void) {
     write_text(path("cfg_bool.json"), "{\"overlap\": \"maybe\"}");
     write_text(path("cfg_unknown.json"), "{\"bucket_size\": 4}");
     write_text(path("cfg_int.json"), "{\"zero_opt_level\": 1.5}");
+    write_text(path("cfg_dup.json"), "{\"zero_opt_level\": 1,\n \"zero_opt_level\": 2}");
     write_text(path("text_empty.txt"), "");
+    {
+        static char t4k[4096];
+        for (size_t i = 0; i + 1 < sizeof t4k; i++) t4k[i] = "the quick brown fox jumps over the lazy dog.\n"[i % 45];
+        write_text(path("text_4k.txt"), t4k);
+        if (mkdir(path("gpt_out"), 0700) != 0 && errno != EEXIST) die("mkdir gpt_out");
+    }
     write_text(path("text_short.txt"), "abc");
     {
         char t100[101];
@@ -991,6 +1053,21 @@ static void make_train_ckpts(void) {
     truncate_file(p, 40);
     snprintf(p, sizeof p, "%s/manifest.json", path("ck_train_unit"));
     edit_file(p, "\"epoch_position_unit\": \"samples\"", "\"epoch_position_unit\": \"tokens\"");
+    /* gpt checkpoints: one as written, one whose vocabulary is not 256 */
+    const char *gnames[2] = {"@ck_gpt", "@ck_gpt_vocab"};
+    for (int i = 0; i < 2; i++) {
+        struct row r;
+        memset(&r, 0, sizeof r);
+        const char *argv[] = {"$T", "--model", "gpt", "--preset", "gpt-test", "--data", "@text_4k.txt", "--epochs", "1",
+                              "--max-steps", "1", "--quiet", "--sample-length", "0", "--checkpoint-dir", gnames[i], NULL};
+        memcpy(r.argv, argv, sizeof argv);
+        char *out = NULL;
+        int code = run_proc(&r, &out);
+        if (code != 0) die("dtrain-train --model gpt --checkpoint-dir failed (%d):\n%s", code, out);
+        free(out);
+    }
+    snprintf(p, sizeof p, "%s/manifest.json", path("ck_gpt_vocab"));
+    edit_file(p, "\"vocab_size\": \"256\"", "\"vocab_size\": \"50257\"");
 }
 
 static void rm_rf(const char *p) {
@@ -1093,6 +1170,16 @@ static int run_row(const row *r) {
                 ok = 0;
                 printf("%-28s rank %d did not print the message\n", r->id, k);
             }
+        /* a usage error writes nothing: the row's output paths do not exist */
+        for (int k = 0; r->want == 2 && k + 1 < MAXARG && r->argv[k] && r->argv[k + 1]; k++) {
+            const char *f = r->argv[k], *v = r->argv[k + 1];
+            struct stat st;
+            if ((!strcmp(f, "--json") || !strcmp(f, "--checkpoint-dir") || !strcmp(f, "--save-model") ||
+                 !strcmp(f, "--timeline")) && v[0] == '@' && stat(path(v + 1), &st) == 0) {
+                ok = 0;
+                printf("%-28s %s was written: a usage error must leave nothing behind\n", r->id, v + 1);
+            }
+        }
         const char *first = strstr(out, r->msg);
         const char *ls = first ? first : out;
         while (ls > out && ls[-1] != '\n') ls--;

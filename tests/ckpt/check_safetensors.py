@@ -200,7 +200,7 @@ def part3():
     cases.append((raw_file("trailing.safetensors", blob[8:8 + n], data + b"\0"), "unexpected bytes"))
     cases.append((raw_file("short.safetensors", b"{}", b"", n_override=1), "too small"))
     dup = blob[8:8 + n].decode().replace('"b"', '"a"').encode()
-    cases.append((raw_file("dupkey.safetensors", dup, data), "duplicate key"))
+    cases.append((raw_file("dupkey.safetensors", dup, data), "duplicate object key near '\"a\"'"))
     for path, msg in cases:
         rc, out, err = dump(path)
         check(rc == 1, f"{os.path.basename(path)}: accepted (rc {rc})")

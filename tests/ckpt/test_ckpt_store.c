@@ -881,17 +881,19 @@ static void test_parse(void) {
         {"{\"format\": \"dtrain-checkpoint\", \"format_version\": 1, \"generation\": 3}", DT_ERR_IO,
          "unknown field 'generation' in format version 1"},
         {"{\"format\": \"dtrain-checkpoint\", \"format_version\": 1}", DT_ERR_IO, "missing field 'step'"},
-        {"{\"format\": \"dtrain-checkpoint\", \"format_version\": 1, \"format_version\": 1}", DT_ERR_IO, "duplicate key"},
+        {"{\"format\": \"dtrain-checkpoint\", \"format_version\": 1, \"format_version\": 1}", DT_ERR_IO,
+         "<memory>: manifest JSON syntax error at line 1, column 69 (byte 69): duplicate object key near '\"format_version\"'"},
         {"{\"format\": \"dtrain-checkpoint\", \"format_version\": 1.0}", DT_ERR_IO, "format_version"},
         {"{\"format\": \"dtrain-checkpoint\", \"format_version\": 1, \"bogus\": 1}", DT_ERR_IO, "unknown field 'bogus'"},
-        {"{\"format\": \"dtrain-checkpoint\", \"format_version\": 99999999999999999999999}", DT_ERR_IO, "format_version"},
-        {"{\"a\": \"\xff\"}", DT_ERR_IO, "invalid UTF-8"},
-        {"{\"a\": \"\\u12\"}", DT_ERR_IO, "\\u escape"},
+        {"{\"format\": \"dtrain-checkpoint\", \"format_version\": 99999999999999999999999}", DT_ERR_IO,
+         "at line 1, column 73 (byte 73): too big integer"},
+        {"{\"a\": \"\xff\"}", DT_ERR_IO, "column 7 (byte 7): unable to decode byte 0xff"},
+        {"{\"a\": \"\\u12\"}", DT_ERR_IO, "column 12 (byte 12): invalid escape near '\"\\u12\"'"},
         {"{\"a\": \"\\x\"}", DT_ERR_IO, "invalid escape"},
-        {"{\"a\": tru}", DT_ERR_IO, "invalid literal"},
-        {"{\"a\": -}", DT_ERR_IO, "invalid number"},
-        {"{\"a\": 1e}", DT_ERR_IO, "exponent"},
-        {"{\"a\": 1.}", DT_ERR_IO, "after '.'"},
+        {"{\"a\": tru}", DT_ERR_IO, "column 9 (byte 9): invalid token near 'tru'"},
+        {"{\"a\": -}", DT_ERR_IO, "invalid token near '-'"},
+        {"{\"a\": 1e}", DT_ERR_IO, "invalid token near '1e'"},
+        {"{\"a\": 1.}", DT_ERR_IO, "invalid token near '1.'"},
         {"{\"a\": \"\\ud83d\\ude00\", \"b\": [true, false, null, -1.5e+3]}", DT_ERR_IO, "not a dtrain checkpoint"},
     };
     for (size_t i = 0; i < sizeof k / sizeof *k; i++) {
@@ -918,6 +920,49 @@ static void test_parse(void) {
     free(text);
     CHECK_ERR(dt_ckpt_manifest_parse(NULL, 1, &m), DT_ERR_INVALID, "NULL");
     dt_ckpt_manifest_free(NULL);
+    /* Nesting: a value inside 63 containers is read (then refused as not a
+     * manifest), one inside 64 is refused by the parser, naming the limit. */
+    char deep[256];
+    for (int levels = 63; levels <= 64; levels++) {
+        size_t n = (size_t)snprintf(deep, sizeof deep, "{\"a\": ");
+        for (int i = 1; i < levels; i++) deep[n++] = '[';
+        deep[n++] = '0';
+        for (int i = 1; i < levels; i++) deep[n++] = ']';
+        deep[n++] = '}';
+        CHECK_ERR(dt_ckpt_manifest_parse(deep, n, &m), DT_ERR_IO,
+                  levels == 63 ? "not a dtrain checkpoint" : "nesting deeper than 64");
+    }
+}
+
+/* Integers go into the manifest up to 2^63-1, the largest JSON readers
+ * (jansson, and so dtrain itself) take back; larger ones are refused on
+ * writing, naming the field, and never written as text that cannot be read. */
+static void test_int_limits(void) {
+    dt_ckpt_manifest m = make_manifest(5, 1, 0);
+    m.generation = 1;
+    uint64_t *fields[] = {&m.generation, &m.step, &m.epoch, &m.epoch_position, &m.num_params, &m.num_buffers};
+    const char *names[] = {"generation", "step", "epoch", "epoch_position", "num_params", "num_buffers"};
+    for (int k = 0; k < 6; k++) {
+        uint64_t keep = *fields[k];
+        char *js = NULL, want[96];
+        size_t len = 0;
+        dt_ckpt_manifest *back = NULL;
+        *fields[k] = (uint64_t)INT64_MAX;
+        CHECK_OK(dt_ckpt_manifest_to_json(&m, &js, &len));
+        if (js) CHECK_OK(dt_ckpt_manifest_parse(js, len, &back));
+        CHECK(back && back->generation == m.generation && back->step == m.step && back->epoch == m.epoch &&
+                  back->epoch_position == m.epoch_position && back->num_params == m.num_params &&
+                  back->num_buffers == m.num_buffers,
+              "%s = 2^63-1 read back", names[k]);
+        dt_ckpt_manifest_free(back);
+        free(js);
+        js = NULL;
+        *fields[k] = (uint64_t)INT64_MAX + 1;
+        snprintf(want, sizeof want, "manifest: %s 9223372036854775808 too large (at most 2^63-1)", names[k]);
+        CHECK_ERR(dt_ckpt_manifest_to_json(&m, &js, NULL), DT_ERR_INVALID, want);
+        CHECK(js == NULL, "%s: nothing written", names[k]);
+        *fields[k] = keep;
+    }
 }
 
 static void rm_rf(const char *dir) {
@@ -948,6 +993,7 @@ int main(void) {
     test_format_v1();
     test_kill();
     test_parse();
+    test_int_limits();
     rm_rf(g_base);
     return dt_test_finish("ckpt_store");
 }

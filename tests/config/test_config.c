@@ -1,6 +1,7 @@
 /* dist config: defaults, setters, JSON round trip, environment, precedence,
  * and every bad-input path naming the key/value/file. */
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "dtrain/config.h"
 #include "testutil.h"
@@ -37,12 +38,39 @@ int main(void) {
     CHECK_OK(dt_config_parse_json(&d, "{}"));
     CHECK_ERR(dt_config_parse_json(&d, "{\"zero_opt_level\": 1, \"bogus\": 2}"), DT_ERR_INVALID, "unknown config key 'bogus'");
     CHECK(d.zero_opt_level == 1, "failed parse is all-or-nothing");
-    CHECK_ERR(dt_config_parse_json(&d, "[1]"), DT_ERR_INVALID, "expected '{'");
-    CHECK_ERR(dt_config_parse_json(&d, "{\"overlap\" true}"), DT_ERR_INVALID, "expected ':'");
-    CHECK_ERR(dt_config_parse_json(&d, "{\"overlap\": true"), DT_ERR_INVALID, "expected ',' or '}'");
-    CHECK_ERR(dt_config_parse_json(&d, "{\"overlap\": }"), DT_ERR_INVALID, "expected a value");
-    CHECK_ERR(dt_config_parse_json(&d, "{} x"), DT_ERR_INVALID, "trailing");
+    CHECK_ERR(dt_config_parse_json(&d, "[1]"), DT_ERR_INVALID, "expected an object {\"key\": value, ...}, found an array");
+    CHECK_ERR(dt_config_parse_json(&d, "{\"overlap\" true}"), DT_ERR_INVALID, "line 1, column 15: ':' expected near 'true'");
+    CHECK_ERR(dt_config_parse_json(&d, "{\"overlap\": true"), DT_ERR_INVALID, "line 1, column 16: '}' expected near end of file");
+    CHECK_ERR(dt_config_parse_json(&d, "{\"overlap\": }"), DT_ERR_INVALID, "line 1, column 13: unexpected token near '}'");
+    CHECK_ERR(dt_config_parse_json(&d, "{} x"), DT_ERR_INVALID, "line 1, column 4: end of file expected near 'x'");
     CHECK_ERR(dt_config_parse_json(&d, "{\"sync_bn\": \"yes\", \"zero_opt_level\": \"x\"}"), DT_ERR_INVALID, "not a number");
+    /* strict JSON: a key given twice, and what the hand-written reader took
+     * though it is not JSON (bare words, hex, a leading '.'), are refused where
+     * they stand */
+    CHECK_ERR(dt_config_parse_json(&d, "{\"zero_opt_level\": 1,\n \"zero_opt_level\": 2}"), DT_ERR_INVALID,
+              "line 2, column 17: duplicate object key near '\"zero_opt_level\"'");
+    CHECK_ERR(dt_config_parse_json(&d, "{\"overlap\": yes}"), DT_ERR_INVALID, "line 1, column 15: invalid token near 'yes'");
+    CHECK_ERR(dt_config_parse_json(&d, "{\"bucket_size_mb\": 0x10}"), DT_ERR_INVALID, "line 1, column 21");
+    CHECK_ERR(dt_config_parse_json(&d, "{\"bucket_size_mb\": .5}"), DT_ERR_INVALID, "line 1, column 20");
+    CHECK_ERR(dt_config_parse_json(&d, "{\"overlap\": [true]}"), DT_ERR_INVALID,
+              "config key 'overlap': an array is not a boolean, number or string");
+    CHECK_ERR(dt_config_parse_json(&d, "{\"sync_bn\": null}"), DT_ERR_INVALID, "config key 'sync_bn': null is not a boolean, number or string");
+    CHECK(d.zero_opt_level == 1 && d.overlap == 1, "failed parses changed nothing");
+    /* values as JSON gives them: numbers exactly, strings as text, escapes decoded */
+    CHECK_OK(dt_config_parse_json(&d, "{\"bucket_size_mb\": 0.1, \"zero_opt_level\": 2e0, \"timeout_s\": \"1e3\", "
+                                      "\"sync\\u005fbn\": 1, \"overlap\": false}"));
+    CHECK(d.bucket_size_mb == 0.1 && d.zero_opt_level == 2 && d.timeout_s == 1000 && d.sync_bn == 1 && d.overlap == 0,
+          "JSON values");
+    /* the dump's bytes: what the manifests' dist_config and every rank's hash hold */
+    dt_config_default(&d);
+    d.first_bucket_mb = 0.1;
+    d.timeout_s = 1e7;
+    CHECK(dt_config_dumps(&d, buf, sizeof buf) > 0 &&
+              strcmp(buf, "{\"enable_data_parallel\": true, \"zero_opt_level\": 0, \"bucket_size_mb\": 25, "
+                          "\"first_bucket_mb\": 0.10000000000000001, \"overlap\": true, \"broadcast_buffers\": true, "
+                          "\"sync_bn\": false, \"timeout_s\": 10000000}") == 0,
+          "dumps: %s", buf);
+    CHECK(dt_config_dumps(&d, buf, 8) > 8 && strcmp(buf, "{\"enabl") == 0, "dumps truncates like snprintf: %s", buf);
 
     /* files */
     char path[] = "/tmp/dtrain_cfg_XXXXXX";

@@ -1,7 +1,8 @@
 /* tests/device/zero_case.h - ZeRO stages 1-3 on device memory against the
  * same steps on host memory (dtrain/zero.h, "Device memory"): a host and a
  * device ZeRO over the same communicator, same segments (empty ones and one
- * spanning several owners among them), AdamW with weight decay and gradient
+ * spanning several owners among them, and an empty one computing with
+ * segment 0's parameters: a shared segment), AdamW with weight decay and gradient
  * clipping, several steps of two micro-steps. Each rank's gradients are its
  * own small integers plus a term of the parameters the hooks handed out, so
  * a parameter that was gathered or re-shared wrong changes the gradients.
@@ -28,6 +29,7 @@ static inline void zero_grads(float *g, const float *p, size_t n, int s, int ste
 /* one stage; stream: the device ZeRO's cfg.stream; returns 1 when all matched */
 static inline int zero_case(const dev_alloc *a, int stage, void *stream, size_t cap) {
     static const size_t cnt[ZNSEG] = {300, 0, 7001, 33, 0, 1000};
+    static const int own[ZNSEG] = {0, 1, 2, 3, 0, 5}; /* segment 4 computes with 0's (a tied head) */
     size_t off[ZNSEG], P = 0;
     for (int s = 0; s < ZNSEG; s++) { off[s] = P; P += cnt[s]; }
     size_t B = P * sizeof(float);
@@ -42,6 +44,7 @@ static inline int zero_case(const dev_alloc *a, int stage, void *stream, size_t 
     hc.bucket_cap_bytes = cap;
     hc.first_bucket_bytes = cap / 2;
     hc.mem = DT_MEM_HOST;
+    hc.seg_owner = own;
     dt_zero_config dc = hc;
     dc.mem = DT_MEM_DEVICE;
     dc.stream = stream;
@@ -60,33 +63,36 @@ static inline int zero_case(const dev_alloc *a, int stage, void *stream, size_t 
             CHECK_OK(dt_zero_begin_step(dz, sync));
             for (int s = 0; s < ZNSEG; s++) {
                 float *h = NULL, *d = NULL;
+                size_t n = cnt[own[s]];
                 CHECK_OK(dt_zero_pre_forward(hz, s, &h));
                 CHECK_OK(dt_zero_pre_forward(dz, s, &d));
-                if (cnt[s] && h && d) {
-                    a->d2h(tmp, d, cnt[s] * sizeof(float));
+                if (n && h && d) {
+                    a->d2h(tmp, d, n * sizeof(float));
                     snprintf(what, sizeof what, "zero-%d step %d.%d forward params of segment %d (device vs host)", stage, step, micro, s);
-                    ok &= same_elems(what, DT_F32, tmp, h, cnt[s]);
+                    ok &= same_elems(what, DT_F32, tmp, h, n);
                 } else {
-                    CHECK(!cnt[s] == !h && !cnt[s] == !d, "zero-%d segment %d: params %p / %p for count %zu", stage, s, (void *)h, (void *)d, cnt[s]);
+                    CHECK(!n == !h && !n == !d, "zero-%d segment %d: params %p / %p for count %zu", stage, s, (void *)h, (void *)d, n);
                 }
                 CHECK_OK(dt_zero_post_forward(hz, s));
                 CHECK_OK(dt_zero_post_forward(dz, s));
             }
             for (int s = ZNSEG - 1; s >= 0; s--) {
                 float *h = NULL, *hgr = NULL, *d = NULL, *dgr = NULL;
+                size_t n = cnt[own[s]];
                 CHECK_OK(dt_zero_pre_backward(hz, s, &h, &hgr));
                 CHECK_OK(dt_zero_pre_backward(dz, s, &d, &dgr));
-                if (cnt[s] && h && hgr && d && dgr) {
-                    a->d2h(tmp, d, cnt[s] * sizeof(float));
+                if (n && h && hgr && d && dgr) {
+                    a->d2h(tmp, d, n * sizeof(float));
                     snprintf(what, sizeof what, "zero-%d step %d.%d backward params of segment %d (device vs host)", stage, step, micro, s);
-                    ok &= same_elems(what, DT_F32, tmp, h, cnt[s]);
-                    /* stage 1 accumulates into the caller's buffer; 2/3 hand out zeroed ones */
-                    a->d2h(tmp2, dgr, cnt[s] * sizeof(float));
+                    ok &= same_elems(what, DT_F32, tmp, h, n);
+                    /* stage 1 accumulates into the caller's buffer; 2/3 hand out zeroed
+                     * ones (a shared owner's: accumulated into by its users) */
+                    a->d2h(tmp2, dgr, n * sizeof(float));
                     snprintf(what, sizeof what, "zero-%d step %d.%d gradient buffer of segment %d at pre_backward", stage, step, micro, s);
-                    ok &= same_elems(what, DT_F32, tmp2, hgr, cnt[s]);
-                    zero_grads(tmp, h, cnt[s], s, step, micro);
-                    for (size_t k = 0; k < cnt[s]; k++) hgr[k] += tmp[k];
-                    a->h2d(dgr, hgr, cnt[s] * sizeof(float));
+                    ok &= same_elems(what, DT_F32, tmp2, hgr, n);
+                    zero_grads(tmp, h, n, s, step, micro);
+                    for (size_t k = 0; k < n; k++) hgr[k] += tmp[k];
+                    a->h2d(dgr, hgr, n * sizeof(float));
                 }
                 CHECK_OK(dt_zero_grad_ready(hz, s));
                 CHECK_OK(dt_zero_grad_ready(dz, s));

@@ -78,9 +78,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(o.epochs >= 1 && o.batch_size >= 1 && o.accum_steps >= 1 && o.threads >= 1, "ranges");
         FUZZ_CHECK(o.lr >= 0 && o.momentum >= 0 && o.momentum < 1, "lr %g momentum %g", o.lr, o.momentum);
         FUZZ_CHECK(memchr(o.model, 0, sizeof o.model) && memchr(o.data_dir, 0, sizeof o.data_dir) &&
-                   memchr(o.json_path, 0, sizeof o.json_path) && memchr(o.timeline_path, 0, sizeof o.timeline_path),
+                   memchr(o.json_path, 0, sizeof o.json_path) && memchr(o.timeline_path, 0, sizeof o.timeline_path) &&
+                   memchr(o.preset, 0, sizeof o.preset) && memchr(o.sample_prompt, 0, sizeof o.sample_prompt),
                    "unterminated string option");
-        FUZZ_CHECK(!strcmp(o.model, "mlp") || !strcmp(o.model, "lenet") || !strcmp(o.model, "cnn"), "model %s", o.model);
+        FUZZ_CHECK(!strcmp(o.model, "mlp") || !strcmp(o.model, "lenet") || !strcmp(o.model, "cnn") ||
+                   !strcmp(o.model, "gpt"), "model %s", o.model);
+        FUZZ_CHECK(o.n_layer >= 0 && o.n_head >= 0 && o.n_embd >= 0 && o.block_size >= 0 &&
+                   (o.recompute == 0 || o.recompute == 1) && o.sample_length >= 0 && o.sample_temperature >= 0,
+                   "gpt sizes");
+        FUZZ_CHECK(!o.n_head || !o.n_embd || o.n_embd % o.n_head == 0, "n_embd %d, n_head %d", o.n_embd, o.n_head);
         FUZZ_CHECK(o.dist.zero_opt_level >= 0 && o.dist.zero_opt_level <= 3, "zero");
     }
     for (int i = 1; i < argc; i++) free(args[i]);

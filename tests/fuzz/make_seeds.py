@@ -52,15 +52,19 @@ put("idx", "empty", idx_seed(0, b"", b""))
 put("config", "valid_all", json.dumps({"enable_data_parallel": True, "zero_opt_level": 0,
     "bucket_size_mb": 25, "first_bucket_mb": 1, "overlap": True, "broadcast_buffers": True,
     "sync_bn": False, "timeout_s": 300}))
-put("config", "valid_strings", '{"overlap": "off", "sync_bn": "yes", "bucket_size_mb": "4.5"}')
-put("config", "empty_object", "{ }")
-put("config", "escapes", '{"sync\\u0062n": true, "a\\"b": 1}')
-put("config", "unknown_key", '{"bucket_size": 4}')
-put("config", "out_of_range", '{"zero_opt_level": 7}')
-put("config", "not_integer", '{"zero_opt_level": 1.5}')
-put("config", "trailing", '{"overlap": true} x')
-put("config", "nested", '{"overlap": {"a": 1}}')
-put("config", "unterminated", '{"overlap": tru')
+for name, text in [
+        ("valid_strings", '{"overlap": "off", "sync_bn": "yes", "bucket_size_mb": "4.5"}'),
+        ("empty_object", "{ }"),
+        ("escapes", '{"sync\\u0062n": true, "a\\"b": 1}'),
+        ("unknown_key", '{"bucket_size": 4}'),
+        ("out_of_range", '{"zero_opt_level": 7}'),
+        ("not_integer", '{"zero_opt_level": 1.5}'),
+        ("trailing", '{"overlap": true} x'),
+        ("nested", '{"overlap": {"a": 1}}'),
+        ("unterminated", '{"overlap": tru'),
+        ("duplicate_key", '{"overlap": true,\n "overlap": false}'),
+        ("bare_word", '{"overlap": yes}')]:
+    put("config", name, text)
 put("config", "set_bool", "=overlap=on")
 put("config", "set_num", "=timeout_s=1e-3")
 
@@ -72,6 +76,10 @@ put("train_args", "all_eq", "\n".join(["--model=cnn", "--hidden1=8", "--hidden2=
     "--min-lr=0.001", "--data=/tmp/x", "--train-limit=100", "--test-limit=10", "--max-steps=5",
     "--accum-steps=2", "--threads=1", "--shuffle=0", "--drop-last=1", "--eval=0", "--json=/tmp/j",
     "--timeline=/tmp/t%d", "--zero=1", "--overlap=false", "--timeout-s=5"]))
+put("train_args", "gpt", "\n".join(["--model", "gpt", "--preset=gpt-test", "--n-layer", "3", "--n-head=2",
+    "--n-embd", "32", "--block-size=48", "--recompute", "1", "--sample-prompt", "Once upon", "--sample-temperature=0.5",
+    "--sample-length", "50", "--eval-every=10", "--zero", "3"]))
+put("train_args", "gpt_heads", "--model\ngpt\n--n-head\n5")
 put("train_args", "bad_value", "--epochs\nzero")
 put("train_args", "missing_value", "--batch-size")
 put("train_args", "unknown", "--bogus\n1")
@@ -103,6 +111,8 @@ put("safetensors", "trailing_data", st([("w", "F32", [2, 3], f32)], extra=b"\x00
 put("safetensors", "truncated", st([("w", "F32", [2, 3], f32)])[:-4])
 put("safetensors", "header_too_long", struct.pack("<Q", 1 << 40) + b"{}")
 put("safetensors", "empty_header", struct.pack("<Q", 2) + b"{}")
+big = b'{"w":{"dtype":"U8","shape":[0],"data_offsets":[9223372036854775808,9223372036854775808]}}'
+put("safetensors", "offset_over_int64", struct.pack("<Q", len(big)) + big)
 put("safetensors", "wrong_nbytes", struct.pack("<Q", 56) +
     b'{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}'.ljust(56) + b"\x00" * 4)
 
@@ -147,4 +157,7 @@ put("ckpt_manifest", "rank_outside_world", manifest.replace('"world_size": 2', '
 put("ckpt_manifest", "range_beyond_vector", manifest.replace('"offset": 5, "count": 5', '"offset": 8, "count": 5'))
 put("ckpt_manifest", "duplicate_key", manifest.replace('"step": 12,', '"step": 12, "step": 13,'))
 put("ckpt_manifest", "unicode_escape", manifest.replace('"lenet"', '"le\\u00e9\\ud83d\\ude00net"'))
+put("ckpt_manifest", "step_int64_max", manifest.replace('"step": 12', '"step": 9223372036854775807'))
+put("ckpt_manifest", "step_over_int64", manifest.replace('"step": 12', '"step": 9223372036854775808'))
+put("ckpt_manifest", "nesting_64", '{"a": ' + "[" * 63 + "0" + "]" * 63 + "}")
 print("seeds written under", os.path.join(HERE, "corpus"))

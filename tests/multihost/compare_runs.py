@@ -83,7 +83,7 @@ def main():
         bad.append("epoch records: %d vs %d" % (len(ea), len(eb)))
     for p, q in zip(ea, eb):
         for k, v in p.items():
-            if k in ("time_s", "samples_per_s") or not isinstance(v, (int, float)) or isinstance(v, bool):
+            if k in ("time_s", "samples_per_s", "tokens_per_s") or not isinstance(v, (int, float)) or isinstance(v, bool):
                 continue
             w = q.get(k)
             if not isinstance(w, (int, float)):

@@ -140,6 +140,11 @@ kill -KILL $pw
 wait $pw 2> /dev/null
 check "after SIGKILL the set $id is still there" test -n "$(ns_of "$id")"
 check "and a process runs in its host 2 ($inner)" test -n "$inner"
+# the gc an `up` runs first (a teardown inside `up` once overwrote its host
+# count: the new set then had no hosts)
+id3=$("$H" up 3)
+check "up 3 after the gc of a stale set made 3 hosts" test "$(DTRAIN_HOSTS=$id3 "$H" hosts | wc -l)" = 3
+"$H" --id "$id3" down
 "$H" gc
 check "gc removed the set of the killed with" test -z "$(ns_of "$id")" -a ! -e "$DTRAIN_HOSTS_STATE/$id"
 alive() { [[ -e /proc/$1 ]] && ! grep -q '^State:.*Z' "/proc/$1/status" 2> /dev/null; } # zombies are dead

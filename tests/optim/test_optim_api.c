@@ -1,6 +1,7 @@
 /* tests/optim/test_optim_api.c - optimizer configuration, validation, state
  * access, checkpoint/restore, hand-computed updates and gradient helpers. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -356,6 +357,70 @@ static void test_step_range(dt_optim_kind kind, float momentum, int nesterov) {
     dt_optim_destroy(ranged);
 }
 
+/* No-decay ranges: those elements get exactly the update of an instance
+ * with weight_decay 0 (a PyTorch param group), the others that of the
+ * config; shards given the same global list (with their base) and stepped
+ * by ranges agree bit for bit with the whole; errors. */
+static void test_no_decay(dt_optim_kind kind, float momentum) {
+    enum { N = 3001, S = 3 };
+    static float whole[N], parts[N], ref[N], g[N];
+    const dt_optim_range nd[] = {{2000, 700}, {10, 5}, {1230, 20}, {1250, 1}}; /* unsorted; two touch */
+    const size_t cut[S + 1] = {0, 1240, 2500, N};
+    dt_optim_config c, c0;
+    dt_optim_config_default(&c, kind);
+    c.momentum = momentum;
+    c.weight_decay = 0.1;
+    c0 = c;
+    c0.weight_decay = 0.0;
+    dt_optim *w = NULL, *dec = NULL, *nodec = NULL, *sh[S] = {NULL, NULL, NULL};
+    CHECK_OK(dt_optim_create(&c, N, &w));
+    CHECK_OK(dt_optim_create(&c, N, &dec));
+    CHECK_OK(dt_optim_create(&c0, N, &nodec));
+    for (int k = 0; k < S; k++) CHECK_OK(dt_optim_create(&c, cut[k + 1] - cut[k], &sh[k]));
+    if (!w || !dec || !nodec || !sh[0] || !sh[1] || !sh[2]) return;
+    CHECK_OK(dt_optim_set_no_decay(w, 0, nd, 4));
+    CHECK(dt_optim_no_decay_count(w) == 726, "no-decay elements %zu", dt_optim_no_decay_count(w));
+    for (int k = 0; k < S; k++) CHECK_OK(dt_optim_set_no_decay(sh[k], cut[k], nd, 4));
+    CHECK(dt_optim_no_decay_count(sh[0]) == 15 && dt_optim_no_decay_count(sh[1]) == 511 &&
+              dt_optim_no_decay_count(sh[2]) == 200,
+          "shards keep their parts: %zu %zu %zu", dt_optim_no_decay_count(sh[0]), dt_optim_no_decay_count(sh[1]),
+          dt_optim_no_decay_count(sh[2]));
+    static float a[N], b[N];
+    for (int i = 0; i < N; i++) whole[i] = parts[i] = a[i] = b[i] = 0.5f + sinf(0.017f * (float)i);
+    for (int step = 0; step < 3; step++) {
+        for (int i = 0; i < N; i++) g[i] = cosf(0.29f * (float)i + (float)step) * (float)(1 + i % 4);
+        CHECK_OK(dt_optim_step(w, whole, g, 0.05f));
+        for (int k = S - 1; k >= 0; k--) /* by ranges, as data-parallel buckets */
+            CHECK_OK(dt_optim_step_range(sh[k], parts + cut[k], g + cut[k], 0.05f, 0, cut[k + 1] - cut[k]));
+        for (int k = 0; k < S; k++) CHECK_OK(dt_optim_step_finish(sh[k]));
+        CHECK_OK(dt_optim_step(dec, a, g, 0.05f));
+        CHECK_OK(dt_optim_step(nodec, b, g, 0.05f));
+    }
+    for (int i = 0; i < N; i++) {
+        int in = 0;
+        for (int r = 0; r < 4; r++) in |= (size_t)i >= nd[r].offset && (size_t)i < nd[r].offset + nd[r].count;
+        ref[i] = in ? b[i] : a[i];
+    }
+    CHECK(memcmp(whole, ref, sizeof whole) == 0, "%s: no-decay elements as weight_decay 0, others decayed",
+          dt_optim_kind_name(kind));
+    CHECK(memcmp(a, b, sizeof a) != 0, "%s: the decay changes something", dt_optim_kind_name(kind));
+    CHECK(memcmp(whole, parts, sizeof whole) == 0, "%s: shards == whole with no-decay ranges",
+          dt_optim_kind_name(kind));
+    /* errors; the list is unchanged */
+    const dt_optim_range overlap[] = {{5, 10}, {14, 2}}, wrap[] = {{SIZE_MAX - 1, 5}};
+    CHECK_ERR(dt_optim_set_no_decay(w, 0, overlap, 2), DT_ERR_INVALID, "overlap");
+    CHECK_ERR(dt_optim_set_no_decay(w, 0, wrap, 1), DT_ERR_INVALID, "overflows");
+    CHECK_ERR(dt_optim_set_no_decay(w, 0, NULL, 2), DT_ERR_INVALID, "bad range list");
+    CHECK_ERR(dt_optim_set_no_decay(NULL, 0, nd, 1), DT_ERR_INVALID, "NULL");
+    CHECK(dt_optim_no_decay_count(w) == 726, "unchanged after errors");
+    CHECK_OK(dt_optim_set_no_decay(w, 0, NULL, 0));
+    CHECK(dt_optim_no_decay_count(w) == 0, "cleared");
+    dt_optim_destroy(w);
+    dt_optim_destroy(dec);
+    dt_optim_destroy(nodec);
+    for (int k = 0; k < S; k++) dt_optim_destroy(sh[k]);
+}
+
 static void test_grad_helpers(void) {
     enum { N = 1001 };
     static float g[N];
@@ -405,6 +470,9 @@ int main(void) {
     test_step_range(DT_OPTIM_SGD, 0.9f, 1);
     test_step_range(DT_OPTIM_ADAM, 0.0f, 0);
     test_step_range(DT_OPTIM_ADAMW, 0.0f, 0);
+    test_no_decay(DT_OPTIM_SGD, 0.9f);
+    test_no_decay(DT_OPTIM_ADAM, 0.0f);
+    test_no_decay(DT_OPTIM_ADAMW, 0.0f);
     test_grad_helpers();
     return dt_test_finish("optim_api");
 }

@@ -19,7 +19,7 @@
 # The library is compiled from src/ with the same flags for every file
 # (-fsanitize=fuzzer-no-link,address,undefined) into a static archive; each
 # target links only the objects it needs (the linker picks them from the
-# archive), plus MPI, zlib and OpenBLAS for any that refer to them.
+# archive), plus MPI, zlib, jansson and OpenBLAS for any that refer to them.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -44,7 +44,7 @@ for d in /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas; d
 done
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 cflags="-std=c11 -g -O1 $san -D_POSIX_C_SOURCE=200809L -I$src/include -I$src/src $cblas $mpi_cflags"
-libs="$mpi_libs -lz -lopenblas -lm -lpthread"
+libs="$mpi_libs -lz -ljansson -lopenblas -lm -lpthread"
 
 mkdir -p "$out/obj" "$out/artifacts"
 t0=$(date +%s)
@@ -53,7 +53,7 @@ t0=$(date +%s)
 newest_hdr=$(find "$src/include" "$src/src" -name '*.h' -printf '%T@\n' | sort -n | tail -1)
 : > "$out/objs.txt"
 : > "$out/todo.txt"
-for f in "$src"/src/{core,comm,coll,parallel,nn,optim,data,train}/*.c; do
+for f in "$src"/src/{core,io,comm,coll,parallel,nn,optim,data,train}/*.c; do
   [ -f "$f" ] || continue
   rel="${f#$src/src/}"
   o="$out/obj/${rel//\//_}.o"

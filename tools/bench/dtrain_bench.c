@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <jansson.h>
 #include <mpi.h>
 #include "bench.h"
 
@@ -376,37 +377,47 @@ static void fmt_col(char *buf, size_t n, const row_result *r) {
     snprintf(buf, n, "%9.2f %8.2f %8.2f %6s", r->t * 1e6, r->algbw, r->busbw, w);
 }
 
-static void json_num(FILE *f, const char *key, double v, int have) {
-    if (have && isfinite(v)) fprintf(f, ",\"%s\":%.6g", key, v);
-    else fprintf(f, ",\"%s\":null", key);
+/* The JSON rows are encoded by jansson; every real with 6 significant digits
+ * ("%.6g"), NaN/inf and values not measured as null. */
+static void json_set(json_t *row, const char *key, json_t *v) {
+    if (json_object_set_new(row, key, v) != 0) json_object_set_new(row, "error", json_string("out of memory"));
+}
+
+static void json_num(json_t *row, const char *key, double v, int have) {
+    json_set(row, key, have && isfinite(v) ? json_real(v) : json_null());
 }
 
 static void json_row(FILE *f, const opts *o, const bench_case *c, const char *placement,
                      const row_result *r) {
     const bench_op_info *oi = bench_op_get(c->op);
-    fprintf(f, "{\"op\":\"%s\",\"bytes\":%zu,\"count\":%zu,\"dtype\":\"%s\"", oi->name, c->bytes,
-            c->total_elems, dt_dtype_name(c->dtype));
-    if (oi->reduces) fprintf(f, ",\"redop\":\"%s\"", dt_op_name((dt_op)c->redop));
-    else fprintf(f, ",\"redop\":null");
-    fprintf(f, ",\"root\":%d,\"placement\":\"%s\",\"ranks\":%d", c->root, placement, c->nranks);
-    fprintf(f, ",\"mode\":\"%s\",\"ntensors\":%d,\"async\":%s",
-            c->mode == M_LIST ? "list" : c->mode == M_SEPARATE ? "separate" : "single",
-            c->mode == M_SINGLE ? 1 : c->ntensors, c->async ? "true" : "false");
-    fprintf(f, ",\"shared_mem\":%s", c->shared_mem ? "true" : "false");
-    fprintf(f, ",\"time_us\":%.6g", r->t * 1e6);
-    json_num(f, "algbw_GBps", r->algbw, 1);
-    json_num(f, "busbw_GBps", r->busbw, 1);
-    if (r->wrong < 0) fprintf(f, ",\"wrong\":null");
-    else fprintf(f, ",\"wrong\":%lld", (long long)r->wrong);
+    json_t *row = json_object();
+    json_set(row, "op", json_string(oi->name));
+    json_set(row, "bytes", json_integer((json_int_t)c->bytes));
+    json_set(row, "count", json_integer((json_int_t)c->total_elems));
+    json_set(row, "dtype", json_string(dt_dtype_name(c->dtype)));
+    json_set(row, "redop", oi->reduces ? json_string(dt_op_name((dt_op)c->redop)) : json_null());
+    json_set(row, "root", json_integer(c->root));
+    json_set(row, "placement", json_string(placement));
+    json_set(row, "ranks", json_integer(c->nranks));
+    json_set(row, "mode", json_string(c->mode == M_LIST ? "list" : c->mode == M_SEPARATE ? "separate" : "single"));
+    json_set(row, "ntensors", json_integer(c->mode == M_SINGLE ? 1 : c->ntensors));
+    json_set(row, "async", json_boolean(c->async));
+    json_set(row, "shared_mem", json_boolean(c->shared_mem));
+    json_num(row, "time_us", r->t * 1e6, 1);
+    json_num(row, "algbw_GBps", r->algbw, 1);
+    json_num(row, "busbw_GBps", r->busbw, 1);
+    json_set(row, "wrong", r->wrong < 0 ? json_null() : json_integer((json_int_t)r->wrong));
     if (o->vs_single) {
-        json_num(f, "single_time_us", r->mpi_t * 1e6, r->have_mpi);
-        json_num(f, "list_over_single", r->ratio > 0 ? 1.0 / r->ratio : 0, r->have_mpi);
+        json_num(row, "single_time_us", r->mpi_t * 1e6, r->have_mpi);
+        json_num(row, "list_over_single", r->ratio > 0 ? 1.0 / r->ratio : 0, r->have_mpi);
     } else if (o->vs_mpi) {
-        json_num(f, "mpi_time_us", r->mpi_t * 1e6, r->have_mpi);
-        json_num(f, "mpi_busbw_GBps", r->mpi_busbw, r->have_mpi);
-        json_num(f, "ratio", r->ratio, r->have_mpi);
+        json_num(row, "mpi_time_us", r->mpi_t * 1e6, r->have_mpi);
+        json_num(row, "mpi_busbw_GBps", r->mpi_busbw, r->have_mpi);
+        json_num(row, "ratio", r->ratio, r->have_mpi);
     }
-    fprintf(f, "}\n");
+    if (!row || json_dumpf(row, f, JSON_COMPACT | JSON_REAL_PRECISION(6)) != 0 || fputc('\n', f) == EOF)
+        fprintf(stderr, "dtrain-bench: writing a JSON row failed\n");
+    json_decref(row);
 }
 
 static void print_header(const opts *o, bench_op op, const char *backend, int hosts) {

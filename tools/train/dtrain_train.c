@@ -1,6 +1,7 @@
-/* dtrain-train: train a model on Fashion-MNIST, single process or data
- * parallel under mpirun. Exit codes: 0 ok, 1 runtime error, 2 usage error (a
- * bad flag, config file or DTRAIN_* environment value). */
+/* dtrain-train: train a classifier on Fashion-MNIST or a GPT on text, single
+ * process or data parallel under mpirun. Exit codes: 0 ok, 1 runtime error,
+ * 2 usage error (a bad flag, config file or DTRAIN_* environment value, or
+ * input that does not fit the flags: dt_trainer_usage_error). */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -45,22 +46,35 @@ int main(int argc, char **argv) {
         dt_model *m = dt_trainer_model(t);
         printf("dtrain-train: model %s (%zu parameters), %d rank(s) [%s], batch %d per rank (global %d), "
                "optimizer %s, %d epoch(s), seed %llu\ndist config: %s\n",
-               o.model, dt_model_num_params(m), ci.size, dt_comm_backend(dt_comm_world()), o.batch_size,
+               dt_model_name(m), dt_model_num_params(m), ci.size, dt_comm_backend(dt_comm_world()), o.batch_size,
                o.batch_size * ci.size * o.accum_steps, o.optimizer, o.epochs, (unsigned long long)o.seed, cfg);
+        const dt_model_config *mc = dt_model_get_config(m);
+        if (mc && mc->n_layer > 0)
+            printf("gpt: %d layers, %d heads, width %d, block size %d, vocabulary %d (bytes), recompute %d; "
+                   "a step trains %d tokens\n", mc->n_layer, mc->n_head, mc->n_embd, mc->block_size, mc->vocab_size,
+                   mc->recompute, o.batch_size * ci.size * o.accum_steps * mc->block_size);
         fflush(stdout);
     }
     if (!rc && !o.quiet) dt_trainer_print_memory(t, stdout, "start");
     dt_train_result r;
     if (!rc) rc = dt_trainer_fit(t, &r);
     if (!rc && !o.quiet) dt_trainer_print_memory(t, stdout, "end");
+    const int usage = rc && dt_trainer_usage_error(); /* before anything else can fail */
     if (!rc && ci.rank == 0 && !o.quiet && r.epochs == 0) {
         /* resumed from a checkpoint that is already where the flags end */
         printf("done: nothing to train: the run is already at step %ld (--epochs %d", r.steps, o.epochs);
         if (o.max_steps > 0) printf(", --max-steps %ld", o.max_steps);
         printf(" reached); raise --epochs or --max-steps to train further\n");
     } else if (!rc && ci.rank == 0 && !o.quiet) {
-        printf("done: %ld steps, final train loss %.4f, train acc %.2f%%", r.steps, r.last_loss, 100 * r.train_acc);
-        if (r.test_acc >= 0) printf(", test acc %.2f%%", 100 * r.test_acc);
+        const dt_model_config *mc = dt_model_get_config(dt_trainer_model(t));
+        if (mc && mc->n_layer > 0) {
+            printf("done: %ld steps, final train loss %.4f per token (= per byte), %.0f tokens/s", r.steps,
+                   r.last_loss, r.tokens_per_s);
+            if (r.test_acc >= 0) printf(", validation loss %.4f (%.3f bits/byte)", r.test_loss, r.test_loss / 0.6931471805599453);
+        } else {
+            printf("done: %ld steps, final train loss %.4f, train acc %.2f%%", r.steps, r.last_loss, 100 * r.train_acc);
+            if (r.test_acc >= 0) printf(", test acc %.2f%%", 100 * r.test_acc);
+        }
         printf(", median step %.2f ms", 1e3 * r.median_step_s);
         if (r.comm_hidden >= 0)
             printf(", communication hidden behind backward %.0f%% (behind backward or optimizer %.0f%%)",
@@ -70,5 +84,5 @@ int main(int argc, char **argv) {
     if (rc) fprintf(stderr, "dtrain-train[rank %d]: %s\n", ci.rank, dt_last_error());
     dt_trainer_free(t);
     dt_finalize();
-    return rc ? 1 : 0; /* a stop by signal also exits 1: the run did not complete */
+    return rc ? (usage ? 2 : 1) : 0; /* a stop by signal also exits 1: the run did not complete */
 }

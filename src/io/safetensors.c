@@ -1,4 +1,4 @@
-/* src/core/safetensors.c - strict .safetensors reader and streaming writer. */
+/* src/io/safetensors.c - strict .safetensors reader and streaming writer. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "dtrain/safetensors.h"
 
@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/ckpt_json.h"
-#include "core/ckpt_util.h"
+#include "io/json.h"
+#include "io/fileio.h"
 #include "core/error.h"
 
 static const char *const k_st_names[DT_NUM_DTYPES] = {"F32", "F64", "F16", "BF16", "I8", "U8", "I32", "I64"};
@@ -24,7 +24,7 @@ const char *dt_st_dtype_name(dt_dtype d) {
 
 #define BE_CHECK()                                                                     \
     do {                                                                               \
-        if (!dtck_little_endian())                                                     \
+        if (!dtio_little_endian())                                                     \
             return DT_ERR(DT_ERR_UNSUPPORTED, "safetensors needs a little-endian host"); \
     } while (0)
 
@@ -76,13 +76,13 @@ struct dt_st_file {
     int *by_name;             /* tensor indexes sorted by name */
     int nmeta;
     st_meta *meta;            /* sorted by key */
-    dtj_doc *doc;
+    json_t *doc;              /* the header; names and metadata point into it */
 };
 
 void dt_st_close(dt_st_file *f) {
     if (!f) return;
     if (f->fd >= 0) close(f->fd);
-    dtj_free(f->doc);
+    json_decref(f->doc);
     free(f->t);
     free(f->by_name);
     free(f->meta);
@@ -108,62 +108,63 @@ static int cmp_meta(const void *a, const void *b) {
 
 #define NAMEFMT "%.200s"
 
-static int parse_tensor(const char *fname, const dtj_member *m, st_tensor *t) {
-    const dtj_val *v = m->val;
-    if (strlen(m->key) != m->key_len)
-        return DT_ERR(DT_ERR_IO, "%s: tensor name contains a NUL character", fname);
-    t->name = m->key;
-    if (v->type != DTJ_OBJ)
-        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': entry is not a JSON object", fname, m->key);
-    for (size_t k = 0; k < v->len; k++) {
-        const char *key = v->members[k].key;
+static int parse_tensor(const char *fname, const char *name, const json_t *v, st_tensor *t) {
+    t->name = name;
+    if (!json_is_object(v))
+        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': entry is not a JSON object", fname, name);
+    const char *key;
+    json_t *x;
+    json_object_foreach((json_t *)v, key, x) {
         if (strcmp(key, "dtype") && strcmp(key, "shape") && strcmp(key, "data_offsets"))
-            return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': unknown field '" NAMEFMT "'", fname, m->key, key);
+            return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': unknown field '" NAMEFMT "'", fname, name, key);
     }
-    const dtj_val *dt = dtj_get(v, "dtype"), *sh = dtj_get(v, "shape"), *of = dtj_get(v, "data_offsets");
+    const json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape"),
+                 *of = json_object_get(v, "data_offsets");
     if (!dt || !sh || !of)
-        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': missing field '%s'", fname, m->key,
+        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': missing field '%s'", fname, name,
                       !dt ? "dtype" : !sh ? "shape" : "data_offsets");
-    if (!dtj_is_cstr(dt))
-        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': dtype is not a string", fname, m->key);
+    const char *dts = json_string_value(dt);
+    if (!dts) return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': dtype is not a string", fname, name);
     int found = -1;
     for (int d = 0; d < DT_NUM_DTYPES; d++)
-        if (strcmp(dt->str, k_st_names[d]) == 0) found = d;
+        if (strcmp(dts, k_st_names[d]) == 0) found = d;
     if (found < 0) {
         for (size_t k = 0; k < sizeof k_st_unsupported / sizeof *k_st_unsupported; k++)
-            if (strcmp(dt->str, k_st_unsupported[k]) == 0)
+            if (strcmp(dts, k_st_unsupported[k]) == 0)
                 return DT_ERR(DT_ERR_UNSUPPORTED, "%s: tensor '" NAMEFMT "': dtype %s is not supported by dtrain",
-                              fname, m->key, dt->str);
-        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': unknown dtype '" NAMEFMT "'", fname, m->key, dt->str);
+                              fname, name, dts);
+        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': unknown dtype '" NAMEFMT "'", fname, name, dts);
     }
     t->dtype = (dt_dtype)found;
-    if (sh->type != DTJ_ARR)
-        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': shape is not an array", fname, m->key);
-    if (sh->len > DT_ST_MAX_DIMS)
+    if (!json_is_array(sh))
+        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': shape is not an array", fname, name);
+    size_t nd = json_array_size(sh);
+    if (nd > DT_ST_MAX_DIMS)
         return DT_ERR(DT_ERR_UNSUPPORTED, "%s: tensor '" NAMEFMT "': %zu dimensions (at most %d supported)", fname,
-                      m->key, sh->len, DT_ST_MAX_DIMS);
-    t->ndim = (int)sh->len;
-    for (size_t d = 0; d < sh->len; d++) {
-        uint64_t x;
-        if (dtj_u64(sh->items[d], &x) || x > (uint64_t)INT64_MAX)
+                      name, nd, DT_ST_MAX_DIMS);
+    t->ndim = (int)nd;
+    for (size_t d = 0; d < nd; d++) {
+        uint64_t dim; /* jansson reads integers up to INT64_MAX */
+        if (dtj_u64(json_array_get(sh, d), &dim))
             return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': shape[%zu] is not a non-negative integer", fname,
-                          m->key, d);
-        t->shape[d] = (int64_t)x;
+                          name, d);
+        t->shape[d] = (int64_t)dim;
     }
-    if (of->type != DTJ_ARR || of->len != 2 || dtj_u64(of->items[0], &t->begin) || dtj_u64(of->items[1], &t->end))
+    if (!json_is_array(of) || json_array_size(of) != 2 || dtj_u64(json_array_get(of, 0), &t->begin) ||
+        dtj_u64(json_array_get(of, 1), &t->end))
         return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': data_offsets is not [begin, end] (non-negative integers)",
-                      fname, m->key);
+                      fname, name);
     if (t->end < t->begin)
         return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': data_offsets [%llu, %llu] end before begin", fname,
-                      m->key, (unsigned long long)t->begin, (unsigned long long)t->end);
+                      name, (unsigned long long)t->begin, (unsigned long long)t->end);
     uint64_t nb;
     if (tensor_bytes(t->dtype, t->ndim, t->shape, &nb))
-        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': shape size overflows", fname, m->key);
+        return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': shape size overflows", fname, name);
     if (nb != t->end - t->begin)
         return DT_ERR(DT_ERR_IO,
                       "%s: tensor '" NAMEFMT "': shape/size mismatch: dtype %s and shape give %llu bytes but "
                       "data_offsets [%llu, %llu] span %llu",
-                      fname, m->key, k_st_names[t->dtype], (unsigned long long)nb, (unsigned long long)t->begin,
+                      fname, name, k_st_names[t->dtype], (unsigned long long)nb, (unsigned long long)t->begin,
                       (unsigned long long)t->end, (unsigned long long)(t->end - t->begin));
     return DT_OK;
 }
@@ -175,7 +176,7 @@ static int parse_image(dt_st_file *f, const unsigned char *buf, size_t len, uint
     if (file_size < 8 || len < 8)
         return DT_ERR(DT_ERR_IO, "%s: truncated: %llu bytes, a safetensors file starts with an 8-byte header length",
                       fname, (unsigned long long)(file_size < len ? file_size : len));
-    uint64_t hn = dtck_get_u64(buf);
+    uint64_t hn = dtio_get_u64(buf);
     if (hn > DT_ST_MAX_HEADER)
         return DT_ERR(DT_ERR_IO, "%s: header length %llu too large (limit %llu)", fname, (unsigned long long)hn,
                       (unsigned long long)DT_ST_MAX_HEADER);
@@ -191,43 +192,45 @@ static int parse_image(dt_st_file *f, const unsigned char *buf, size_t len, uint
     char jerr[256];
     f->doc = dtj_parse(h, (size_t)hn, jerr, sizeof jerr);
     if (!f->doc) return DT_ERR(DT_ERR_IO, "%s: invalid header JSON %s", fname, jerr);
-    const dtj_val *root = dtj_root(f->doc);
-    if (root->type != DTJ_OBJ) return DT_ERR(DT_ERR_IO, "%s: header is not a JSON object", fname);
-    if (root->len > (size_t)INT32_MAX) return DT_ERR(DT_ERR_IO, "%s: too many tensors", fname);
+    const json_t *root = f->doc;
+    if (!json_is_object(root)) return DT_ERR(DT_ERR_IO, "%s: header is not a JSON object", fname);
+    size_t nroot = json_object_size(root);
+    if (nroot > (size_t)INT32_MAX) return DT_ERR(DT_ERR_IO, "%s: too many tensors", fname);
     f->data_start = 8 + hn;
-    f->t = malloc((root->len ? root->len : 1) * sizeof *f->t);
-    f->by_name = malloc((root->len ? root->len : 1) * sizeof *f->by_name);
+    f->t = malloc((nroot ? nroot : 1) * sizeof *f->t);
+    f->by_name = malloc((nroot ? nroot : 1) * sizeof *f->by_name);
     if (!f->t || !f->by_name) return DT_ERR(DT_ERR_NOMEM, "%s: out of memory", fname);
-    const dtj_val *md = NULL;
+    const json_t *md = NULL;
     int n = 0;
-    for (size_t k = 0; k < root->len; k++) {
-        const dtj_member *m = &root->members[k];
-        if (m->key_len == 12 && memcmp(m->key, "__metadata__", 12) == 0) {
-            md = m->val;
+    size_t k = 0;
+    const char *key;
+    json_t *v;
+    /* keys are unique (the parser refuses duplicates) and hold no NUL */
+    json_object_foreach((json_t *)root, key, v) {
+        if (strcmp(key, "__metadata__") == 0) {
+            md = v;
+            k++;
             continue;
         }
         st_tensor *t = &f->t[n];
         memset(t, 0, sizeof *t);
-        t->doc_order = k;
-        int rc = parse_tensor(fname, m, t);
+        t->doc_order = k++;
+        int rc = parse_tensor(fname, key, v, t);
         if (rc) return rc;
         n++;
     }
     f->n = n;
     if (md) {
-        if (md->type != DTJ_OBJ) return DT_ERR(DT_ERR_IO, "%s: __metadata__ is not a JSON object", fname);
-        f->meta = malloc((md->len ? md->len : 1) * sizeof *f->meta);
+        if (!json_is_object(md)) return DT_ERR(DT_ERR_IO, "%s: __metadata__ is not a JSON object", fname);
+        f->meta = malloc((json_object_size(md) ? json_object_size(md) : 1) * sizeof *f->meta);
         if (!f->meta) return DT_ERR(DT_ERR_NOMEM, "%s: out of memory", fname);
-        for (size_t k = 0; k < md->len; k++) {
-            const dtj_member *m = &md->members[k];
-            if (strlen(m->key) != m->key_len || !dtj_is_cstr(m->val))
-                return DT_ERR(DT_ERR_IO, "%s: __metadata__ entry '" NAMEFMT "' is not a string (without NUL)", fname,
-                              m->key);
-            f->meta[k].key = m->key;
-            f->meta[k].value = m->val->str;
+        json_object_foreach((json_t *)md, key, v) {
+            if (!json_is_string(v))
+                return DT_ERR(DT_ERR_IO, "%s: __metadata__ entry '" NAMEFMT "' is not a string", fname, key);
+            f->meta[f->nmeta].key = key;
+            f->meta[f->nmeta++].value = json_string_value(v);
         }
-        f->nmeta = (int)md->len;
-        qsort(f->meta, md->len, sizeof *f->meta, cmp_meta);
+        qsort(f->meta, (size_t)f->nmeta, sizeof *f->meta, cmp_meta);
     }
     qsort(f->t, (size_t)n, sizeof *f->t, cmp_tensor_off);
     uint64_t expect = 0;
@@ -254,9 +257,6 @@ static int parse_image(dt_st_file *f, const unsigned char *buf, size_t len, uint
     tl_sort_tensors = f->t;
     qsort(f->by_name, (size_t)n, sizeof *f->by_name, cmp_name_idx);
     tl_sort_tensors = NULL;
-    for (int i = 1; i < n; i++)
-        if (strcmp(f->t[f->by_name[i]].name, f->t[f->by_name[i - 1]].name) == 0)
-            return DT_ERR(DT_ERR_IO, "%s: duplicate tensor name '" NAMEFMT "'", fname, f->t[f->by_name[i]].name);
     return DT_OK;
 }
 
@@ -264,7 +264,7 @@ static dt_st_file *new_file(const char *fname) {
     dt_st_file *f = calloc(1, sizeof *f);
     if (!f) return NULL;
     f->fd = -1;
-    f->fname = dtck_cat(fname, "");
+    f->fname = dtio_cat(fname, "");
     if (!f->fname) { free(f); return NULL; }
     return f;
 }
@@ -306,7 +306,7 @@ int dt_st_open(const char *path, dt_st_file **out) {
     f->fd = fd;
     uint64_t size = (uint64_t)st.st_size;
     unsigned char head[8];
-    long long got = dtck_pread_all(fd, head, 8, 0);
+    long long got = dtio_pread_all(fd, head, 8, 0);
     if (got < 0) { dt_st_close(f); return DT_ERR(DT_ERR_IO, "%s: read error: %s", path, strerror(errno)); }
     int rc;
     if (got < 8) {
@@ -314,7 +314,7 @@ int dt_st_open(const char *path, dt_st_file **out) {
         dt_st_close(f);
         return rc;
     }
-    uint64_t hn = dtck_get_u64(head);
+    uint64_t hn = dtio_get_u64(head);
     if (hn > DT_ST_MAX_HEADER || hn > size - 8 || hn < 2) { /* let parse_image word the error */
         rc = parse_image(f, head, 8, size);
         dt_st_close(f);
@@ -323,7 +323,7 @@ int dt_st_open(const char *path, dt_st_file **out) {
     unsigned char *buf = malloc((size_t)hn + 8);
     if (!buf) { dt_st_close(f); return DT_ERR(DT_ERR_NOMEM, "%s: out of memory for a %llu-byte header", path,
                                               (unsigned long long)hn); }
-    got = dtck_pread_all(fd, buf, (size_t)hn + 8, 0);
+    got = dtio_pread_all(fd, buf, (size_t)hn + 8, 0);
     if (got != (long long)hn + 8) {
         free(buf);
         dt_st_close(f);
@@ -382,7 +382,7 @@ int dt_st_read(dt_st_file *f, int i, void *dst, size_t dst_bytes) {
         memcpy(dst, f->mem + f->data_start + t->begin, (size_t)nb);
         return DT_OK;
     }
-    long long got = dtck_pread_all(f->fd, dst, (size_t)nb, f->data_start + t->begin);
+    long long got = dtio_pread_all(f->fd, dst, (size_t)nb, f->data_start + t->begin);
     if (got < 0) return DT_ERR(DT_ERR_IO, "%s: read error: %s", f->fname, strerror(errno));
     if ((uint64_t)got != nb)
         return DT_ERR(DT_ERR_IO, "%s: truncated: tensor '" NAMEFMT "' (file shrank after opening)", f->fname, t->name);
@@ -463,9 +463,9 @@ static int resolve_target(const char *path, char **out) {
     struct stat st;
     if (lstat(path, &st) != 0) {
         if (errno != ENOENT) return DT_ERR(DT_ERR_IO, "%s: %s", path, strerror(errno));
-        *out = dtck_cat(path, "");
+        *out = dtio_cat(path, "");
     } else if (S_ISREG(st.st_mode)) {
-        *out = dtck_cat(path, "");
+        *out = dtio_cat(path, "");
     } else if (S_ISLNK(st.st_mode)) {
         struct stat t;
         if (stat(path, &t) != 0)
@@ -494,7 +494,7 @@ int dt_st_writer_check(const char *path) {
     if (rc) return rc;
     char pidbuf[32];
     snprintf(pidbuf, sizeof pidbuf, ".tmp.%ld", (long)getpid());
-    char *tmp = dtck_cat(target, pidbuf);
+    char *tmp = dtio_cat(target, pidbuf);
     if (!tmp) { free(target); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -508,32 +508,76 @@ int dt_st_writer_check(const char *path) {
     return rc;
 }
 
-/* Appends the metadata object (validated) to b. */
-static int put_metadata(dtj_buf *b, const char *path, const char *json) {
+/* h["__metadata__"] = the object metadata_json, checked: strings only. */
+static int put_metadata(json_t *h, const char *path, const char *metadata_json) {
     char jerr[256];
-    dtj_doc *d = dtj_parse(json, strlen(json), jerr, sizeof jerr);
+    json_t *d = dtj_parse(metadata_json, strlen(metadata_json), jerr, sizeof jerr);
     if (!d) return DT_ERR(DT_ERR_INVALID, "%s: metadata is not valid JSON %s", path, jerr);
-    const dtj_val *r = dtj_root(d);
     int rc = DT_OK;
-    if (r->type != DTJ_OBJ) {
-        rc = DT_ERR(DT_ERR_INVALID, "%s: metadata must be a JSON object of strings", path);
-    } else {
-        dtj_puts(b, "\"__metadata__\":{");
-        for (size_t k = 0; k < r->len; k++) {
-            const dtj_member *m = &r->members[k];
-            if (strlen(m->key) != m->key_len || !dtj_is_cstr(m->val)) {
-                rc = DT_ERR(DT_ERR_INVALID, "%s: metadata value for '" NAMEFMT "' is not a string", path, m->key);
-                break;
-            }
-            if (k) dtj_puts(b, ",");
-            dtj_put_str(b, m->key, m->key_len);
-            dtj_puts(b, ":");
-            dtj_put_str(b, m->val->str, m->val->len);
-        }
-        dtj_puts(b, "}");
+    const char *key;
+    json_t *v;
+    if (!json_is_object(d)) rc = DT_ERR(DT_ERR_INVALID, "%s: metadata must be a JSON object of strings", path);
+    else
+        json_object_foreach(d, key, v) if (!rc && !json_is_string(v))
+            rc = DT_ERR(DT_ERR_INVALID, "%s: metadata value for '" NAMEFMT "' is not a string", path, key);
+    if (rc) {
+        json_decref(d);
+        return rc;
     }
-    dtj_free(d);
-    return rc;
+    return json_object_set_new(h, "__metadata__", d) ? DT_ERR(DT_ERR_NOMEM, "out of memory") : DT_OK;
+}
+
+/* One tensor's header entry: {"dtype":..,"shape":[..],"data_offsets":[begin,end]}. */
+static json_t *tensor_entry(const dt_st_info *t, uint64_t begin, uint64_t end) {
+    json_t *e = json_object(), *shape = json_array();
+    int bad = 0;
+    for (int d = 0; d < t->ndim; d++) bad |= json_array_append_new(shape, json_integer(t->shape[d]));
+    bad |= json_object_set_new(e, "dtype", json_string(k_st_names[t->dtype]));
+    bad |= json_object_set_new(e, "shape", shape);
+    bad |= json_object_set_new(e, "data_offsets", json_pack("[I,I]", (json_int_t)begin, (json_int_t)end));
+    if (bad) json_decref(e);
+    return bad ? NULL : e;
+}
+
+/* The header of the tensors ts (validated, nb[i] bytes each): the JSON text,
+ * compact, padded with spaces to a multiple of 8 bytes, malloc'd in *out;
+ * off[i] gets each tensor's offset in the data section. */
+static int build_header(const char *path, const dt_st_info *ts, int n, const char *metadata_json,
+                        const uint64_t *nb, uint64_t *off, char **out, size_t *len) {
+    *out = NULL;
+    json_t *h = json_object();
+    int rc = h ? DT_OK : DT_ERR(DT_ERR_NOMEM, "out of memory");
+    if (!rc && metadata_json) rc = put_metadata(h, path, metadata_json);
+    uint64_t rel = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        if (nb[i] > (uint64_t)INT64_MAX - rel) { /* JSON readers take integers up to 2^63-1 */
+            rc = DT_ERR(DT_ERR_INVALID, "%s: total size overflows (more than 2^63-1 bytes)", path);
+            break;
+        }
+        if (json_object_set_new(h, ts[i].name, tensor_entry(&ts[i], rel, rel + nb[i])))
+            rc = DT_ERR(DT_ERR_NOMEM, "%s: out of memory building the header", path);
+        off[i] = rel;
+        rel += nb[i];
+    }
+    char *text = rc ? NULL : json_dumps(h, JSON_COMPACT);
+    json_decref(h);
+    if (rc) return rc;
+    size_t n0 = text ? strlen(text) : 0, n8 = (n0 + 7) & ~(size_t)7;
+    char *padded = text ? realloc(text, n8 + 1) : NULL;
+    if (!padded) {
+        free(text);
+        return DT_ERR(DT_ERR_NOMEM, "%s: out of memory building the header", path);
+    }
+    memset(padded + n0, ' ', n8 - n0);
+    padded[n8] = '\0';
+    if (n8 > DT_ST_MAX_HEADER) {
+        free(padded);
+        return DT_ERR(DT_ERR_INVALID, "%s: header of %zu bytes exceeds the %llu-byte limit", path, n8,
+                      (unsigned long long)DT_ST_MAX_HEADER);
+    }
+    *out = padded;
+    *len = n8;
+    return DT_OK;
 }
 
 int dt_st_writer_open(const char *path, const dt_st_info *ts, int n, const char *metadata_json,
@@ -555,10 +599,11 @@ int dt_st_writer_open(const char *path, const dt_st_info *ts, int n, const char 
     const char **sorted = calloc(cnt, sizeof *sorted);
     char pidbuf[32];
     snprintf(pidbuf, sizeof pidbuf, ".tmp.%ld", (long)getpid());
-    dtj_buf b = {0};
+    char *hdr = NULL;
+    size_t hlen = 0;
     int rc = resolve_target(path, &w->path);
     if (rc) goto fail;
-    w->tmp = dtck_cat(w->path, pidbuf);
+    w->tmp = dtio_cat(w->path, pidbuf);
     if (!w->off || !w->nb || !w->written || !w->names || !sorted || !w->path || !w->tmp) {
         rc = DT_ERR(DT_ERR_NOMEM, "out of memory");
         goto fail;
@@ -589,7 +634,7 @@ int dt_st_writer_open(const char *path, const dt_st_info *ts, int n, const char 
             goto fail;
         }
         sorted[i] = t->name;
-        w->names[i] = dtck_cat(t->name, "");
+        w->names[i] = dtio_cat(t->name, "");
         if (!w->names[i]) { rc = DT_ERR(DT_ERR_NOMEM, "out of memory"); goto fail; }
     }
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_cstr_ptr);
@@ -598,51 +643,22 @@ int dt_st_writer_open(const char *path, const dt_st_info *ts, int n, const char 
             rc = DT_ERR(DT_ERR_INVALID, "%s: duplicate tensor name '" NAMEFMT "'", path, sorted[i]);
             goto fail;
         }
-    /* Header JSON. */
-    dtj_puts(&b, "{");
-    int first = 1;
-    if (metadata_json) {
-        rc = put_metadata(&b, path, metadata_json);
-        if (rc) goto fail;
-        first = 0;
-    }
-    uint64_t rel = 0;
-    for (int i = 0; i < n; i++) {
-        const dt_st_info *t = &ts[i];
-        if (!first) dtj_puts(&b, ",");
-        first = 0;
-        dtj_put_str(&b, t->name, strlen(t->name));
-        dtj_printf(&b, ":{\"dtype\":\"%s\",\"shape\":[", k_st_names[t->dtype]);
-        for (int d = 0; d < t->ndim; d++) dtj_printf(&b, "%s%lld", d ? "," : "", (long long)t->shape[d]);
-        if (rel > UINT64_MAX - w->nb[i]) { rc = DT_ERR(DT_ERR_INVALID, "%s: total size overflows", path); goto fail; }
-        dtj_printf(&b, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)rel,
-                   (unsigned long long)(rel + w->nb[i]));
-        w->off[i] = rel;
-        rel += w->nb[i];
-    }
-    dtj_puts(&b, "}");
-    while (!b.oom && b.len % 8) dtj_puts(&b, " ");
-    if (b.oom) { rc = DT_ERR(DT_ERR_NOMEM, "%s: out of memory building the header", path); goto fail; }
-    if (b.len > DT_ST_MAX_HEADER) {
-        rc = DT_ERR(DT_ERR_INVALID, "%s: header of %zu bytes exceeds the %llu-byte limit", path, b.len,
-                    (unsigned long long)DT_ST_MAX_HEADER);
-        goto fail;
-    }
-    for (int i = 0; i < n; i++) w->off[i] += 8 + (uint64_t)b.len;
+    if ((rc = build_header(path, ts, n, metadata_json, w->nb, w->off, &hdr, &hlen))) goto fail;
+    for (int i = 0; i < n; i++) w->off[i] += 8 + (uint64_t)hlen;
     w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0) { rc = DT_ERR(DT_ERR_IO, "%s: cannot create: %s", w->tmp, strerror(errno)); goto fail; }
     unsigned char len8[8];
-    dtck_put_u64(len8, (uint64_t)b.len);
-    if (dtck_write_all(w->fd, len8, 8) || dtck_write_all(w->fd, b.p, b.len)) {
+    dtio_put_u64(len8, (uint64_t)hlen);
+    if (dtio_write_all(w->fd, len8, 8) || dtio_write_all(w->fd, hdr, hlen)) {
         rc = DT_ERR(DT_ERR_IO, "%s: write error: %s", w->tmp, strerror(errno));
         goto fail;
     }
-    dtj_buf_free(&b);
+    free(hdr);
     free(sorted);
     *out = w;
     return DT_OK;
 fail:
-    dtj_buf_free(&b);
+    free(hdr);
     free(sorted);
     dt_st_writer_abort(w);
     return rc;
@@ -655,7 +671,7 @@ int dt_st_writer_write(dt_st_writer *w, int i, const void *data) {
         return DT_ERR(DT_ERR_INVALID, "%s: tensor '" NAMEFMT "' written twice", w->path, w->names[i]);
     if (w->nb[i] > SIZE_MAX) return DT_ERR(DT_ERR_UNSUPPORTED, "%s: tensor too large", w->path);
     if (w->nb[i] && !data) return DT_ERR(DT_ERR_INVALID, "%s: NULL data for tensor '" NAMEFMT "'", w->path, w->names[i]);
-    if (w->nb[i] && dtck_pwrite_all(w->fd, data, (size_t)w->nb[i], w->off[i])) {
+    if (w->nb[i] && dtio_pwrite_all(w->fd, data, (size_t)w->nb[i], w->off[i])) {
         w->failed = 1;
         return DT_ERR(DT_ERR_IO, "%s: write error: %s", w->tmp, strerror(errno));
     }
@@ -688,7 +704,7 @@ int dt_st_writer_close(dt_st_writer *w) {
         rc = DT_ERR(DT_ERR_IO, "%s: cannot rename %s into place: %s", w->path, w->tmp, strerror(errno));
         goto fail;
     }
-    if (dtck_fsync_dir_of(w->path, 0) != 0) {
+    if (dtio_fsync_dir_of(w->path, 0) != 0) {
         /* The file is complete under its name; report the durability problem. */
         rc = DT_ERR(DT_ERR_IO, "%s: fsync of the directory: %s", w->path, strerror(errno));
         writer_free(w);

@@ -1,5 +1,5 @@
-/* src/core/ckpt_util.c - POSIX file helpers for safetensors and the checkpoint store. */
-#include "core/ckpt_util.h"
+/* src/io/fileio.c - POSIX file helpers of the storage layer (safetensors, checkpoints). */
+#include "io/fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,14 +8,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int dtck_little_endian(void) {
+int dtio_little_endian(void) {
     const uint16_t x = 1;
     unsigned char b;
     memcpy(&b, &x, 1);
     return b == 1;
 }
 
-char *dtck_cat(const char *a, const char *b) {
+char *dtio_cat(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b);
     char *s = malloc(la + lb + 1);
     if (!s) return NULL;
@@ -24,7 +24,7 @@ char *dtck_cat(const char *a, const char *b) {
     return s;
 }
 
-char *dtck_join(const char *dir, const char *name) {
+char *dtio_join(const char *dir, const char *name) {
     size_t la = strlen(dir), lb = strlen(name);
     char *s = malloc(la + lb + 2);
     if (!s) return NULL;
@@ -34,7 +34,7 @@ char *dtck_join(const char *dir, const char *name) {
     return s;
 }
 
-int dtck_write_all(int fd, const void *buf, size_t n) {
+int dtio_write_all(int fd, const void *buf, size_t n) {
     const char *p = buf;
     while (n) {
         ssize_t k = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
@@ -49,7 +49,7 @@ int dtck_write_all(int fd, const void *buf, size_t n) {
     return 0;
 }
 
-int dtck_pwrite_all(int fd, const void *buf, size_t n, uint64_t off) {
+int dtio_pwrite_all(int fd, const void *buf, size_t n, uint64_t off) {
     const char *p = buf;
     while (n) {
         if (off > (uint64_t)INT64_MAX) { errno = EFBIG; return -1; }
@@ -66,7 +66,7 @@ int dtck_pwrite_all(int fd, const void *buf, size_t n, uint64_t off) {
     return 0;
 }
 
-long long dtck_pread_all(int fd, void *buf, size_t n, uint64_t off) {
+long long dtio_pread_all(int fd, void *buf, size_t n, uint64_t off) {
     char *p = buf;
     size_t got = 0;
     while (got < n) {
@@ -83,14 +83,14 @@ long long dtck_pread_all(int fd, void *buf, size_t n, uint64_t off) {
     return (long long)got;
 }
 
-int dtck_fsync_dir_of(const char *path, int is_dir) {
+int dtio_fsync_dir_of(const char *path, int is_dir) {
     char *d;
     if (is_dir) {
-        d = dtck_cat(path, "");
+        d = dtio_cat(path, "");
     } else {
         const char *slash = strrchr(path, '/');
-        if (!slash) d = dtck_cat(".", "");
-        else if (slash == path) d = dtck_cat("/", "");
+        if (!slash) d = dtio_cat(".", "");
+        else if (slash == path) d = dtio_cat("/", "");
         else {
             d = malloc((size_t)(slash - path) + 1);
             if (d) { memcpy(d, path, (size_t)(slash - path)); d[slash - path] = '\0'; }
@@ -109,13 +109,13 @@ int dtck_fsync_dir_of(const char *path, int is_dir) {
     return rc;
 }
 
-int dtck_exists(const char *path) {
+int dtio_exists(const char *path) {
     struct stat st;
     if (stat(path, &st) == 0) return 1;
     return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
 }
 
-int dtck_read_file(const char *path, size_t max, char **out, size_t *len) {
+int dtio_read_file(const char *path, size_t max, char **out, size_t *len) {
     *out = NULL;
     *len = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block the open */
@@ -127,7 +127,7 @@ int dtck_read_file(const char *path, size_t max, char **out, size_t *len) {
     size_t n = (size_t)st.st_size;
     char *buf = malloc(n + 1);
     if (!buf) { close(fd); errno = ENOMEM; return -1; }
-    long long got = dtck_pread_all(fd, buf, n, 0);
+    long long got = dtio_pread_all(fd, buf, n, 0);
     int e = errno;
     close(fd);
     if (got < 0) { free(buf); errno = e; return -1; }
@@ -137,18 +137,18 @@ int dtck_read_file(const char *path, size_t max, char **out, size_t *len) {
     return 0;
 }
 
-void dtck_put_u32(unsigned char *p, uint32_t v) {
+void dtio_put_u32(unsigned char *p, uint32_t v) {
     for (int k = 0; k < 4; k++) p[k] = (unsigned char)(v >> (8 * k));
 }
-void dtck_put_u64(unsigned char *p, uint64_t v) {
+void dtio_put_u64(unsigned char *p, uint64_t v) {
     for (int k = 0; k < 8; k++) p[k] = (unsigned char)(v >> (8 * k));
 }
-uint32_t dtck_get_u32(const unsigned char *p) {
+uint32_t dtio_get_u32(const unsigned char *p) {
     uint32_t v = 0;
     for (int k = 3; k >= 0; k--) v = (v << 8) | p[k];
     return v;
 }
-uint64_t dtck_get_u64(const unsigned char *p) {
+uint64_t dtio_get_u64(const unsigned char *p) {
     uint64_t v = 0;
     for (int k = 7; k >= 0; k--) v = (v << 8) | p[k];
     return v;

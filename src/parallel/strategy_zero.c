@@ -1,0 +1,158 @@
+/* src/parallel/strategy_zero.c - ZeRO stages 1, 2 and 3 as strategies
+ * (dtrain/zero.h): the optimizer state (and, from stage 2, the gradients;
+ * at stage 3 the parameters too) sharded over the ranks; the model's tied
+ * parameters (gpt's head) are the layer table's owners, handed to ZeRO as
+ * its segments' owners. */
+#include <stdlib.h>
+#include "core/error.h"
+#include "dtrain/coll.h"
+#include "dtrain/mem.h"
+#include "dtrain/trace.h"
+#include "dtrain/zero.h"
+#include "parallel/strategy.h"
+
+typedef struct zs {
+    dt_zero *zero;
+    int stage;
+    long long mem[2]; /* bytes of the model's own flat params / grads registered */
+} zs;
+
+static zs *Z(dt_strategy *s) { return s->impl; }
+
+static void zero_destroy(dt_strategy *s) {
+    zs *z = Z(s);
+    if (!z) return;
+    dt_zero_free(z->zero);
+    dt_mem_add(DT_MEM_PARAMS, -z->mem[0]);
+    dt_mem_add(DT_MEM_GRADS, -z->mem[1]);
+    free(z);
+    s->impl = NULL;
+}
+
+static int zero_create(dt_strategy *s, const dt_strategy_args *a, int stage) {
+    const dt_layer_table *t = &s->table;
+    zs *z = calloc(1, sizeof *z);
+    if (!z) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    s->impl = z;
+    z->stage = stage;
+    dt_zero_config zc;
+    dt_zero_config_default(&zc);
+    zc.stage = stage;
+    zc.bucket_cap_bytes = (size_t)(a->dist->bucket_size_mb * 1048576.0);
+    zc.first_bucket_bytes = (size_t)(a->dist->first_bucket_mb * 1048576.0);
+    zc.overlap = a->dist->overlap;
+    zc.average = 0; /* the trainer scales backward by 1/dp_size */
+    zc.seg_owner = t->owner;
+    int rc = dt_zero_create(s->comm, &zc, t->num_params, t->offset, t->count, t->nlayers, t->params,
+                            stage == 1 ? t->grads : NULL, a->optim, &z->zero);
+    if (rc) return rc;
+    size_t lo, hi;
+    dt_zero_shard(z->zero, &lo, &hi);
+    if (a->n_no_decay && (rc = dt_optim_set_no_decay(dt_zero_optim(z->zero), lo, a->no_decay, a->n_no_decay)))
+        return rc;
+    /* the model's own flat buffers: stages 2 and 3 never use the gradient
+     * buffer, stage 3 not the parameter buffer either: the model releases them */
+    z->mem[0] = stage < 3 ? (long long)(t->num_params * sizeof(float)) : 0;
+    z->mem[1] = stage < 2 ? (long long)(t->num_params * sizeof(float)) : 0;
+    dt_mem_add(DT_MEM_PARAMS, z->mem[0]);
+    dt_mem_add(DT_MEM_GRADS, z->mem[1]);
+    if (stage >= 2 && (rc = t->release_flat(t->model, stage == 3, 1))) return rc;
+    /* batch-norm buffers start identical too */
+    return t->num_buffers ? dt_broadcast(t->buffers, t->buffers, t->num_buffers, DT_F32,
+                                         dt_comm_world_rank_of(s->comm, 0), s->comm)
+                          : DT_OK;
+}
+
+static int zero1_create(dt_strategy *s, const dt_strategy_args *a) { return zero_create(s, a, 1); }
+static int zero2_create(dt_strategy *s, const dt_strategy_args *a) { return zero_create(s, a, 2); }
+static int zero3_create(dt_strategy *s, const dt_strategy_args *a) { return zero_create(s, a, 3); }
+
+/* ---- hooks: point the layer's owner where ZeRO says --------------------------------- */
+
+static int zero_pre_forward(dt_strategy *s, int layer) {
+    float *p;
+    int rc = dt_zero_pre_forward(Z(s)->zero, layer, &p);
+    if (!rc && p) rc = s->table.set_layer_params(s->table.model, s->table.owner[layer], p);
+    return rc;
+}
+
+static int zero_pre_backward(dt_strategy *s, int layer) {
+    float *p, *g;
+    int rc = dt_zero_pre_backward(Z(s)->zero, layer, &p, &g);
+    const int o = s->table.owner[layer];
+    if (!rc && p) rc = s->table.set_layer_params(s->table.model, o, p);
+    if (!rc && g) rc = s->table.set_layer_grads(s->table.model, o, g);
+    return rc;
+}
+
+static int zero_post_forward(dt_strategy *s, int layer) { return dt_zero_post_forward(Z(s)->zero, layer); }
+static int zero_grad_ready(dt_strategy *s, int layer) { return dt_zero_grad_ready(Z(s)->zero, layer); }
+static int zero_post_backward(dt_strategy *s, int layer) { return dt_zero_post_backward(Z(s)->zero, layer); }
+
+static int zero_sync_stats(dt_strategy *s, float *buf, size_t n) {
+    return dt_allreduce(buf, buf, n, DT_F32, DT_SUM, s->comm);
+}
+
+/* ---- steps ------------------------------------------------------------------------ */
+
+static int zero_begin_micro(dt_strategy *s, int m, int k) { return dt_zero_begin_step(Z(s)->zero, m == k - 1); }
+
+static int zero_finish_micro(dt_strategy *s, int m, int k, dt_strategy_step *st, double t0, double t1) {
+    (void)m, (void)k, (void)st, (void)t0, (void)t1;
+    return dt_zero_finish(Z(s)->zero);
+}
+
+static int zero_step(dt_strategy *s, dt_strategy_step *st) {
+    zs *z = Z(s);
+    if (st->opt_t0 < 0) st->opt_t0 = dt_trace_now_us();
+    st->norm = -1;
+    int want = st->want_norm || st->clip > 0;
+    int rc = dt_zero_step(z->zero, st->lr, st->clip, want ? &st->norm : NULL);
+    if (!rc && z->stage == 1) s->table.zero_grad(s->table.model); /* the full gradient buffer */
+    return rc;
+}
+
+static int zero_gather(dt_strategy *s, size_t offset, size_t count, float *dst, int root) {
+    return dt_zero_gather_range(Z(s)->zero, offset, count, dst, root);
+}
+
+static int zero_state(dt_strategy *s, dt_strategy_state *st) {
+    zs *z = Z(s);
+    dt_zero_shard(z->zero, &st->lo, &st->hi);
+    /* this rank's slice is current even while stages 1/2 re-share it */
+    st->params = dt_zero_param_shard(z->zero);
+    st->opt = dt_zero_optim(z->zero);
+    st->save_lo = st->lo;
+    st->save_hi = st->hi;
+    return DT_OK;
+}
+
+static int zero_load(dt_strategy *s, dt_strategy_read_fn read, void *ctx) {
+    zs *z = Z(s);
+    size_t lo, hi;
+    dt_zero_shard(z->zero, &lo, &hi);
+    /* parameters: the full vector (stages 1-2: every rank's working copy) or
+     * this rank's slice (stage 3) */
+    int rc = z->stage == 3 ? read(ctx, "params", lo, hi - lo, dt_zero_param_shard(z->zero))
+                           : read(ctx, "params", 0, s->table.num_params, s->table.params);
+    dt_optim *opt = dt_zero_optim(z->zero);
+    for (int i = 0; !rc && i < dt_optim_num_states(opt); i++) {
+        const char *name;
+        float *st = dt_optim_state(opt, i, &name);
+        rc = read(ctx, name, lo, hi - lo, st);
+    }
+    return rc;
+}
+
+#define ZERO_OPS(N)                                                                                       \
+    const dt_strategy_ops dt_strategy_zero##N = {                                                         \
+        .name = "zero" #N, .create = zero##N##_create, .destroy = zero_destroy,                           \
+        .pre_forward = zero_pre_forward, .post_forward = zero_post_forward,                               \
+        .pre_backward = zero_pre_backward, .grad_ready = zero_grad_ready,                                 \
+        .post_backward = zero_post_backward, .sync_stats = zero_sync_stats,                               \
+        .begin_micro = zero_begin_micro, .finish_micro = zero_finish_micro, .step = zero_step,            \
+        .gather = zero_gather, .state = zero_state, .load = zero_load,                                    \
+    };
+ZERO_OPS(1)
+ZERO_OPS(2)
+ZERO_OPS(3)

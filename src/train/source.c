@@ -1,0 +1,49 @@
+/* src/train/source.c - the trainer's model families: which data each trains
+ * on and how its model is configured from the flags (see source.h). */
+#include <stdio.h>
+#include <string.h>
+#include "core/error.h"
+#include "train/source.h"
+
+static int configure_sequential(dt_model_config *c, const dt_train_options *o) {
+    if (o->hidden1) c->hidden1 = o->hidden1;
+    if (o->hidden2) c->hidden2 = o->hidden2;
+    if (o->dropout >= 0) c->dropout = o->dropout;
+    c->seed = o->seed;
+    return DT_OK;
+}
+
+static int configure_gpt(dt_model_config *c, const dt_train_options *o) {
+    if (o->n_layer) c->n_layer = o->n_layer;
+    if (o->n_head) c->n_head = o->n_head;
+    if (o->n_embd) c->n_embd = o->n_embd;
+    if (o->block_size) c->block_size = o->block_size;
+    c->vocab_size = 256; /* bytes: the text source's tokens */
+    c->recompute = o->recompute;
+    c->seed = o->seed;
+    return DT_OK;
+}
+
+static const char *const k_seq_models[] = {"mlp", "lenet", "cnn", NULL};
+static const char *const k_gpt_models[] = {"gpt", NULL};
+
+static const struct {
+    const char *const *models; /* --model values */
+    dt_train_family f;
+} k_families[] = {
+    {k_seq_models, {"sequential", &dt_source_fashion_mnist, configure_sequential, 1, 500}},
+    {k_gpt_models, {"gpt", &dt_source_text, configure_gpt, 2, 0}},
+};
+#define NFAM ((int)(sizeof k_families / sizeof k_families[0]))
+
+const dt_train_family *dt_train_family_of(const char *model) {
+    for (int f = 0; model && f < NFAM; f++)
+        for (const char *const *n = k_families[f].models; *n; n++)
+            if (strcmp(*n, model) == 0) return &k_families[f].f;
+    DT_ERR(DT_ERR_INVALID, "model '%s' is not one the trainer knows (mlp, lenet, cnn, gpt)", model ? model : "(null)");
+    return NULL;
+}
+
+const char *dt_train_model_name(const dt_train_options *o) {
+    return *o->preset ? o->preset : o->model;
+}

@@ -1,0 +1,314 @@
+/* src/train/train_fit.c - the training loop: optimizer steps over the data
+ * source's micro-batches through the parallel strategy, periodic and
+ * per-epoch evaluation, metrics, the end-of-run sample (gpt). */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "core/error.h"
+#include "dtrain/coll.h"
+#include "dtrain/optim.h"
+#include "dtrain/trace.h"
+#include "dtrain/train.h"
+#include "train/trainer_internal.h"
+
+static volatile sig_atomic_t g_stop_requested;
+
+void dt_trainer_request_stop(void) { g_stop_requested = 1; }
+
+/* 1 if any rank was asked to stop (all ranks get the same answer). */
+static int stop_agreed(dt_trainer *t, int *rc) {
+    int v = g_stop_requested ? 1 : 0;
+    if (t->ci.size > 1 && (*rc = dt_allreduce(&v, &v, 1, DT_I32, DT_MAX, t->comm))) return 1;
+    return v;
+}
+
+/* Training statistics over some steps: predictions, correct ones, loss sum. */
+typedef struct tally {
+    double loss_sum, correct, count;
+} tally;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void progress(const dt_trainer *t, int epoch, long done, long total, double loss) {
+    int w = 30, f = total ? (int)(w * done / total) : w;
+    char bar[32];
+    for (int i = 0; i < w; i++) bar[i] = i < f ? '#' : '.';
+    bar[w] = '\0';
+    printf("\repoch %d/%d [%s] %3ld%% loss %.4f", epoch + 1, t->o.epochs, bar, total ? 100 * done / total : 100, loss);
+    fflush(stdout);
+}
+
+/* One optimizer step over accum_steps micro-batches. Returns 1 if a step was
+ * taken, 0 at the end of the epoch, or a negative status. */
+static int train_step(dt_trainer *t, tally *ep, tally *win, double *step_loss) {
+    const int k = t->o.accum_steps;
+    const dt_source_ops *so = t->src->ops;
+    if (so->batches_left(t->src) < k) return 0; /* epoch ends: no partial step */
+    double t0 = dt_trace_now_us();
+    *step_loss = 0;
+    /* the gradient norm costs a pass over the gradients: computed when
+     * clipping, and on the last planned step for the result */
+    dt_strategy_step st = {.lr = dt_lr_at(&t->sched, t->step), .clip = t->o.clip_grad_norm,
+                           .want_norm = t->o.clip_grad_norm > 0 || t->step + 1 >= t->planned_steps,
+                           .norm = -1, .opt_t0 = -1};
+    const double P = (double)t->positions;
+    for (int m = 0; m < k; m++) {
+        int B;
+        int rc = so->next(t->src, t->x, t->y, &B);
+        if (rc <= 0) return rc < 0 ? rc : DT_ERR(DT_ERR_INTERNAL, "the data source ended inside a step");
+        /* the dropout stream depends only on (seed, rank, step, micro-step): a
+         * resumed run draws the same masks as an uninterrupted one */
+        rc = dt_model_seed_dropout(t->model, (t->o.seed * 0x9e3779b97f4a7c15ull) ^
+                                                 ((uint64_t)t->ci.world_rank << 48) ^ ((uint64_t)t->step * 64 + (uint64_t)m));
+        if (!rc) rc = dt_strategy_begin_micro(t->st, m, k);
+        float l;
+        if (!rc) rc = dt_model_forward(t->model, t->x, t->y, B, 1, &l);
+        if (rc) return rc;
+        int c = dt_model_correct(t->model, t->y, B);
+        if (c < 0) return c;
+        for (tally *s = ep; s; s = s == ep ? win : NULL) {
+            s->loss_sum += (double)l * B * P;
+            s->correct += c;
+            s->count += B * P;
+        }
+        *step_loss += l / k;
+        double b0 = dt_trace_now_us();
+        /* mean over k micro-batches, and over the data-parallel ranks when
+         * the strategy sums their gradients */
+        if ((rc = dt_model_backward_scaled(t->model, 1.0f / (float)k / (float)t->st->dp_size))) return rc;
+        if ((rc = dt_strategy_finish_micro(t->st, m, k, &st, b0, dt_trace_now_us()))) return rc;
+    }
+    double o0 = dt_trace_now_us();
+    int rc = dt_strategy_update(t->st, &st);
+    if (rc) return rc;
+    t->grad_norm = st.want_norm ? st.norm : -1;
+    double t1 = dt_trace_now_us();
+    if (t->tracing) dt_trace_event("optimizer step", "optimizer", DT_TRACE_COMPUTE, st.opt_t0 >= 0 ? st.opt_t0 : o0, t1);
+    if (t->nstep_s == t->cap_step_s) {
+        long nc = t->cap_step_s ? 2 * t->cap_step_s : 1024;
+        double *p = realloc(t->step_s, sizeof(double) * (size_t)nc);
+        if (!p) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+        t->step_s = p;
+        t->cap_step_s = nc;
+    }
+    t->step_s[t->nstep_s++] = (t1 - t0) * 1e-6;
+    dtm_step(&t->metrics, t->step + 1, t->epoch, so->position(t->src), *step_loss, st.lr, (t1 - t0) * 1e-6);
+    t->step++;
+    return 1;
+}
+
+static int sum_tally(dt_trainer *t, tally *s) {
+    if (t->ci.size == 1) return DT_OK;
+    double v[3] = {s->loss_sum, s->correct, s->count};
+    int rc = dt_allreduce(v, v, 3, DT_F64, DT_SUM, t->comm);
+    s->loss_sum = v[0], s->correct = v[1], s->count = v[2];
+    return rc;
+}
+
+/* Every --eval-every K steps: the training loss since the last report, the
+ * evaluation, throughput (collective). */
+static int periodic_eval(dt_trainer *t, tally *win, double *t_win, dt_train_result *r) {
+    int rc = sum_tally(t, win);
+    if (rc) return rc;
+    double secs = (dt_trace_now_us() - *t_win) * 1e-6, acc = 0, loss = 0;
+    if (t->o.eval && (rc = dt_trainer_evaluate(t, &acc, &loss))) return rc;
+    double train_loss = win->count > 0 ? win->loss_sum / win->count : NAN;
+    double per_s = secs > 0 ? win->count / secs : 0;
+    if (t->o.eval) {
+        r->test_acc = acc;
+        r->test_loss = loss;
+    }
+    if (t->ci.rank == 0 && !t->o.quiet) {
+        const int seq = t->io.max_seq > 0;
+        printf("step %ld/%ld  loss %.4f%s", t->step, t->planned_steps, train_loss, seq ? "/token" : "");
+        if (t->o.eval && seq)
+            printf("  val_loss %.4f (%.3f bits/byte)  val_acc %.2f%%", loss, loss / log(2.0), 100 * acc);
+        else if (t->o.eval)
+            printf("  test_loss %.4f  test_acc %.2f%%", loss, 100 * acc);
+        printf("  %.0f %s/s\n", per_s, seq ? "tokens" : "samples");
+        fflush(stdout);
+    }
+    dtm_eval(&t->metrics, t->step, t->epoch, train_loss, per_s, t->o.eval, loss, acc);
+    *win = (tally){0, 0, 0};
+    *t_win = dt_trace_now_us();
+    return DT_OK;
+}
+
+/* The end-of-run sample of a generative model: its parameters gathered to
+ * rank 0, which continues the prompt (collective). */
+static int sample_text(dt_trainer *t) {
+    const dt_train_options *o = &t->o;
+    if (t->io.max_seq < 1 || o->sample_length < 1) return DT_OK;
+    const int root = dt_comm_world_rank_of(t->comm, 0), me = t->ci.rank == 0, L = t->table.nlayers;
+    const size_t P = dt_model_num_params(t->model);
+    float *full = me ? malloc(P * sizeof(float)) : NULL;
+    int rc = me && !full ? DT_ERR(DT_ERR_NOMEM, "out of memory for the sample's parameters") : DT_OK;
+    rc = dt_trainer_agree_error(t, rc);
+    if (!rc) rc = dt_strategy_gather(t->st, 0, P, full, root);
+    if (rc || !me) {
+        free(full);
+        return rc;
+    }
+    int plen = (int)strlen(o->sample_prompt), n = o->sample_length;
+    int32_t *prompt = malloc(sizeof(int32_t) * (size_t)(plen ? plen : 1)), *outb = malloc(sizeof(int32_t) * (size_t)n);
+    if (!prompt || !outb) rc = DT_ERR(DT_ERR_NOMEM, "out of memory for the sample");
+    for (int i = 0; !rc && i < plen; i++) prompt[i] = (unsigned char)o->sample_prompt[i];
+    if (!plen && prompt) prompt[0] = '\n', plen = 1;
+    /* every layer reads the full copy while generating, then its pointer is
+     * the strategy's again (set by the hooks of the next pass) */
+    for (int l = 0; !rc && l < L; l++)
+        if (t->l_cnt[l]) rc = dt_model_set_layer_params(t->model, l, full + t->l_off[l]);
+    if (!rc) rc = dt_model_generate(t->model, prompt, plen, n, (float)o->sample_temperature, o->seed, outb);
+    for (int l = 0; l < L; l++)
+        if (t->l_cnt[l]) dt_model_set_layer_params(t->model, l, NULL);
+    if (!rc) {
+        char *txt = malloc((size_t)n + 1);
+        if (!txt) rc = DT_ERR(DT_ERR_NOMEM, "out of memory for the sample");
+        for (int i = 0; txt && i < n; i++) txt[i] = (char)outb[i];
+        if (txt) {
+            txt[n] = '\0';
+            if (!o->quiet) {
+                printf("sample (prompt \"%s\", temperature %g, %d bytes, seed %llu):\n%s", o->sample_prompt,
+                       o->sample_temperature, n, (unsigned long long)o->seed, o->sample_prompt);
+                /* control bytes other than newline and tab shown as '?' (the
+                 * JSON record has every byte) */
+                for (int i = 0; i < n; i++) {
+                    unsigned char c = (unsigned char)txt[i];
+                    putchar((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? '?' : c);
+                }
+                printf("\n");
+                fflush(stdout);
+            }
+            dtm_sample(&t->metrics, t->step, o->sample_prompt, txt, (size_t)n, o->sample_temperature);
+            free(txt);
+        }
+    }
+    free(prompt);
+    free(outb);
+    free(full);
+    return rc;
+}
+
+/* The end of a run: the JSON lines file and this rank's timeline are closed
+ * and every failed write of their lives reported (after the model and the
+ * checkpoint were saved: nothing of the training is lost to a full disk). */
+static int close_outputs(dt_trainer *t) {
+    int rc = dtm_close(&t->metrics);
+    if (t->tracing) {
+        t->tracing = 0;
+        int trc = dt_trace_close();
+        if (!rc) rc = trc;
+    }
+    return rc;
+}
+
+int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
+    if (!t) return DT_ERR(DT_ERR_INVALID, "trainer is NULL");
+    const dt_train_options *o = &t->o;
+    const dt_source_ops *so = t->src->ops;
+    const int seq = t->io.max_seq > 0;
+    int rank0 = t->ci.rank == 0, bar = rank0 && !o->quiet && isatty(STDOUT_FILENO);
+    /* NaN until an epoch of this run trains a step (a resumed run may have nothing left) */
+    dt_train_result r = {.last_loss = NAN, .train_acc = NAN, .test_acc = -1, .comm_hidden = -1,
+                         .comm_hidden_compute = -1, .test_loss = NAN};
+    int rc = DT_OK;
+    tally win = {0, 0, 0};
+    double t_win = dt_trace_now_us();
+    for (int e = t->epoch; e < o->epochs && (o->max_steps <= 0 || t->step < o->max_steps); e++) {
+        t->epoch = e;
+        t->epoch_over = 0;
+        /* resumed mid-epoch: at that sample, in this run's layout */
+        rc = so->begin_epoch(t->src, (uint64_t)e, t->resume_pos);
+        t->resume_pos = 0;
+        if (rc) return rc;
+        long steps_per_epoch = (long)(so->batches_left(t->src) / o->accum_steps);
+        tally ep = {0, 0, 0};
+        double t0 = dt_trace_now_us(), sl = 0;
+        int epoch_complete = 0;
+        long done = 0;
+        for (;;) {
+            if (o->max_steps > 0 && t->step >= o->max_steps) break;
+            if (stop_agreed(t, &rc)) {
+                if (rc) return rc;
+                if (bar) printf("\n");
+                r.steps = t->step;
+                if (res) *res = r;
+                return DT_ERR(DT_ERR_STATE, "stopped by request (signal) after step %ld; nothing was left half-written", t->step);
+            }
+            int got = train_step(t, &ep, &win, &sl);
+            if (got < 0) return got;
+            if (!got) { epoch_complete = 1; break; }
+            done++;
+            if (bar && !o->eval_every && (done % 10 == 0 || done == steps_per_epoch))
+                progress(t, e, done, steps_per_epoch, sl);
+            if (o->eval_every > 0 && t->step % o->eval_every == 0 && (rc = periodic_eval(t, &win, &t_win, &r)))
+                return rc;
+            if (*o->checkpoint_dir && o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0 &&
+                (rc = dt_trainer_save_checkpoint(t, o->checkpoint_dir)))
+                return rc;
+        }
+        if (epoch_complete) { /* a checkpoint from here on starts at the next epoch */
+            t->epoch = e + 1;
+            t->epoch_over = 1;
+        }
+        /* nothing of this epoch was left (resumed at its end, or --max-steps
+         * reached): no line of zeros, no evaluation (the same on every rank) */
+        if (done == 0) continue;
+        double secs = (dt_trace_now_us() - t0) * 1e-6;
+        if ((rc = sum_tally(t, &ep))) return rc;
+        r.epochs = e + 1;
+        r.last_loss = ep.count > 0 ? ep.loss_sum / ep.count : 0;
+        r.train_acc = ep.count > 0 ? ep.correct / ep.count : 0;
+        r.tokens_per_s = secs > 0 ? ep.count / secs : 0;
+        r.samples_per_s = r.tokens_per_s / (double)t->positions;
+        double tl = NAN;
+        if (o->eval && (rc = dt_trainer_evaluate(t, &r.test_acc, &tl))) return rc;
+        if (o->eval) r.test_loss = tl;
+        if (bar) printf("\n");
+        if (rank0 && !o->quiet) {
+            if (seq) {
+                printf("epoch %d/%d  loss %.4f/token (= per byte)  %.0f tokens/s", e + 1, o->epochs, r.last_loss,
+                       r.tokens_per_s);
+                if (o->eval) printf("  val_loss %.4f (%.3f bits/byte)  val_acc %.2f%%", tl, tl / log(2.0), 100 * r.test_acc);
+            } else {
+                printf("epoch %d/%d  loss %.4f  train_acc %.2f%%  %.0f samples/s", e + 1, o->epochs, r.last_loss,
+                       100 * r.train_acc, r.samples_per_s);
+                if (o->eval) printf("  test_loss %.4f  test_acc %.2f%%", tl, 100 * r.test_acc);
+            }
+            printf("  (%.1f s)\n", secs);
+            fflush(stdout);
+        }
+        dtm_epoch(&t->metrics, e + 1, t->step, r.last_loss, r.train_acc, r.samples_per_s, secs, o->eval, tl,
+                  r.test_acc, r.tokens_per_s);
+    }
+    r.steps = t->step;
+    if (*o->checkpoint_dir && (o->checkpoint_every <= 0 || t->step % o->checkpoint_every != 0)) {
+        /* the final state */
+        if ((rc = dt_trainer_save_checkpoint(t, o->checkpoint_dir))) return rc;
+    }
+    if (*o->save_model && (rc = dt_trainer_save_model(t, o->save_model))) return rc;
+    if ((rc = sample_text(t))) return rc;
+    if (t->nstep_s) {
+        double *s = malloc(sizeof(double) * (size_t)t->nstep_s);
+        if (s) {
+            memcpy(s, t->step_s, sizeof(double) * (size_t)t->nstep_s);
+            qsort(s, (size_t)t->nstep_s, sizeof(double), cmp_double);
+            r.median_step_s = s[t->nstep_s / 2];
+            free(s);
+        }
+    }
+    dt_strategy_overlap(t->st, &r.comm_hidden, &r.comm_hidden_compute);
+    r.grad_norm = t->grad_norm;
+    if (res) *res = r;
+    dtm_memory(&t->metrics, "end", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level,
+               t->act_bytes[0], t->act_bytes[1]);
+    dtm_summary(&t->metrics, r.steps, t->ci.size, o->dist.zero_opt_level, r.median_step_s, r.comm_hidden,
+                r.comm_hidden_compute, r.grad_norm, r.test_acc, r.test_loss, r.tokens_per_s);
+    return close_outputs(t);
+}

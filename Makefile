@@ -56,7 +56,7 @@ test-nompi: deps
 # for the processes that share the GPU it needs MPI, or Open MPI's packages
 # fetched beforehand with tools/gpu/fetch_debs.sh (carried in .gpu-debs).
 gpu-test:
-	tests/gpu/run_gpu_suite.sh
+	bash tests/gpu/run_gpu_suite.sh
 
 # Reliability tooling (CI runs `make test` then `make check-tools`):
 #   sanitize  the whole suite, MPI tests included, in an ASan + UBSan build

@@ -13,7 +13,7 @@ export OMPI_ALLOW_RUN_AS_ROOT = 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
 MPIRUN = mpirun --oversubscribe
 
-.PHONY: all deps build run test test-nompi bench install clean check check-tools check-deps sanitize valgrind fuzz
+.PHONY: all deps build run test test-nompi gpu-test bench install clean check check-tools check-deps sanitize valgrind fuzz
 FUZZ_SECONDS ?= 60
 CHECK_PKGS = clang valgrind
 
@@ -49,6 +49,14 @@ test-nompi: deps
 	cmake -S . -B $(BUILD)-nompi -DCMAKE_BUILD_TYPE=Release -DDTRAIN_WITH_MPI=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD)-nompi -j $(JOBS)
 	cd $(BUILD)-nompi && ctest --output-on-failure -j $(JOBS)
+
+# The GPU suite, on a machine with a CUDA GPU (no apt there: no deps step):
+# builds the CUDA variant in build-gpu, runs the GPU tests and the device
+# benchmarks, writes $$OUT (default gpu-out). See tests/gpu/run_gpu_suite.sh;
+# for the processes that share the GPU it needs MPI, or Open MPI's packages
+# fetched beforehand with tools/gpu/fetch_debs.sh (carried in .gpu-debs).
+gpu-test:
+	bash tests/gpu/run_gpu_suite.sh
 
 # Reliability tooling (CI runs `make test` then `make check-tools`):
 #   sanitize  the whole suite, MPI tests included, in an ASan + UBSan build

@@ -159,4 +159,14 @@ int bench_mpi_available(const bench_case *c, int inplace);
  * or the MPI error code. */
 int bench_call_mpi(const bench_case *c, bench_set *s, int inplace);
 
+/* ---- --device (bench_device.c, CUDA builds) ------------------------------------ */
+#ifdef DTRAIN_HAVE_CUDA
+/* Before dt_init: the device of this rank (its launcher's local rank modulo
+ * the devices). */
+void bench_device_select(void);
+/* The device-buffer allreduce table; returns the exit status. Collective. */
+int bench_device_main(size_t minb, size_t maxb, size_t factor, int iters, int warmup, int rounds, int vs_nccl,
+                      int vs_mpi, dt_comm *world);
+#endif
+
 #endif

@@ -1,5 +1,6 @@
 /* bench/dtrain-bench/dtrain_bench.c - dtrain-bench: nccl-tests style benchmark of the
- * dtrain collectives, optionally against raw MPI on the same buffers.
+ * dtrain collectives, optionally against raw MPI on the same buffers (and, in
+ * CUDA builds, --device: allreduce on device buffers, bench_device.c).
  *
  *   mpirun -np 2 dtrain-bench -o allreduce -b 1K -e 64M -f 2 --vs-mpi
  *
@@ -48,6 +49,8 @@ typedef struct opts {
     int async;
     int shared_mem;   /* --shared-mem: buffers from dt_comm_alloc_shared */
     int wire;         /* --wire: dt_wire of allreduce / reduce_scatter */
+    int device;       /* --device: CUDA device buffers (bench_device.c) */
+    int vs_nccl;      /* --vs-nccl: with --device, raw ncclAllReduce as reference */
     uint64_t seed;
 } opts;
 
@@ -83,6 +86,11 @@ static void usage(FILE *f) {
         "      --shared-mem      single-buffer modes: buffers from dt_comm_alloc_shared\n"
         "                        (in-place allreduces then reduce between the ranks'\n"
         "                        buffers directly, on one host)\n"
+        "      --device          allreduce f32 sum on CUDA device buffers (CUDA builds): dtrain's\n"
+        "                        stream-ordered and blocking forms; with --vs-nccl raw\n"
+        "                        ncclAllReduce on the same buffers (ranks on GPUs of their own),\n"
+        "                        with --vs-mpi MPI_Allreduce on pinned host buffers\n"
+        "      --vs-nccl         see --device\n"
         "      --json FILE       append one JSON object per row and placement to FILE\n"
         "      --seed S          data seed (default 1)\n"
         "  -h, --help            this text\n"
@@ -240,6 +248,12 @@ static int parse_args(int argc, char **argv, opts *o, int rank) {
             else if (strcmp(val, "f16") == 0) o->wire = DT_WIRE_F16;
             else if (strcmp(val, "native") == 0) o->wire = DT_WIRE_NATIVE;
             else return bad(rank, "unknown wire type '%s' (bf16, f16 or native)%s", val, "");
+        } else if (IS("--device", "--device")) {
+            NOVAL();
+            o->device = 1;
+        } else if (IS("--vs-nccl", "--vs-nccl")) {
+            NOVAL();
+            o->vs_nccl = 1;
         } else if (IS("--seed", "--seed")) {
             size_t s;
             NEEDVAL();
@@ -263,6 +277,14 @@ static int parse_args(int argc, char **argv, opts *o, int rank) {
         return bad(rank, "--wire applies to single-buffer allreduce and reduce_scatter%s%s", "", "");
     if (o->wire && o->dtype != DT_F32 && o->dtype != DT_F16 && o->dtype != DT_BF16)
         return bad(rank, "--wire needs f32, f16 or bf16 data, not %s%s", dt_dtype_name(o->dtype), "");
+#ifndef DTRAIN_HAVE_CUDA
+    if (o->device || o->vs_nccl) return bad(rank, "--device / --vs-nccl: this build of dtrain-bench has no CUDA%s%s", "", "");
+#endif
+    if (o->vs_nccl && !o->device) return bad(rank, "--vs-nccl needs --device%s%s", "", "");
+    if (o->device && (o->all_ops || o->op != B_ALLREDUCE || o->dtype != DT_F32 || o->redop != DT_SUM ||
+                      have_list || have_sep || o->async || o->shared_mem || o->json || o->vs_single || o->wire))
+        return bad(rank, "--device measures allreduce f32 sum only, without --list, --separate, --async, --shared-mem, "
+                   "--json, --vs-single, --wire%s%s", "", "");
     if (o->vs_single) o->vs_mpi = 1; /* the same alternated reference timing, another reference */
     if (o->rounds < 0) o->rounds = o->vs_mpi ? 3 : 1;
     return 0;
@@ -670,7 +692,7 @@ static int agree_command_line(int prc, const opts *o) {
     char val[24][48];
     static const char *const names[24] = {"-o", "-b", "-e", "-f", "-n", "-w", "-c", "-d", "-r", "-R", "--vs-mpi",
                                           "--vs-single", "--rounds", "--list/--separate", "--async", "--shared-mem",
-                                          "--seed", "--wire"};
+                                          "--seed", "--wire", "--device/--vs-nccl"};
     int n = 0;
     snprintf(val[n++], 48, "%s", o->all_ops ? "all" : bench_op_get(o->op)->name);
     snprintf(val[n++], 48, "%zu", o->minb);
@@ -691,6 +713,7 @@ static int agree_command_line(int prc, const opts *o) {
     snprintf(val[n++], 48, "%s", o->shared_mem ? "on" : "off");
     snprintf(val[n++], 48, "%llu", (unsigned long long)o->seed);
     snprintf(val[n++], 48, "%d", o->wire);
+    snprintf(val[n++], 48, "%d %d", o->device, o->vs_nccl);
     long long h[2 * 24];
     for (int i = 0; i < n; i++) {
         h[i] = (long long)(fnv(val[i]) >> 1);
@@ -710,6 +733,10 @@ static int agree_command_line(int prc, const opts *o) {
 }
 
 int main(int argc, char **argv) {
+#ifdef DTRAIN_HAVE_CUDA
+    for (int i = 1; i < argc; i++) /* the device before dt_init: NCCL takes the current one */
+        if (strcmp(argv[i], "--device") == 0) bench_device_select();
+#endif
     int rc = dt_init();
     if (rc != DT_OK) {
         fprintf(stderr, "dtrain-bench: dt_init failed: %s (%s)\n", dt_status_str(rc),
@@ -734,6 +761,13 @@ int main(int argc, char **argv) {
         return prc == 1 ? 0 : 2;
     }
 
+#ifdef DTRAIN_HAVE_CUDA
+    if (o.device) {
+        rc = bench_device_main(o.minb, o.maxb, o.factor, o.iters, o.warmup, o.rounds, o.vs_nccl, o.vs_mpi, g_world);
+        dt_finalize();
+        return rc;
+    }
+#endif
     dt_comm_info info;
     dt_comm_info_get(g_world, &info);
     int hosts = (int)sum_over_ranks(info.local_rank == 0);

@@ -8,8 +8,9 @@
  *    and for reduce_scatter, recvbuf == sendbuf + rank*recvcount*esize.
  *  - Roots and peers are WORLD ranks and must belong to comm's group; dtrain
  *    translates them to group ranks (dt_comm_group_rank).
- *  - Buffers are host (CPU) memory. A count of 0 is valid and moves nothing,
- *    but every rank of the group must still make the call.
+ *  - Buffers are host (CPU) memory, or CUDA device memory (see "Device
+ *    memory" below). A count of 0 is valid and moves nothing, but every rank
+ *    of the group must still make the call.
  *  - f16 and bf16 reductions accumulate in f32: the data is widened, reduced
  *    in f32 and rounded once to the 16-bit type.
  *  - DT_AVG on integer types truncates toward zero.
@@ -72,6 +73,48 @@
  * asynchronous work is pending waits for that work first. Asynchronous work
  * runs on one background thread, created on first use. Buffers of async work
  * must stay valid and untouched until the work completes.
+ *
+ * Device memory (CUDA builds; the _ex forms below, or found per buffer):
+ *  - The memory kind of a call is dt_coll_opts.mem: DT_MEM_HOST (no detection
+ *    at all: the plain calls' speed), DT_MEM_DEVICE, or DT_MEM_AUTO (what the
+ *    plain calls use): each buffer is classified with cudaPointerGetAttributes
+ *    when the process has a CUDA device (dt_init found one), and is host
+ *    memory without a CUDA call otherwise. Device and managed memory count as
+ *    device memory; pinned host memory (cudaHostAlloc) as host memory. Host
+ *    and device buffers in one call are DT_ERR_INVALID naming the buffers
+ *    (also with DT_MEM_DEVICE, which classifies every buffer as a check), and
+ *    every rank of the group must pass the same kind (part of the fingerprint:
+ *    a rank on host memory and one on device memory is DT_ERR_MISMATCH).
+ *  - Path (dt_comm_device_path): "nccl" when the communicator has an NCCL
+ *    communicator (every rank on its own GPU; DTRAIN_DEVICE_PATH=auto|nccl);
+ *    "local" for a group of one rank without one (its collectives are
+ *    copies on the stream); else "staged": device -> pinned host memory, the
+ *    host path above (the world's transport: MPI), pinned host -> device,
+ *    with the host path's results. DTRAIN_DEVICE_PATH=staged forces staging
+ *    (README).
+ *  - Over NCCL, the operation is enqueued on dt_coll_opts.stream (NULL: the
+ *    default stream), after the work already queued there; buffers must lie
+ *    on the device of the communicator (the current device at dt_init).
+ *    Fingerprint checks run on the host before anything is enqueued (over the
+ *    world's transport under MPI; over the bootstrap for communicators of the
+ *    whole world, else over a second NCCL communicator of the same members).
+ *    Results follow NCCL's numerics: f16/bf16 are reduced in their own type,
+ *    avg of floats pre-multiplies by 1/size, so these may differ from the host
+ *    path in the last bits; integers and min/max are exact.
+ *  - Blocking calls return once the operation has completed (the host waited,
+ *    watched by the timeout like any blocking call): its results are visible
+ *    to any stream and to the host.
+ *  - Asynchronous calls over NCCL (and local ones) return once the operation
+ *    is enqueued; the handle completes on a CUDA event recorded after it:
+ *    dt_work_test polls it, dt_work_wait blocks the host until it,
+ *    dt_work_stream_wait makes another stream wait for it without a host
+ *    wait, and dt_work_free
+ *    releases the handle without waiting (the operation stays ordered on its
+ *    stream). Staged asynchronous calls complete before they return (no
+ *    overlap; the handle is complete). Either way, work queued on a stream
+ *    after dt_work_wait or dt_work_stream_wait(work, stream) sees the results.
+ *  - Host buffers with a stream: the stream is synchronised before the call
+ *    reads them (ordering with the caller's device work that produced them).
  *
  * All functions return DT_OK or a negative dt_status (message in
  * dt_last_error()). Errors in arguments are detected before anything moves.
@@ -217,21 +260,13 @@ int dt_reduce_scatter_list(const dt_tensor *in, const dt_tensor *out, int n,
  *   sum keeps about 2-3 significant digits, and the bytes between hosts
  *   halve. */
 typedef enum dt_wire { DT_WIRE_NATIVE = 0, DT_WIRE_BF16 = 1, DT_WIRE_F16 = 2 } dt_wire;
-typedef struct dt_coll_opts {
-    dt_wire wire;
-} dt_coll_opts;
-
-int dt_allreduce_ex(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype, dt_op op,
-                    dt_comm *comm, const dt_coll_opts *opts, dt_work **work);
-int dt_reduce_scatter_ex(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype, dt_op op,
-                         dt_comm *comm, const dt_coll_opts *opts, dt_work **work);
-/* Lists: the tensors of one dtype fused as dt_allreduce_list and
- * dt_reduce_scatter_fused do; every tensor must be f32, f16 or bf16 when
- * the wire is not native. */
-int dt_allreduce_list_ex(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm,
-                         const dt_coll_opts *opts, dt_work **work);
-int dt_reduce_scatter_fused_ex(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm,
-                               const dt_coll_opts *opts, dt_work **work);
+/* The wire is dt_coll_opts.wire of the _ex forms below (memory kinds and
+ * streams): dt_allreduce_ex, dt_reduce_scatter_ex, dt_allreduce_list_ex and
+ * dt_reduce_scatter_fused_ex take it (lists: the tensors of one dtype fused
+ * as dt_allreduce_list and dt_reduce_scatter_fused do; every tensor must be
+ * f32, f16 or bf16 when the wire is not native); any other call with a wire
+ * that is not native is DT_ERR_INVALID. Host memory only: a compressed wire
+ * on device memory is DT_ERR_UNSUPPORTED. */
 
 /* ---- asynchronous forms --------------------------------------------------
  * Same arguments plus `work`: on DT_OK *work is a handle the caller must
@@ -271,12 +306,71 @@ DT_DEPRECATED_FOR("renamed dt_reduce_scatter_fused_async")
 int dt_reduce_scatter_list_async(const dt_tensor *in, const dt_tensor *out, int n,
                                  dt_op op, dt_comm *comm, dt_work **work);
 
+/* ---- memory kinds and streams: the _ex forms ------------------------------
+ * The calls above with options, blocking when work is NULL and asynchronous
+ * (as the _async forms) otherwise; opts NULL = DT_COLL_OPTS_INIT, which is
+ * what the plain calls pass. */
+typedef enum dt_mem_kind {
+    DT_MEM_AUTO = 0,   /* classified per buffer (host when the process has no device) */
+    DT_MEM_HOST = 1,   /* host memory: no detection, no CUDA call */
+    DT_MEM_DEVICE = 2  /* CUDA device memory */
+} dt_mem_kind;
+
+typedef struct dt_coll_opts {
+    dt_mem_kind mem;
+    void *stream;      /* cudaStream_t: device work is ordered on it (NULL: the
+                        * default stream); host buffers: synchronised first */
+    dt_wire wire;      /* allreduce / reduce_scatter (and their lists) only: the
+                        * type on the wire (see "options: compressed communication") */
+} dt_coll_opts;
+#define DT_COLL_OPTS_INIT {.mem = DT_MEM_AUTO, .stream = NULL, .wire = DT_WIRE_NATIVE}
+
+int dt_allreduce_ex(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype, dt_op op,
+                    dt_comm *comm, const dt_coll_opts *opts, dt_work **work);
+int dt_allgather_ex(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype, dt_comm *comm,
+                    const dt_coll_opts *opts, dt_work **work);
+int dt_reduce_scatter_ex(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype, dt_op op,
+                         dt_comm *comm, const dt_coll_opts *opts, dt_work **work);
+int dt_reduce_ex(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype, dt_op op, int root,
+                 dt_comm *comm, const dt_coll_opts *opts, dt_work **work);
+int dt_broadcast_ex(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype, int root,
+                    dt_comm *comm, const dt_coll_opts *opts, dt_work **work);
+int dt_gather_ex(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype, int root,
+                 dt_comm *comm, const dt_coll_opts *opts, dt_work **work);
+int dt_scatter_ex(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype, int root,
+                  dt_comm *comm, const dt_coll_opts *opts, dt_work **work);
+int dt_all_to_all_ex(const void *sendbuf, void *recvbuf, size_t count, dt_dtype dtype, dt_comm *comm,
+                     const dt_coll_opts *opts, dt_work **work);
+int dt_send_ex(const void *buf, size_t count, dt_dtype dtype, int peer, dt_comm *comm,
+               const dt_coll_opts *opts, dt_work **work);
+int dt_recv_ex(void *buf, size_t count, dt_dtype dtype, int peer, dt_comm *comm,
+               const dt_coll_opts *opts, dt_work **work);
+/* A barrier has no buffers: with DT_MEM_AUTO or DT_MEM_HOST it is the host
+ * barrier; with DT_MEM_DEVICE it is ordered on the stream (over NCCL: a
+ * one-element allreduce). */
+int dt_barrier_ex(dt_comm *comm, const dt_coll_opts *opts, dt_work **work);
+int dt_allreduce_list_ex(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm,
+                         const dt_coll_opts *opts, dt_work **work);
+int dt_allgather_list_ex(const dt_tensor *in, const dt_tensor *out, int n, dt_comm *comm,
+                         const dt_coll_opts *opts, dt_work **work);
+int dt_reduce_scatter_fused_ex(const dt_tensor *in, const dt_tensor *out, int n, dt_op op,
+                               dt_comm *comm, const dt_coll_opts *opts, dt_work **work);
+int dt_reduce_scatter_per_rank_ex(const dt_tensor *in, int n, const dt_tensor *out, dt_op op,
+                                  dt_comm *comm, const dt_coll_opts *opts, dt_work **work);
+
+/* Work queued on `stream` (a cudaStream_t; NULL the default stream) after
+ * this call waits for the work: without a host wait for asynchronous device
+ * work over NCCL (cudaStreamWaitEvent); otherwise this waits on the host as
+ * dt_work_wait does. Returns the work's status when it waited. */
+int dt_work_stream_wait(dt_work *work, void *stream);
+
 /* *done = 1 if the work has completed (then returns its status), else 0 and
  * DT_OK. Never blocks. */
 int dt_work_test(dt_work *work, int *done);
 /* Blocks until the work completes; returns its status. */
 int dt_work_wait(dt_work *work);
-/* Waits if still running, then releases the handle. NULL is a no-op. */
+/* Waits if still running, then releases the handle (asynchronous device work
+ * over NCCL: released without waiting, see above). NULL is a no-op. */
 void dt_work_free(dt_work *work);
 
 /* When the work's collective started and finished executing, in microseconds

@@ -9,8 +9,9 @@
  *     plus MASTER_ADDR/MASTER_PORT or DTRAIN_BOOTSTRAP_ADDR=host:port): the
  *     "tcp" bootstrap, a TCP rendezvous through rank 0 that needs no MPI. The
  *     world then has all its attributes and rank_list groups, on the "void"
- *     transport: collectives between processes return DT_ERR_UNSUPPORTED
- *     (host-memory collectives between processes need the mpi transport);
+ *     transport: host-memory collectives between processes return
+ *     DT_ERR_UNSUPPORTED (they need the mpi transport); device memory moves
+ *     over NCCL when every rank has a GPU of its own (coll.h, "Device memory");
  *   - no launcher: standalone, a world of 1 on the "void" transport.
  * DTRAIN_BOOTSTRAP=auto|mpi|tcp|none and DTRAIN_BACKEND=auto|mpi|void (default
  * auto) override the detection; DTRAIN_BACKEND=mpi implies the mpi bootstrap.
@@ -85,7 +86,15 @@ typedef struct dt_comm_info {
  * (2 x 2 MiB + 64 bytes per rank; Open MPI maps it from a /dev/shm file it
  * unlinks as soon as every rank has mapped it, so nothing is left behind);
  * so does every sub-communicator whose members share one host (communicators
- * with the same members share one window). */
+ * with the same members share one window).
+ * CUDA builds: dt_init also decides, for the whole job, the path of device
+ * memory (coll.h, "Device memory"; DTRAIN_DEVICE_PATH=auto|nccl|staged, a
+ * malformed value DT_ERR_INVALID): when every rank has a CUDA device of its
+ * own it creates the world's NCCL communicator on the CURRENT device (call
+ * cudaSetDevice first) with ncclCommInitRank, the unique id sent over the
+ * bootstrap; sub-communicators get theirs from ncclCommSplit. With
+ * DTRAIN_DEVICE_PATH=nccl it fails (DT_ERR_UNSUPPORTED, or DT_ERR_BACKEND with
+ * NCCL's message, on every rank) when NCCL cannot serve the job. */
 int dt_init(void);
 
 /* Stop the runtime: waits for outstanding asynchronous work, frees every
@@ -109,8 +118,15 @@ int dt_comm_info_get(const dt_comm *comm, dt_comm_info *info);
 /* Single attributes; a negative dt_status if comm is NULL. */
 int dt_comm_rank(const dt_comm *comm);
 int dt_comm_size(const dt_comm *comm);
-/* The transport: "void" or "mpi" (later "nccl"); "?" for NULL. */
+/* The transport of host memory: "void" or "mpi"; "?" for NULL. */
 const char *dt_comm_backend(const dt_comm *comm);
+/* The path device-memory collectives take on comm (coll.h, "Device memory"):
+ * "nccl" (comm has an NCCL communicator), "staged" (through pinned host
+ * memory and the host transport), "local" (a group of one rank without an
+ * NCCL communicator: copies on the stream), or "none" (this process has no
+ * CUDA device, or the build no CUDA: every buffer is host memory); "?" for
+ * NULL. */
+const char *dt_comm_device_path(const dt_comm *comm);
 
 /* Index in comm of the process with world rank `world_rank`, or a negative
  * dt_status (DT_ERR_INVALID, message set) if that process is not in comm. */

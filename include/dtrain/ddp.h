@@ -26,11 +26,28 @@
  * no_sync: dt_ddp_set_grad_sync(ddp, 0) makes steps skip all communication, so
  * gradients accumulate locally; the next step with sync on reduces the
  * accumulated sum (scale by 1/k yourself if you want the mean of k steps).
+ *
+ * Device memory (cfg.mem = DT_MEM_DEVICE; coll.h, "Device memory"): the
+ * segments are CUDA device memory and backward runs on cfg.stream. Buckets are
+ * reduced on a communication stream of the wrapper's own: when a bucket is
+ * complete (dt_ddp_grad_ready of its last segment, called after that
+ * segment's backward kernels are enqueued), an event recorded on cfg.stream
+ * orders the bucket's allreduce after them, with no host wait; finish makes
+ * cfg.stream wait for every bucket (stream order: the optimizer's kernels
+ * enqueued on cfg.stream afterwards see the averaged gradients; done() is
+ * called in bucket order as each wait is enqueued). Parameters and buffers
+ * are broadcast on cfg.stream. Over the staged path (no NCCL communicator)
+ * each bucket completes before its submission returns (no overlap).
+ * Bucket times (dt_ddp_bucket_times) are then the host's view: submission to
+ * finish. The default, DT_MEM_AUTO, leaves the memory kind to each
+ * collective (device segments then run on the default stream, each bucket
+ * waited for on the host at finish).
  */
 #ifndef DTRAIN_DDP_H
 #define DTRAIN_DDP_H
 
 #include <stddef.h>
+#include "dtrain/coll.h"
 #include "dtrain/comm.h"
 
 #ifdef __cplusplus
@@ -51,7 +68,12 @@ typedef struct dt_ddp_config {
     int wire;                  /* DT_WIRE_NATIVE (0, default), DT_WIRE_BF16 or DT_WIRE_F16
                                 * (dtrain/coll.h): the type the buckets travel in between
                                 * processes (the config's grad_comm_dtype); sums stay f32,
-                                * results identical on every rank, within coll.h's bound */
+                                * results identical on every rank, within coll.h's bound;
+                                * host memory only (DT_ERR_UNSUPPORTED with DT_MEM_DEVICE) */
+    dt_mem_kind mem;           /* segments and buffers: DT_MEM_AUTO (default), DT_MEM_HOST, or
+                                * DT_MEM_DEVICE (see "Device memory" above) */
+    void *stream;              /* DT_MEM_DEVICE: the cudaStream_t backward runs on (NULL: the
+                                * default stream) */
 } dt_ddp_config;
 
 /* A segment: `count` f32 elements of parameters and of their gradients. */

@@ -50,6 +50,15 @@
  *    A point-to-point call facing a collective travels on another channel: the
  *    watchdog catches it (3.).
  *
+ *    Device memory (coll.h, "Device memory"): the fingerprint also says the
+ *    call is on device memory ("... on device memory" in the message), so a
+ *    rank on host memory facing ranks on device memory is a mismatch where
+ *    both meet on the same channel (jobs with MPI). Over NCCL the headers are
+ *    compared on the host before anything is enqueued: on the host
+ *    transport's channel under MPI, else over the bootstrap for communicators
+ *    of the whole world, else over a second NCCL communicator of the same
+ *    members (a small allgather, or a swap for point to point, and a wait).
+ *
  *    How, and what it costs: the ranks exchange 64-byte headers by recursive
  *    doubling (log2(size) rounds of point-to-point messages on a channel of
  *    their own) and every rank combines what it receives, so all reach the
@@ -178,6 +187,19 @@
  *    end the job itself ("mpirun noticed that process rank 1 with PID ...
  *    exited on signal 9"); either way every rank exits non-zero within
  *    milliseconds to a second or two, on every host.
+ *
+ * 4. NCCL (device memory). The watchdog also polls ncclCommGetAsyncError of
+ *    every NCCL communicator at each wake-up (at most every 250 ms): an
+ *    asynchronous error (a peer lost, a network failure) prints
+ *
+ *      dtrain: rank 1 (host vm): NCCL reported an asynchronous error on
+ *        communicator world: remote process exited or there was a network
+ *        error (...). Aborting the job (exit code 75)
+ *
+ *    Before any abort of the job (that one, a stall, a lost or departed
+ *    rank, a wait in a circle) it calls ncclCommAbort on every NCCL
+ *    communicator, so work in flight on the GPU stops. Blocking device calls (and dt_work_wait on device work) are
+ *    watched by the timeout like host calls and get the same stall report.
  */
 #ifndef DTRAIN_RELIABILITY_H
 #define DTRAIN_RELIABILITY_H

@@ -62,11 +62,30 @@
  * over every replica after dt_zero_step. `average` divides by the size of
  * comm times R. At create the parameters are broadcast over cfg.replicas
  * from its rank 0, then over comm from rank 0: with dt_zero_hybrid_comms'
- * communicators every rank starts from world rank 0's. */
+ * communicators every rank starts from world rank 0's.
+ *
+ * Device memory (params, and for stage 1 grads, in CUDA device memory; cfg.mem
+ * DT_MEM_DEVICE, or DT_MEM_AUTO finding them there): everything that moves
+ * between ranks moves on the device, through the device-memory collectives
+ * (coll.h, "Device memory": NCCL, or host staging where NCCL cannot serve the
+ * group), enqueued on cfg.stream: stage 1's buckets as in dtrain/ddp.h's device
+ * mode, the owners' re-shared slices broadcast into the caller's device vector,
+ * stage 2/3's layer gradients reduced from device layer buffers, stage 3's
+ * parameters gathered into device layer buffers (the hooks then hand out device
+ * pointers). The optimizer and its state stay on the host (as ZeRO-Offload):
+ * this rank's parameter and gradient slices are host copies
+ * (dt_zero_param_shard, dt_zero_grad_shard return host memory), the gradient
+ * slice copied from the device at dt_zero_step (stage 1) or added as each
+ * layer's reduction completes (stages 2, 3), the updated slice copied back to
+ * the device before it is re-shared. Hooks wait on the host for the
+ * communication they depend on (as on host memory), then the caller's kernels
+ * on cfg.stream are ordered after it. dt_zero_gather_range's dst and
+ * dt_zero_load_param_shard's slice are host memory. */
 #ifndef DTRAIN_ZERO_H
 #define DTRAIN_ZERO_H
 
 #include <stddef.h>
+#include "dtrain/coll.h"
 #include "dtrain/comm.h"
 #include "dtrain/optim.h"
 
@@ -85,6 +104,11 @@ typedef struct dt_zero_config {
     int prefetch;              /* stage 3: prefetch the next layer's gather (default 1) */
     int average;               /* 1 (default): gradients become sum / N; 0: the caller
                                 * pre-scaled its gradients (e.g. backward by 1/N) */
+    dt_mem_kind mem;           /* where params (and stage 1's grads) live: DT_MEM_AUTO
+                                * (default: asks the device runtime once, at create),
+                                * DT_MEM_HOST or DT_MEM_DEVICE (see "Device memory") */
+    void *stream;              /* device memory: the cudaStream_t the caller's forward and
+                                * backward run on (NULL: the default stream) */
     const int *seg_owner;      /* NULL (default: every segment its own), or [nsegs]:
                                 * the segment whose parameters segment s computes with
                                 * (see SHARED SEGMENTS); read by dt_zero_create only */

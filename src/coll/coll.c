@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include "coll/engine.h"
 #include "comm/watchdog.h"
+#include "core/device.h"
 #include "core/error.h"
 
 /* Largest element count whose byte size, times `mult`, stays addressable. */
@@ -297,7 +298,12 @@ int dt_coll_transport(const dt_coll_desc *d) {
     }
 }
 
-int dt_coll_execute(const dt_coll_desc *d) {
+int dt_coll_run_host(const dt_coll_desc *d, dt_fp_hdr *h) {
+    dt_comm *c = d->comm;
+    return (c->info.size > 1 && c->ops->check && dt_rel_check_on()) ? dt_fp_execute(d, h) : dt_coll_transport(d);
+}
+
+int dt_coll_execute(const dt_coll_desc *d, dt_fp_hdr *hdr_out) {
     dt_comm *c = d->comm;
     uint64_t *counter = &c->seq;
     if (d->kind == DT_COLL_SEND || d->kind == DT_COLL_RECV) {
@@ -309,8 +315,9 @@ int dt_coll_execute(const dt_coll_desc *d) {
     uint64_t seq = ++*counter;
     dt_fp_hdr h;
     dt_fp_fill(&h, d, seq);
+    if (hdr_out) *hdr_out = h;
     dt_wd_op_begin(h.cid, h.kind, seq, h.dtype, h.count, h.root, h.op, h.nlist);
-    int rc = (c->info.size > 1 && c->ops->check && dt_rel_check_on()) ? dt_fp_execute(d, &h) : dt_coll_transport(d);
+    int rc = d->mem == DT_MEM_DEVICE ? dt_dev_execute(d, &h) : dt_coll_run_host(d, &h);
     dt_wd_op_end();
     /* A mismatched call does not count (every rank that took part rolls
      * back), so the ranks stay in step for the calls that follow. */
@@ -318,12 +325,39 @@ int dt_coll_execute(const dt_coll_desc *d) {
     return rc;
 }
 
-/* Validate, then run blocking (work == NULL) or submit asynchronously. */
-static int issue(const char *fn, dt_coll_desc *d, dt_work **work, int async) {
+/* Validate, then run blocking (work == NULL) or submit asynchronously. The
+ * plain calls pass opts NULL (memory kind auto). */
+static int issue_opts(const char *fn, dt_coll_desc *d, const dt_coll_opts *opts, dt_work **work, int async) {
     if (async && !work) return dt_error(DT_ERR_INVALID, fn, "work is NULL");
     if (async) *work = NULL;
+    if (opts && opts->wire != DT_WIRE_NATIVE) {
+        switch (d->kind) {
+        case DT_COLL_ALLREDUCE: case DT_COLL_REDUCE_SCATTER: case DT_COLL_ALLREDUCE_LIST:
+        case DT_COLL_REDUCE_SCATTER_LIST:
+            d->wire = (int)opts->wire;
+            break;
+        default:
+            return dt_error(DT_ERR_INVALID, fn, "opts.wire %d: only allreduce and reduce_scatter (and their lists) "
+                            "take a wire type", (int)opts->wire);
+        }
+    }
     TRY(validate(fn, d));
+    TRY(dt_coll_classify(fn, d, opts));
+    if (d->wire != DT_WIRE_NATIVE && d->mem == DT_MEM_DEVICE)
+        return dt_error(DT_ERR_UNSUPPORTED, fn, "a compressed wire type (opts.wire %d) on device memory: "
+                        "compressed wires are host-memory only", d->wire);
+    /* host buffers with a stream: the device work that produced them first */
+    if (d->mem == DT_MEM_HOST && d->stream) TRY(dt_dev()->stream_sync(d->stream));
     return async ? dt_engine_submit(d, work) : dt_engine_run(d);
+}
+
+static int issue(const char *fn, dt_coll_desc *d, dt_work **work, int async) {
+    return issue_opts(fn, d, NULL, work, async);
+}
+
+/* The _ex forms: asynchronous when work is given. */
+static int issue_ex(const char *fn, dt_coll_desc *d, const dt_coll_opts *opts, dt_work **work) {
+    return issue_opts(fn, d, opts, work, work != NULL);
 }
 
 #define DESC(k, s, r, n, dt, o, rt) (dt_coll_desc){.kind = (k), .comm = comm, .send = (s), .recv = (r), \
@@ -392,34 +426,6 @@ int dt_reduce_scatter_list(const dt_tensor *in, const dt_tensor *out, int n, dt_
     return dt_reduce_scatter_fused(in, out, n, op, comm); /* deprecated name */
 }
 
-/* ---- option-carrying forms (blocking when work is NULL) ---- */
-static int opts_wire(const dt_coll_opts *o) { return o ? (int)o->wire : DT_WIRE_NATIVE; }
-
-int dt_allreduce_ex(const void *s, void *r, size_t n, dt_dtype dt, dt_op op, dt_comm *comm, const dt_coll_opts *o,
-                    dt_work **w) {
-    dt_coll_desc d = DESC(DT_COLL_ALLREDUCE, s, r, n, dt, op, 0);
-    d.wire = opts_wire(o);
-    return issue(__func__, &d, w, w != NULL);
-}
-int dt_reduce_scatter_ex(const void *s, void *r, size_t n, dt_dtype dt, dt_op op, dt_comm *comm, const dt_coll_opts *o,
-                         dt_work **w) {
-    dt_coll_desc d = DESC(DT_COLL_REDUCE_SCATTER, s, r, n, dt, op, 0);
-    d.wire = opts_wire(o);
-    return issue(__func__, &d, w, w != NULL);
-}
-int dt_allreduce_list_ex(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm,
-                         const dt_coll_opts *o, dt_work **w) {
-    dt_coll_desc d = LDESC(DT_COLL_ALLREDUCE_LIST, op);
-    d.wire = opts_wire(o);
-    return issue(__func__, &d, w, w != NULL);
-}
-int dt_reduce_scatter_fused_ex(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm,
-                               const dt_coll_opts *o, dt_work **w) {
-    dt_coll_desc d = LDESC(DT_COLL_REDUCE_SCATTER_LIST, op);
-    d.wire = opts_wire(o);
-    return issue(__func__, &d, w, w != NULL);
-}
-
 /* ---- asynchronous forms ---- */
 int dt_allreduce_async(const void *s, void *r, size_t n, dt_dtype dt, dt_op op, dt_comm *comm, dt_work **w) {
     dt_coll_desc d = DESC(DT_COLL_ALLREDUCE, s, r, n, dt, op, 0);
@@ -479,4 +485,71 @@ int dt_reduce_scatter_fused_async(const dt_tensor *in, const dt_tensor *out, int
 }
 int dt_reduce_scatter_list_async(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm, dt_work **w) {
     return dt_reduce_scatter_fused_async(in, out, n, op, comm, w); /* deprecated name */
+}
+
+/* ---- options: memory kind and stream ---- */
+int dt_allreduce_ex(const void *s, void *r, size_t n, dt_dtype dt, dt_op op, dt_comm *comm, const dt_coll_opts *o,
+                    dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_ALLREDUCE, s, r, n, dt, op, 0);
+    return issue_ex(__func__, &d, o, w);
+}
+int dt_allgather_ex(const void *s, void *r, size_t n, dt_dtype dt, dt_comm *comm, const dt_coll_opts *o, dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_ALLGATHER, s, r, n, dt, DT_SUM, 0);
+    return issue_ex(__func__, &d, o, w);
+}
+int dt_reduce_scatter_ex(const void *s, void *r, size_t n, dt_dtype dt, dt_op op, dt_comm *comm, const dt_coll_opts *o,
+                         dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_REDUCE_SCATTER, s, r, n, dt, op, 0);
+    return issue_ex(__func__, &d, o, w);
+}
+int dt_reduce_ex(const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int root, dt_comm *comm,
+                 const dt_coll_opts *o, dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_REDUCE, s, r, n, dt, op, root);
+    return issue_ex(__func__, &d, o, w);
+}
+int dt_broadcast_ex(const void *s, void *r, size_t n, dt_dtype dt, int root, dt_comm *comm, const dt_coll_opts *o,
+                    dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_BROADCAST, s, r, n, dt, DT_SUM, root);
+    return issue_ex(__func__, &d, o, w);
+}
+int dt_gather_ex(const void *s, void *r, size_t n, dt_dtype dt, int root, dt_comm *comm, const dt_coll_opts *o,
+                 dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_GATHER, s, r, n, dt, DT_SUM, root);
+    return issue_ex(__func__, &d, o, w);
+}
+int dt_scatter_ex(const void *s, void *r, size_t n, dt_dtype dt, int root, dt_comm *comm, const dt_coll_opts *o,
+                  dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_SCATTER, s, r, n, dt, DT_SUM, root);
+    return issue_ex(__func__, &d, o, w);
+}
+int dt_all_to_all_ex(const void *s, void *r, size_t n, dt_dtype dt, dt_comm *comm, const dt_coll_opts *o, dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_ALL_TO_ALL, s, r, n, dt, DT_SUM, 0);
+    return issue_ex(__func__, &d, o, w);
+}
+int dt_send_ex(const void *b, size_t n, dt_dtype dt, int peer, dt_comm *comm, const dt_coll_opts *o, dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_SEND, b, NULL, n, dt, DT_SUM, peer);
+    return issue_ex(__func__, &d, o, w);
+}
+int dt_recv_ex(void *b, size_t n, dt_dtype dt, int peer, dt_comm *comm, const dt_coll_opts *o, dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_RECV, NULL, b, n, dt, DT_SUM, peer);
+    return issue_ex(__func__, &d, o, w);
+}
+int dt_barrier_ex(dt_comm *comm, const dt_coll_opts *o, dt_work **w) {
+    dt_coll_desc d = DESC(DT_COLL_BARRIER, NULL, NULL, 0, DT_F32, DT_SUM, 0);
+    return issue_ex(__func__, &d, o, w);
+}
+int dt_allreduce_list_ex(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm,
+                         const dt_coll_opts *o, dt_work **w) {
+    dt_coll_desc d = LDESC(DT_COLL_ALLREDUCE_LIST, op);
+    return issue_ex(__func__, &d, o, w);
+}
+int dt_allgather_list_ex(const dt_tensor *in, const dt_tensor *out, int n, dt_comm *comm, const dt_coll_opts *o,
+                         dt_work **w) {
+    dt_coll_desc d = LDESC(DT_COLL_ALLGATHER_LIST, DT_SUM);
+    return issue_ex(__func__, &d, o, w);
+}
+int dt_reduce_scatter_fused_ex(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm,
+                               const dt_coll_opts *o, dt_work **w) {
+    dt_coll_desc d = LDESC(DT_COLL_REDUCE_SCATTER_LIST, op);
+    return issue_ex(__func__, &d, o, w);
 }

@@ -25,18 +25,68 @@ typedef struct dt_coll_desc {
     int list_dtype;      /* the one dtype of every tensor; -2 mixed; -1 empty */
     size_t list_count;   /* elements per rank (outputs for reduce_scatter) */
     uint64_t list_sig;   /* FNV-1a over the tensors' (count, dtype) */
+    /* memory (set by validation): DT_MEM_HOST or DT_MEM_DEVICE, the caller's
+     * stream, the device of the buffers (-1: host) */
+    int mem;
+    void *stream;
+    int device;
+    void *event;         /* asynchronous work over a device transport: recorded after it */
 } dt_coll_desc;
 
 /* Run one validated descriptor (called by the engine): assigns its sequence
  * number, publishes it for the watchdog, and runs it fingerprint-checked when
- * the check is on and the group has more than one rank. */
-int dt_coll_execute(const dt_coll_desc *d);
+ * the check is on and the group has more than one rank; device memory takes
+ * the device path (device_path.c). *hdr_out (if not NULL) receives the
+ * call's header (the watchdog's description of it). */
+int dt_coll_execute(const dt_coll_desc *d, dt_fp_hdr *hdr_out);
+/* The host path of a descriptor with header h (sequence number assigned):
+ * checked or not, as dt_coll_execute decides. */
+int dt_coll_run_host(const dt_coll_desc *d, dt_fp_hdr *h);
 /* The bare transport call of a descriptor (no check). */
 int dt_coll_transport(const dt_coll_desc *d);
 /* The transport's allreduce / reduce_scatter of c with the wire type (its
  * _wire op when the wire is not native and it has one). */
 int dt_coll_allreduce_op(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int wire);
 int dt_coll_reduce_scatter_op(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int wire);
+
+/* Memory kinds (memkind.c): set d->mem and d->device from opts (NULL: auto)
+ * by classifying the buffers this rank uses; DT_ERR_INVALID naming them when
+ * host and device buffers meet, DT_ERR_UNSUPPORTED for device memory without
+ * a device. Call after the argument checks (roots are group ranks). */
+int dt_coll_classify(const char *fn, dt_coll_desc *d, const dt_coll_opts *opts);
+
+/* ---- the device path (device_path.c, device_plan.c, device_stage.c) ---- */
+/* Run d (device memory) over the communicator's device transport or staged
+ * through pinned host memory; h as for dt_coll_run_host. */
+int dt_dev_execute(const dt_coll_desc *d, dt_fp_hdr *h);
+/* 1 if d runs over a device transport (stream-ordered: asynchronous forms
+ * complete on an event). */
+int dt_dev_stream_ordered(const dt_coll_desc *d);
+/* dt_finalize: the device path's and the bootstrap check's buffers. */
+void dt_dev_path_release(void);
+void dt_fp_release(void);
+
+/* The buffers a descriptor uses on this rank, as byte ranges: what it reads
+ * (in) and writes (out). Zero-byte ranges of non-NULL buffers are listed
+ * (they decide a call's memory kind) with bytes 0. name/index say which
+ * argument ("sendbuf", "recvbuf", "in", "out" with the tensor index). */
+typedef struct dt_region {
+    const void *p;
+    size_t bytes;
+    unsigned char in, out;
+    const char *name;
+    int index;           /* tensor index of lists, -1 otherwise */
+} dt_region;
+/* The regions of d into r[0..cap); returns how many there are (more than
+ * cap: call again with room for that many). Pure. */
+int dt_coll_regions(const dt_coll_desc *d, dt_region *r, int cap);
+
+/* The primitives a device transport runs for d (peers as group ranks) into
+ * p[0..cap); returns how many (more than cap: call again). `scratch` is
+ * device memory of dt_dev_plan_scratch(d) bytes when that is not 0 (the
+ * in-place all_to_all reads its blocks from a copy). Pure. */
+int dt_dev_plan(const dt_coll_desc *d, void *scratch, dt_prim *p, int cap);
+size_t dt_dev_plan_scratch(const dt_coll_desc *d);
 
 /* Fingerprints (fingerprint.c). */
 /* Header of d with sequence number seq (also the watchdog's description). */
@@ -55,6 +105,28 @@ int dt_fp_execute(const dt_coll_desc *d, dt_fp_hdr *h);
  * create a communicator (or the reverse) gets DT_ERR_MISMATCH on every rank
  * instead of a hang. On a mismatch the sequence number is not consumed. */
 int dt_coll_op_begin(const char *fn, dt_comm *c, int kind);
+/* Where the headers of a checked call are exchanged: the host transport's
+ * ops (dt_fp_execute), the bootstrap, or a device transport's. */
+typedef struct dt_fp_channel {
+    const char *name;
+    int (*check)(dt_comm *c, dt_fp_hdr *hdr);
+    int (*gather_views)(dt_comm *c, const dt_fp_hdr *mine, dt_fp_hdr *all);
+    int (*p2p_check)(dt_comm *c, int peer, const dt_fp_hdr *mine, dt_fp_hdr *theirs);
+} dt_fp_channel;
+/* Run d checked over channel ch: the headers are compared first, then (no
+ * mismatch) run(d, arg) moves the data. Barriers: run is called too (a
+ * device barrier is ordered on its stream). */
+int dt_fp_execute_on(const dt_coll_desc *d, dt_fp_hdr *h, const dt_fp_channel *ch,
+                     int (*run)(const dt_coll_desc *d, void *arg), void *arg);
+/* The bootstrap's channel, for communicators whose members are the whole
+ * world (collective checks only; p2p_check NULL). */
+extern const dt_fp_channel dt_fp_boot_channel;
+/* Which channel checks device calls on c: 0 the host transport's (it has
+ * one), 1 the bootstrap (c spans the world; not point to point), 2 the device
+ * transport's. Pure. */
+int dt_fp_device_channel(int host_has_check, int spans_world, int p2p);
+/* Tests: force that choice where it can serve the call (-1: decide as above). */
+void dt_fp_device_channel_for_testing(int choice);
 /* Fused list collectives (fusion.c). */
 int dt_fusion_execute(const dt_coll_desc *d);
 void dt_fusion_release(void);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "coll/engine.h"
+#include "core/device.h"
 #include "core/error.h"
 
 #define TRY(x) do { int rc_ = (x); if (rc_ < 0) return rc_; } while (0)
@@ -70,21 +71,28 @@ static int validate(const char *fn, dt_coll_desc *d, const dt_tensor *out) {
 }
 
 static int issue(const char *fn, const dt_tensor *in, int n, const dt_tensor *out, dt_op op, dt_comm *comm,
-                 dt_work **work, int async) {
+                 const dt_coll_opts *opts, dt_work **work, int async) {
     if (async && !work) return dt_error(DT_ERR_INVALID, fn, "work is NULL");
     if (async) *work = NULL;
     dt_coll_desc d = {.kind = DT_COLL_REDUCE_SCATTER_PER_RANK, .comm = comm, .op = op, .in = in, .n = n};
     TRY(validate(fn, &d, out));
+    TRY(dt_coll_classify(fn, &d, opts));
+    if (d.mem == DT_MEM_HOST && d.stream) TRY(dt_dev()->stream_sync(d.stream));
     return async ? dt_engine_submit(&d, work) : dt_engine_run(&d);
 }
 
 int dt_reduce_scatter_per_rank(const dt_tensor *in, int n, const dt_tensor *out, dt_op op, dt_comm *comm) {
-    return issue(__func__, in, n, out, op, comm, NULL, 0);
+    return issue(__func__, in, n, out, op, comm, NULL, NULL, 0);
 }
 
 int dt_reduce_scatter_per_rank_async(const dt_tensor *in, int n, const dt_tensor *out, dt_op op, dt_comm *comm,
                                      dt_work **work) {
-    return issue(__func__, in, n, out, op, comm, work, 1);
+    return issue(__func__, in, n, out, op, comm, NULL, work, 1);
+}
+
+int dt_reduce_scatter_per_rank_ex(const dt_tensor *in, int n, const dt_tensor *out, dt_op op, dt_comm *comm,
+                                  const dt_coll_opts *opts, dt_work **work) {
+    return issue(__func__, in, n, out, op, comm, opts, work, work != NULL);
 }
 
 int dt_per_rank_execute(const dt_coll_desc *d) {

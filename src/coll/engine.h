@@ -9,9 +9,14 @@
  *
  * The runtime layer (the communicator pool, dt_comm_alloc_shared, dt_finalize)
  * calls the exclusive section and the shutdown; nothing below the collective
- * layer includes this header. A stream-ordered device transport (nccl) will complete its
- * asynchronous work on a CUDA event rather than on this thread: its work
- * handles then wait on the event (the transport's async_ok says no thread). */
+ * layer includes this header.
+ *
+ * Device work (coll.h, "Device memory") never goes to the thread: it runs on
+ * the caller's thread in an exclusive section (after all queued work), its
+ * stream and device being the caller's. Over a device transport an
+ * asynchronous call is enqueued at submission and its handle completes on a
+ * CUDA event (waited on in an exclusive section too, published to the
+ * watchdog as the call); staged, it completes before the submission returns. */
 #ifndef DT_COLL_ENGINE_H
 #define DT_COLL_ENGINE_H
 

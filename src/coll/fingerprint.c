@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "coll/coll_internal.h"
+#include "bootstrap/bootstrap.h"
 #include "comm/registry.h"
 #include "comm/watchdog.h"
 #include "core/error.h"
@@ -17,6 +18,15 @@ static uint64_t mix(uint64_t h, uint64_t v) {
     h *= 0xbf58476d1ce4e5b9ull;
     h ^= h >> 29;
     return h;
+}
+
+/* Every rank of a call passes the same memory kind: device calls carry it
+ * in the fingerprint (host calls keep theirs unchanged) and in the flags,
+ * for the message. */
+static void device_kind(dt_fp_hdr *h, const dt_coll_desc *d) {
+    if (d->mem != DT_MEM_DEVICE) return;
+    h->fp = mix(h->fp, 0x6465766963650000ull);
+    h->flags |= DT_FP_DEVICE;
 }
 
 void dt_fp_fill(dt_fp_hdr *h, const dt_coll_desc *d, uint64_t seq) {
@@ -51,6 +61,7 @@ void dt_fp_fill(dt_fp_hdr *h, const dt_coll_desc *d, uint64_t seq) {
         int dst = d->kind == DT_COLL_SEND ? h->root : c->info.world_rank;
         uint64_t f = mix(mix(mix(0x7032700000000000ull, seq), d->dtype), d->count);
         h->fp = mix(mix(mix(f, c->gkey), (uint64_t)src), (uint64_t)dst);
+        device_kind(h, d);
         return;
     }
     case DT_COLL_BARRIER:
@@ -76,6 +87,7 @@ void dt_fp_fill(dt_fp_hdr *h, const dt_coll_desc *d, uint64_t seq) {
         h->fp = mix(h->fp, 0x7769726500000000ull | (uint64_t)d->wire);
         h->flags |= (uint32_t)d->wire << DT_FP_WIRE_SHIFT;
     }
+    device_kind(h, d);
 }
 
 int dt_fp_inline_ok(const dt_coll_desc *d) {
@@ -97,13 +109,15 @@ static const char *view(char *buf, size_t cap, const dt_fp_hdr *h) {
     dt_op_describe(buf, cap, h->kind, h->dtype, h->count, h->op, h->root, h->seq, h->cid, h->nlist, h->layout);
     unsigned wire = (h->flags >> DT_FP_WIRE_SHIFT) & 0xffu;
     size_t n = strlen(buf);
-    if (wire && n < cap) /* "allreduce(f32, count 8, sum) #5 on world [wire bf16]" */
+    if (wire && n + 1 < cap) /* "allreduce(f32, count 8, sum) #5 on world [wire bf16]" */
         snprintf(buf + n, cap - n, " [wire %s]", wire == DT_WIRE_BF16 ? "bf16" : wire == DT_WIRE_F16 ? "f16" : "?");
+    n = strlen(buf);
+    if ((h->flags & DT_FP_DEVICE) && n + 1 < cap) snprintf(buf + n, cap - n, " on device memory");
     return buf;
 }
 
 /* every rank's view -> the DT_ERR_MISMATCH message */
-static int coll_mismatch(const char *fn, dt_comm *c, const dt_fp_hdr *mine) {
+static int coll_mismatch(const char *fn, dt_comm *c, const dt_fp_hdr *mine, const dt_fp_channel *ch) {
     int p = c->info.size;
     char me[256], cname[96];
     view(me, sizeof me, mine);
@@ -117,7 +131,7 @@ static int coll_mismatch(const char *fn, dt_comm *c, const dt_fp_hdr *mine) {
                         "rank (world rank %d) called %s; the ranks of the group called something else",
                         (unsigned long long)mine->seq, cname, c->info.world_rank, me);
     }
-    int rc = c->ops->gather_views(c, mine, all);
+    int rc = ch->gather_views(c, mine, all);
     if (rc) { free(all); free(grp); return rc; }
     /* group identical calls; reference = the largest group (ties: lowest rank) */
     int ngroups = 0, best = 0, best_n = 0;
@@ -166,32 +180,51 @@ static int p2p_mismatch(const dt_coll_desc *d, const dt_fp_hdr *mine, const dt_f
                     (int)theirs->world_rank, view(b, sizeof b, theirs));
 }
 
+/* the mismatch of descriptor d, named after its function */
+static int desc_mismatch(const dt_coll_desc *d, const dt_fp_hdr *mine, const dt_fp_channel *ch) {
+    char fn[48];
+    fn_name(fn, sizeof fn, d->kind);
+    return coll_mismatch(fn, d->comm, mine, ch);
+}
+
+static int run_transport(const dt_coll_desc *d, void *arg) { return dt_coll_transport(d); }
+
 int dt_fp_execute(const dt_coll_desc *d, dt_fp_hdr *h) {
     dt_comm *c = d->comm;
     const dt_backend_ops *o = c->ops;
+    dt_fp_channel ch = {o->name, o->check, o->gather_views, o->p2p_check};
+    if (dt_fp_inline_ok(d)) {
+        int rc = o->allreduce_checked(c, d->send, d->recv, d->count, d->dtype, d->op, h);
+        if (rc) return rc;
+        if (h->flags & DT_FP_MISMATCH) return desc_mismatch(d, h, &ch);
+        return DT_OK;
+    }
+    /* the check exchange already synchronised the group: it is the barrier */
+    if (d->kind == DT_COLL_BARRIER) {
+        int rc = o->check(c, h);
+        if (rc) return rc;
+        return (h->flags & DT_FP_MISMATCH) ? desc_mismatch(d, h, &ch) : DT_OK;
+    }
+    return dt_fp_execute_on(d, h, &ch, run_transport, NULL);
+}
+
+int dt_fp_execute_on(const dt_coll_desc *d, dt_fp_hdr *h, const dt_fp_channel *ch,
+                     int (*run)(const dt_coll_desc *d, void *arg), void *arg) {
+    dt_comm *c = d->comm;
     int rc;
     if (d->kind == DT_COLL_SEND || d->kind == DT_COLL_RECV) {
         dt_fp_hdr t;
-        rc = o->p2p_check(c, d->root, h, &t);
+        if (!ch->p2p_check) return DT_ERR(DT_ERR_INTERNAL, "the %s check channel has no point-to-point check", ch->name);
+        rc = ch->p2p_check(c, d->root, h, &t);
         if (rc) return rc;
         if (t.fp != h->fp) return p2p_mismatch(d, h, &t);
         dt_wd_op_phase(2); /* the peer is here: the data follows */
-        return dt_coll_transport(d);
+        return run(d, arg);
     }
-    if (dt_fp_inline_ok(d)) {
-        rc = o->allreduce_checked(c, d->send, d->recv, d->count, d->dtype, d->op, h);
-    } else {
-        rc = o->check(c, h);
-        /* the check exchange already synchronised the group: it is the barrier */
-        if (!rc && !(h->flags & DT_FP_MISMATCH) && d->kind != DT_COLL_BARRIER) rc = dt_coll_transport(d);
-    }
+    rc = ch->check(c, h);
     if (rc) return rc;
-    if (h->flags & DT_FP_MISMATCH) {
-        char fn[48];
-        fn_name(fn, sizeof fn, d->kind);
-        return coll_mismatch(fn, c, h);
-    }
-    return DT_OK;
+    if (h->flags & DT_FP_MISMATCH) return desc_mismatch(d, h, ch);
+    return run(d, arg);
 }
 
 int dt_coll_op_begin(const char *fn, dt_comm *c, int kind) {
@@ -210,10 +243,65 @@ int dt_coll_op_begin(const char *fn, dt_comm *c, int kind) {
     h.fp = mix(mix(mix(f, c->gkey), 0), 0);
     dt_wd_op_begin(h.cid, kind, seq, DT_FP_NONE, 0, -1, DT_FP_NONE, 0);
     if (c->info.size > 1 && c->ops->check && dt_rel_check_on()) {
-        int rc = c->ops->check(c, &h);
+        const dt_backend_ops *o = c->ops;
+        dt_fp_channel ch = {o->name, o->check, o->gather_views, o->p2p_check};
+        int rc = ch.check(c, &h);
         if (rc) return rc;
-        if (h.flags & DT_FP_MISMATCH) return coll_mismatch(fn, c, &h);
+        if (h.flags & DT_FP_MISMATCH) return coll_mismatch(fn, c, &h, &ch);
     }
     c->seq = seq;
     return DT_OK;
+}
+
+/* ---- the bootstrap as a check channel ------------------------------------------
+ * For a communicator of every world rank (group rank == world rank): one
+ * dt_boot_allgather of the headers; every rank then compares all of them,
+ * so the verdict is the same everywhere, and keeps them for gather_views. */
+static dt_fp_hdr *g_boot_views;
+static int g_boot_n;
+
+static int boot_check(dt_comm *c, dt_fp_hdr *hdr) {
+    int p = c->info.size;
+    if (p != c->info.world_size)
+        return DT_ERR(DT_ERR_INTERNAL, "the bootstrap checks communicators of the whole world only (%d of %d ranks)", p,
+                      c->info.world_size);
+    if (g_boot_n < p) {
+        dt_fp_hdr *v = realloc(g_boot_views, sizeof *v * (size_t)p);
+        if (!v) return DT_ERR(DT_ERR_NOMEM, "out of memory for %d check headers", p);
+        g_boot_views = v;
+        g_boot_n = p;
+    }
+    int rc = dt_boot_allgather(hdr, g_boot_views, sizeof *hdr);
+    if (rc) return rc;
+    for (int r = 0; r < p; r++)
+        if (g_boot_views[r].fp != hdr->fp || (g_boot_views[r].flags & DT_FP_MISMATCH)) hdr->flags |= DT_FP_MISMATCH;
+    return DT_OK;
+}
+
+static int boot_views(dt_comm *c, const dt_fp_hdr *mine, dt_fp_hdr *all) {
+    if (g_boot_n < c->info.size) return DT_ERR(DT_ERR_INTERNAL, "no headers from a bootstrap check to show");
+    memcpy(all, g_boot_views, sizeof *all * (size_t)c->info.size);
+    return DT_OK;
+}
+
+const dt_fp_channel dt_fp_boot_channel = {"bootstrap", boot_check, boot_views, NULL};
+
+static int g_force_channel = -1;
+
+void dt_fp_device_channel_for_testing(int choice) { g_force_channel = choice; }
+
+int dt_fp_device_channel(int host_has_check, int spans_world, int p2p) {
+    /* a forced choice, where it can serve the call */
+    if (g_force_channel == 0 && host_has_check) return 0;
+    if (g_force_channel == 1 && spans_world && !p2p) return 1;
+    if (g_force_channel == 2) return 2;
+    if (host_has_check) return 0;
+    if (spans_world && !p2p) return 1;
+    return 2;
+}
+
+void dt_fp_release(void) {
+    free(g_boot_views);
+    g_boot_views = NULL;
+    g_boot_n = 0;
 }

@@ -6,6 +6,7 @@
 #include "bootstrap/bootstrap.h"
 #include "comm/comm_internal.h"
 #include "comm/registry.h"
+#include "core/device.h"
 #include "core/error.h"
 
 static dt_comm *g_world; /* set by the runtime between dt_init and dt_finalize */
@@ -59,6 +60,13 @@ int dt_comm_size(const dt_comm *comm) {
 
 const char *dt_comm_backend(const dt_comm *comm) {
     return (comm && comm->magic == DT_COMM_MAGIC && comm->ops) ? comm->ops->name : "?";
+}
+
+const char *dt_comm_device_path(const dt_comm *comm) {
+    if (!comm || comm->magic != DT_COMM_MAGIC) return "?";
+    if (comm->dev) return comm->dev->name;
+    if (dt_dev_count() == 0) return "none";
+    return comm->info.size == 1 ? "local" : "staged";
 }
 
 int dt_comm_group_rank(const dt_comm *comm, int world_rank) {
@@ -141,6 +149,7 @@ int dt_comm_make(const dt_backend_ops *ops, int *world_ranks, int size, int rank
 
 void dt_comm_destroy(dt_comm *c) {
     if (!c) return;
+    if (c->dev && c->dev->destroy) c->dev->destroy(c);
     if (c->ops && c->ops->destroy) c->ops->destroy(c);
     c->magic = 0;
     /* plain dt_comm_alloc_shared memory the caller did not give back */

@@ -236,8 +236,32 @@ static void *reaper(void *arg) {
     return NULL;
 }
 
+/* ---- device transports (nccl): polled by the thread, told of an abort ---------- */
+
+static _Atomic(dt_wd_dev_poll_fn) g_dev_poll;
+static _Atomic(dt_wd_dev_abort_fn) g_dev_abort;
+
+void dt_wd_set_device_hooks(dt_wd_dev_poll_fn poll_fn, dt_wd_dev_abort_fn abort_fn) {
+    atomic_store(&g_dev_poll, poll_fn);
+    atomic_store(&g_dev_abort, abort_fn);
+}
+
+/* The device transport's asynchronous errors (a peer lost, a network
+ * failure): one line, then the job ends as for a lost rank. */
+static void device_poll(void) {
+    dt_wd_dev_poll_fn f = atomic_load(&g_dev_poll);
+    char msg[512];
+    if (!f || f(msg, sizeof msg) == DT_OK) return;
+    dt_wd_report_device_error(msg);
+}
+
+/* Ends the job through the bootstrap, with an _exit 10 s later should that
+ * not end this process. The device transport aborts its communicators first
+ * (operations in flight on the GPU stop). */
 void dt_wd_abort_job(int wait_ms) {
     if (wait_ms > 0) sleep_ms(wait_ms); /* give the reporting rank's abort time to end the job */
+    dt_wd_dev_abort_fn ab = atomic_load(&g_dev_abort);
+    if (ab) ab();
     pthread_attr_t a;
     pthread_t t;
     if (pthread_attr_init(&a) == 0) {
@@ -326,6 +350,7 @@ static void *wd_main(void *arg) {
             if (n.kind == 1) dt_wd_report_remote_lost(n.subject, n.pid, n.cause, n.text, n.by, now);
             else dt_wd_report_remote_end(n.by, n.text);
         }
+        device_poll();
         wd_view me;
         dt_wd_read_slot(g_me, &me, now);
         if (!me.in_op) continue;

@@ -33,6 +33,14 @@ int dt_wd_start(void);
 void dt_wd_finalizing(void);
 void dt_wd_stop(void);
 
+/* A device transport's hooks (transport.h, dt_dev_transport.poll/abort_all;
+ * NULL: none): the thread calls poll on every wake-up and ends the job with
+ * its message when it reports an error, and calls abort before any abort of
+ * the job. Set by dt_init, cleared by dt_finalize. */
+typedef int (*dt_wd_dev_poll_fn)(char *msg, size_t cap);
+typedef void (*dt_wd_dev_abort_fn)(void);
+void dt_wd_set_device_hooks(dt_wd_dev_poll_fn poll_fn, dt_wd_dev_abort_fn abort_fn);
+
 /* Timeout in seconds (0: none); settable at any time. */
 void dt_wd_set_timeout(double seconds);
 double dt_wd_timeout(void);

@@ -95,6 +95,9 @@ void dt_wd_report_dead(int slot, uint64_t now);
 void dt_wd_report_remote_lost(int w, uint64_t pid, int cause, const char *what, int by, uint64_t now);
 /* Another host's rank ended the job: text is its first report line. */
 void dt_wd_report_remote_end(int by, const char *text);
+/* The device transport reported an asynchronous error (msg: what it said):
+ * one line, then the job ends. */
+void dt_wd_report_device_error(const char *msg);
 void dt_wd_views_reset(void);
 
 /* causes of a loss */

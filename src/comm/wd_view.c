@@ -571,3 +571,11 @@ void dt_wd_report_remote_end(int by, const char *text) {
         dt_wd_host_name(by), text && *text ? text : "(no reason given)");
     dt_wd_abort_job(0);
 }
+
+void dt_wd_report_device_error(const char *msg) {
+    uint64_t prev;
+    if (!dt_wd_claim_report(-1, &prev)) { dt_wd_abort_job(2000); return; }
+    say("dtrain: rank %d (host %s): %s. Aborting the job (exit code %d)\n", g_wd_rank, g_wd_host, msg,
+        DT_ABORT_EXIT_CODE);
+    dt_wd_abort_job(0);
+}

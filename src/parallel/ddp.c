@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/device.h"
 #include "core/error.h"
 #include "dtrain/coll.h"
 #include "dtrain/ddp.h"
@@ -13,6 +14,7 @@ typedef struct bucket {
     size_t bytes;
     int pending;            /* segments not ready yet this step */
     dt_work *work;
+    void *ready;            /* device: event on cfg.stream after the bucket's backward */
     dt_tensor *views;       /* [last-first+1] gradient tensors, in/out (in place) */
     double t0, t1;          /* execution interval of the last synced step */
 } bucket;
@@ -31,6 +33,8 @@ struct dt_ddp {
     int next_submit;        /* buckets [0, next_submit) submitted this step */
     int sync;
     int in_step;
+    int device;             /* cfg.mem == DT_MEM_DEVICE */
+    void *comm_stream;      /* device: where the buckets are reduced */
 };
 
 void dt_ddp_config_default(dt_ddp_config *cfg) {
@@ -42,14 +46,19 @@ void dt_ddp_config_default(dt_ddp_config *cfg) {
     cfg->broadcast_buffers = 1;
     cfg->average = 1;
     cfg->wire = DT_WIRE_NATIVE;
+    cfg->mem = DT_MEM_AUTO;
+    cfg->stream = NULL;
 }
 
 static int bcast_all(dt_ddp *d, int params) {
     int rc = DT_OK;
+    dt_coll_opts o = {.mem = d->cfg.mem, .stream = d->cfg.stream};
     for (int i = 0; params && i < d->nsegs && !rc; i++)
-        rc = dt_broadcast(d->segs[i].param, d->segs[i].param, d->segs[i].count, DT_F32, d->cfg.root, d->comm);
+        rc = dt_broadcast_ex(d->segs[i].param, d->segs[i].param, d->segs[i].count, DT_F32, d->cfg.root, d->comm, &o,
+                             NULL);
     for (int i = 0; i < d->nbufs && !rc; i++)
-        rc = dt_broadcast(d->bufs[i].data, d->bufs[i].data, d->bufs[i].count, DT_F32, d->cfg.root, d->comm);
+        rc = dt_broadcast_ex(d->bufs[i].data, d->bufs[i].data, d->bufs[i].count, DT_F32, d->cfg.root, d->comm, &o,
+                             NULL);
     return rc;
 }
 
@@ -58,7 +67,9 @@ void dt_ddp_free(dt_ddp *d) {
     for (int b = 0; b < d->nbuckets; b++) {
         dt_work_free(d->buckets[b].work);
         free(d->buckets[b].views);
+        if (d->buckets[b].ready) dt_dev()->event_destroy(d->buckets[b].ready);
     }
+    if (d->comm_stream) dt_dev()->stream_destroy(d->comm_stream);
     free(d->buckets);
     free(d->segs);
     free(d->bufs);
@@ -116,6 +127,9 @@ int dt_ddp_create(dt_comm *comm, const dt_ddp_segment *segs, int nsegs,
     if (c.first_bucket_bytes == 0) c.first_bucket_bytes = c.bucket_cap_bytes;
     if (c.wire != DT_WIRE_NATIVE && c.wire != DT_WIRE_BF16 && c.wire != DT_WIRE_F16)
         return DT_ERR(DT_ERR_INVALID, "unknown gradient wire type %d (valid: DT_WIRE_NATIVE 0, DT_WIRE_BF16 1, DT_WIRE_F16 2)", c.wire);
+    if (c.wire != DT_WIRE_NATIVE && c.mem == DT_MEM_DEVICE)
+        return DT_ERR(DT_ERR_UNSUPPORTED, "gradient wire type %d with cfg.mem DT_MEM_DEVICE: compressed wires are "
+                      "host-memory only (use DT_WIRE_NATIVE)", c.wire);
     if (dt_comm_group_rank(comm, c.root) < 0)
         return DT_ERR(DT_ERR_INVALID, "root %d is not a member of the communicator", c.root);
 
@@ -145,6 +159,11 @@ int dt_ddp_create(dt_comm *comm, const dt_ddp_segment *segs, int nsegs,
     memcpy(d->segs, segs, sizeof *segs * (size_t)nsegs);
     if (nbufs) memcpy(d->bufs, bufs, sizeof *bufs * (size_t)nbufs);
     rc = build_buckets(d);
+    if (!rc && c.mem == DT_MEM_DEVICE) { /* the communication stream and an event per bucket */
+        d->device = 1;
+        rc = dt_dev()->stream_create(&d->comm_stream);
+        for (int b = 0; b < d->nbuckets && !rc; b++) rc = dt_dev()->event_create(&d->buckets[b].ready);
+    }
     if (!rc) rc = bcast_all(d, 1);
     if (rc) { dt_ddp_free(d); return rc; }
     *out = d;
@@ -184,6 +203,14 @@ static int submit(dt_ddp *d, int blocking) {
     dt_coll_opts opts = {.wire = (dt_wire)d->cfg.wire};
     dt_work_free(k->work);
     k->work = NULL;
+    if (d->device) { /* after the bucket's backward on cfg.stream, on the communication stream */
+        const dt_dev_ops *o = dt_dev();
+        dt_coll_opts co = {.mem = DT_MEM_DEVICE, .stream = d->comm_stream, .wire = (dt_wire)d->cfg.wire};
+        k->t0 = dt_trace_now_us();
+        int rc = o->event_record(k->ready, d->cfg.stream);
+        if (!rc) rc = o->stream_wait_event(d->comm_stream, k->ready);
+        return rc ? rc : dt_allreduce_list_ex(k->views, k->views, m, op, d->comm, &co, &k->work);
+    }
     if (!blocking) return dt_allreduce_list_ex(k->views, k->views, m, op, d->comm, &opts, &k->work);
     k->t0 = dt_trace_now_us();
     int rc = dt_allreduce_list_ex(k->views, k->views, m, op, d->comm, &opts, NULL);
@@ -224,12 +251,17 @@ int dt_ddp_finish_each(dt_ddp *d, int (*done)(void *user, int first_seg, int las
     /* The last bucket runs blocking on this thread (no hand-off to the
      * communication thread and back), unless a callback on the earlier
      * buckets can overlap it: then it goes to the communication thread. */
-    int last = d->nbuckets - 1, inline_last = !(done && d->nbuckets > 1);
+    int last = d->nbuckets - 1, inline_last = !d->device && !(done && d->nbuckets > 1);
     int rc = advance(d, 1, inline_last ? last : d->nbuckets);
     for (int b = 0; b < d->nbuckets; b++) {
         bucket *k = &d->buckets[b];
         if (b == last && inline_last && d->next_submit == last && !rc) {
             rc = submit(d, 1);
+        } else if (d->device) { /* cfg.stream waits for the bucket: no host wait */
+            if (!k->work) continue;
+            int w = dt_work_stream_wait(k->work, d->cfg.stream);
+            if (!rc) rc = w;
+            k->t1 = dt_trace_now_us();
         } else {
             if (!k->work) continue;
             int w = dt_work_wait(k->work);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/device.h"
 #include "core/error.h"
 #include "core/mem.h"
 #include "dtrain/coll.h"
@@ -18,6 +19,10 @@ typedef struct layerbuf { /* a reusable layer-sized buffer */
     float *buf;
     int seg;   /* segment it holds, -1 if free */
     wlist pending;
+    /* device: this rank's piece, reduced in place in buf, still to be added
+     * into the (host) gradient shard once pending completes */
+    size_t acc_off, acc_n;
+    const float *acc_src;
 } layerbuf;
 
 typedef struct chunk { size_t a, b; dt_work *w; } chunk;
@@ -47,12 +52,21 @@ struct dt_zero {
     chunk *chunks;  /* stage 1/2 parameter broadcasts in flight */
     int nchunks, capchunks;
     int in_step, sync;
+    /* device memory (cfg.mem DT_MEM_DEVICE): params, grads (stage 1), the
+     * layer buffers and p_dev (stage 3: this rank's slice, the gathers'
+     * source) live on the device; the optimizer's slice (p_shard, g_shard)
+     * and its state stay on the host */
+    int dev;
+    dt_coll_opts co;
+    float *p_dev;
+    float *acc_host;  /* [maxseg]: a reduced piece copied back for the shard */
 };
 
 void dt_zero_config_default(dt_zero_config *c) {
     if (!c) return;
     *c = (dt_zero_config){.stage = 1, .bucket_cap_bytes = (size_t)25 << 20,
-                          .first_bucket_bytes = (size_t)1 << 20, .overlap = 1, .prefetch = 1, .average = 1};
+                          .first_bucket_bytes = (size_t)1 << 20, .overlap = 1, .prefetch = 1, .average = 1,
+                          .mem = DT_MEM_AUTO, .stream = NULL};
 }
 
 static int wait_list(wlist *l) {
@@ -77,19 +91,57 @@ static int owner_world(const dt_zero *z, int o) { return dt_comm_world_rank_of(z
 
 static void mem_buf(dt_mem_category c, size_t n, int sign) { dt_mem_add(c, sign * (long long)(n * sizeof(float))); }
 
+/* Device copies on the configured stream, complete when they return. */
+static int dcopy(const dt_zero *z, void *dst, const void *src, size_t n) {
+    if (!n) return DT_OK;
+    int rc = dt_dev()->memcpy_async(dst, src, n * sizeof(float), z->co.stream);
+    return rc ? rc : dt_dev()->stream_sync(z->co.stream);
+}
+
+static float *buf_alloc(const dt_zero *z, size_t n) {
+    void *p = NULL;
+    if (!z->dev) return malloc(sizeof(float) * (n ? n : 1));
+    return dt_dev()->dev_alloc(sizeof(float) * (n ? n : 1), &p) ? NULL : p;
+}
+
+static void buf_free(const dt_zero *z, float *p) {
+    if (z->dev) dt_dev()->dev_free(p);
+    else free(p);
+}
+
+/* n floats of a gradient buffer zeroed (on the device: on the stream) */
+static int zero_buf(const dt_zero *z, float *p, size_t n) {
+    if (z->dev) return dt_dev()->memset_async(p, 0, n * sizeof(float), z->co.stream);
+    memset(p, 0, n * sizeof(float));
+    return DT_OK;
+}
+
+/* Wait for a gradient layer buffer's reduces; on the device, add this
+ * rank's reduced piece into the host gradient shard. */
+static int wait_grads(dt_zero *z, layerbuf *g) {
+    int rc = wait_list(&g->pending);
+    if (g->acc_src) {
+        if (!rc) rc = dcopy(z, z->acc_host, g->acc_src, g->acc_n);
+        float *sp = z->g_shard + g->acc_off;
+        for (size_t i = 0; !rc && i < g->acc_n; i++) sp[i] += z->acc_host[i];
+        g->acc_src = NULL;
+    }
+    return rc;
+}
+
 void dt_zero_free(dt_zero *z) {
     if (!z) return;
     for (int i = 0; i < 2; i++) {
         wait_list(&z->gb[i].pending);
         wait_list(&z->pb[i].pending);
-        if (z->gb[i].buf) { free(z->gb[i].buf); mem_buf(DT_MEM_COMM, z->maxseg, -1); }
-        if (z->pb[i].buf) { free(z->pb[i].buf); mem_buf(DT_MEM_GATHERED, z->maxseg, -1); }
+        if (z->gb[i].buf) { buf_free(z, z->gb[i].buf); mem_buf(DT_MEM_COMM, z->maxseg, -1); }
+        if (z->pb[i].buf) { buf_free(z, z->pb[i].buf); mem_buf(DT_MEM_GATHERED, z->maxseg, -1); }
     }
     for (int s = 0; s < z->nsegs && z->sp && z->sg; s++) {
         wait_list(&z->sp[s].pending);
         wait_list(&z->sg[s].pending);
-        if (z->sp[s].buf) { free(z->sp[s].buf); mem_buf(DT_MEM_GATHERED, z->cnt[s], -1); }
-        if (z->sg[s].buf) { free(z->sg[s].buf); mem_buf(DT_MEM_COMM, z->cnt[s], -1); }
+        if (z->sp[s].buf) { buf_free(z, z->sp[s].buf); mem_buf(DT_MEM_GATHERED, z->cnt[s], -1); }
+        if (z->sg[s].buf) { buf_free(z, z->sg[s].buf); mem_buf(DT_MEM_COMM, z->cnt[s], -1); }
     }
     free(z->sp);
     free(z->sg);
@@ -102,6 +154,8 @@ void dt_zero_free(dt_zero *z) {
     if (z->opt) { dt_mem_add(DT_MEM_OPTIM, -(long long)dt_optim_state_bytes(z->opt)); dt_optim_free(z->opt); }
     if (z->own_p) { free(z->p_shard); mem_buf(DT_MEM_PARAMS, z->hi - z->lo, -1); }
     if (z->own_g) { free(z->g_shard); mem_buf(DT_MEM_GRADS, z->hi - z->lo, -1); }
+    if (z->p_dev) dt_dev()->dev_free(z->p_dev);
+    free(z->acc_host);
     free(z->off);
     free(z->cnt);
     free(z->ddp_seg);
@@ -155,6 +209,19 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
                       "form yet: use grad_comm_dtype f32, or stage 0 or 1 for wire type %d", c.stage, c.wire);
     dt_comm_info ri = {.size = 1};
     if (c.replicas && (rc = check_replicas(comm, &ci, c.replicas, &ri))) return rc;
+    int dev = 0;
+    if (c.mem == DT_MEM_AUTO || c.mem == DT_MEM_DEVICE) { /* where the caller's vectors live */
+        int d, gdev;
+        if ((dev = dt_dev_is_device(params, &d)) < 0) return dev;
+        if (c.mem == DT_MEM_DEVICE && !dev)
+            return DT_ERR(DT_ERR_INVALID, "cfg.mem is DT_MEM_DEVICE but params (%p) is host memory", (void *)params);
+        if (c.stage == 1 && (gdev = dt_dev_is_device(grads, &d)) < 0) return gdev;
+        if (c.stage == 1 && gdev != dev)
+            return DT_ERR(DT_ERR_INVALID, "params (%s memory) and grads (%s memory) must be the same kind",
+                          dev ? "device" : "host", gdev ? "device" : "host");
+    } else if (c.mem != DT_MEM_HOST) {
+        return DT_ERR(DT_ERR_INVALID, "cfg.mem %d (valid: DT_MEM_AUTO, DT_MEM_HOST, DT_MEM_DEVICE)", (int)c.mem);
+    }
     for (int s = 0; s < nsegs; s++)
         if (seg_off[s] > P || seg_cnt[s] > P - seg_off[s])
             return DT_ERR(DT_ERR_INVALID, "segment %d [%zu, +%zu) lies outside [0, %zu)", s, seg_off[s], seg_cnt[s], P);
@@ -180,6 +247,8 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
     z->lo = (size_t)z->r * z->S < P ? (size_t)z->r * z->S : P;
     z->hi = z->lo + z->S < P ? z->lo + z->S : P;
     z->nsegs = nsegs;
+    z->dev = dev;
+    z->co = (dt_coll_opts){.mem = dev ? DT_MEM_DEVICE : DT_MEM_HOST, .stream = dev ? c.stream : NULL};
     z->params = c.stage < 3 ? params : NULL;
     z->grads = c.stage == 1 ? grads : NULL;
     z->off = malloc(sizeof(size_t) * (size_t)nsegs);
@@ -210,45 +279,57 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
 
     /* everyone starts from the root's parameters (with replicas: first every
      * replica from replica 0, then within each from its comm rank 0) */
-    if (c.replicas && (rc = dt_broadcast(params, params, P, DT_F32, dt_comm_world_rank_of(c.replicas, 0), c.replicas)))
+    if (c.replicas && (rc = dt_broadcast_ex(params, params, P, DT_F32, dt_comm_world_rank_of(c.replicas, 0), c.replicas,
+                                            &z->co, NULL)))
         FAIL(rc);
-    if ((rc = dt_broadcast(params, params, P, DT_F32, dt_comm_world_rank_of(comm, 0), comm))) FAIL(rc);
+    if ((rc = dt_broadcast_ex(params, params, P, DT_F32, dt_comm_world_rank_of(comm, 0), comm, &z->co, NULL)))
+        FAIL(rc);
     size_t n = z->hi - z->lo;
-    if (c.stage == 3) {
+    if (c.stage == 3 || dev) { /* the optimizer's slice: on the host */
         z->p_shard = malloc(sizeof(float) * (n ? n : 1));
         if (!z->p_shard) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for the parameter shard"));
-        if (n) memcpy(z->p_shard, params + z->lo, n * sizeof(float));
+        if (dev) rc = dcopy(z, z->p_shard, params + z->lo, n);
+        else if (n) memcpy(z->p_shard, params + z->lo, n * sizeof(float));
+        if (rc) FAIL(rc);
         z->own_p = 1;
         mem_buf(DT_MEM_PARAMS, n, 1);
     } else {
         z->p_shard = params + z->lo;
     }
-    if (c.stage >= 2) {
+    if (c.stage == 3 && dev) { /* the slice on the device: the gathers' source */
+        if (!(z->p_dev = buf_alloc(z, n))) FAIL(DT_ERR(DT_ERR_NOMEM, "out of device memory for the parameter shard"));
+        if (n && (rc = dt_dev()->memcpy_async(z->p_dev, params + z->lo, n * sizeof(float), z->co.stream))) FAIL(rc);
+        if ((rc = dt_dev()->stream_sync(z->co.stream))) FAIL(rc);
+    }
+    if (dev && c.stage >= 2 && !(z->acc_host = malloc(sizeof(float) * (z->maxseg ? z->maxseg : 1))))
+        FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory"));
+    if (c.stage >= 2 || dev) {
         z->g_shard = calloc(n ? n : 1, sizeof(float));
         if (!z->g_shard) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for the gradient shard"));
         z->own_g = 1;
         mem_buf(DT_MEM_GRADS, n, 1);
-        for (int i = 0; i < 2; i++) {
-            z->gb[i].buf = malloc(sizeof(float) * (z->maxseg ? z->maxseg : 1));
-            if (!z->gb[i].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for gradient layer buffers"));
-            mem_buf(DT_MEM_COMM, z->maxseg, 1);
-        }
     } else {
         z->g_shard = grads + z->lo;
     }
+    if (c.stage >= 2)
+        for (int i = 0; i < 2; i++) {
+            z->gb[i].buf = buf_alloc(z, z->maxseg);
+            if (!z->gb[i].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for gradient layer buffers"));
+            mem_buf(DT_MEM_COMM, z->maxseg, 1);
+        }
     if (c.stage == 3)
         for (int i = 0; i < 2; i++) {
-            z->pb[i].buf = malloc(sizeof(float) * (z->maxseg ? z->maxseg : 1));
+            z->pb[i].buf = buf_alloc(z, z->maxseg);
             if (!z->pb[i].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for gathered-parameter buffers"));
             mem_buf(DT_MEM_GATHERED, z->maxseg, 1);
         }
     for (int s = 0; c.stage >= 2 && s < nsegs; s++) { /* the shared segments' own buffers */
         if (!z->cnt[s] || z->umin[s] == z->umax[s]) continue;
-        z->sg[s].buf = malloc(sizeof(float) * z->cnt[s]);
+        z->sg[s].buf = buf_alloc(z, z->cnt[s]);
         if (!z->sg[s].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for a shared segment's gradient buffer"));
         mem_buf(DT_MEM_COMM, z->cnt[s], 1);
         if (c.stage < 3) continue;
-        z->sp[s].buf = malloc(sizeof(float) * z->cnt[s]);
+        z->sp[s].buf = buf_alloc(z, z->cnt[s]);
         if (!z->sp[s].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for a shared segment's parameter buffer"));
         mem_buf(DT_MEM_GATHERED, z->cnt[s], 1);
     }
@@ -274,6 +355,8 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
         dc.broadcast_buffers = 0;
         dc.average = c.average;
         dc.wire = c.wire;
+        dc.mem = z->co.mem;
+        dc.stream = z->co.stream;
         rc = m ? dt_ddp_create(comm, ds, m, NULL, 0, &dc, &z->ddp) : DT_ERR(DT_ERR_INVALID, "all segments are empty");
         free(ds);
         if (rc) FAIL(rc);
@@ -335,9 +418,9 @@ static int gather_into(dt_zero *z, layerbuf *lb, int seg) {
     lb->seg = seg;
     FOR_PIECES(z, a, b, o, pa, pb) {
         if (lb->pending.n >= MAXW) return DT_ERR(DT_ERR_INTERNAL, "too many owner pieces for one layer");
-        const float *src = o == z->r ? z->p_shard + (pa - z->lo) : NULL;
-        int rc = dt_broadcast_async(src, lb->buf + (pa - a), pb - pa, DT_F32, owner_world(z, o), z->comm,
-                                    &lb->pending.w[lb->pending.n]);
+        const float *src = o != z->r ? NULL : z->dev ? z->p_dev + (pa - z->lo) : z->p_shard + (pa - z->lo);
+        int rc = dt_broadcast_ex(src, lb->buf + (pa - a), pb - pa, DT_F32, owner_world(z, o), z->comm, &z->co,
+                                 &lb->pending.w[lb->pending.n]);
         if (rc) return rc;
         lb->pending.n++;
     }
@@ -451,8 +534,8 @@ int dt_zero_pre_backward(dt_zero *z, int seg, float **params, float **grads) {
     if (is_shared(z, o)) { /* one buffer from the first user to grad_ready(o) */
         layerbuf *g = &z->sg[o];
         if (g->seg != o) {
-            if ((rc = wait_list(&g->pending))) return rc;
-            memset(g->buf, 0, z->cnt[o] * sizeof(float));
+            if ((rc = wait_grads(z, g))) return rc;
+            if ((rc = zero_buf(z, g->buf, z->cnt[o]))) return rc;
             g->seg = o;
         }
         *grads = g->buf;
@@ -463,10 +546,10 @@ int dt_zero_pre_backward(dt_zero *z, int seg, float **params, float **grads) {
                 : z->gb[1].seg < 0 && !z->gb[1].pending.n ? &z->gb[1] : NULL;
     if (!g) {
         g = z->gb[0].pending.n ? &z->gb[0] : &z->gb[1];
-        if ((rc = wait_list(&g->pending))) return rc;
+        if ((rc = wait_grads(z, g))) return rc;
     }
     g->seg = seg;
-    memset(g->buf, 0, z->cnt[seg] * sizeof(float));
+    if ((rc = zero_buf(z, g->buf, z->cnt[seg]))) return rc;
     *grads = g->buf;
     return DT_OK;
 }
@@ -485,13 +568,19 @@ int dt_zero_grad_ready(dt_zero *z, int seg) {
     FOR_PIECES(z, a, b, o, pa, pb) {
         if (g->pending.n >= MAXW) return DT_ERR(DT_ERR_INTERNAL, "too many owner pieces for one layer");
         dt_work **w = &g->pending.w[g->pending.n];
-        if (o == z->r) { /* the shard accumulates: own contribution = shard + local gradient */
+        if (o == z->r && z->dev) { /* reduced in place here, added into the host shard once done */
+            float *lp = g->buf + (pa - a);
+            rc = dt_reduce_ex(lp, lp, pb - pa, DT_F32, DT_SUM, owner_world(z, o), z->comm, &z->co, w);
+            g->acc_src = lp;
+            g->acc_off = pa - z->lo;
+            g->acc_n = pb - pa;
+        } else if (o == z->r) { /* the shard accumulates: own contribution = shard + local gradient */
             float *sp = z->g_shard + (pa - z->lo);
             const float *lp = g->buf + (pa - a);
             for (size_t i = 0; i < pb - pa; i++) sp[i] += lp[i];
             rc = dt_reduce_async(sp, sp, pb - pa, DT_F32, DT_SUM, owner_world(z, o), z->comm, w);
         } else {
-            rc = dt_reduce_async(g->buf + (pa - a), NULL, pb - pa, DT_F32, DT_SUM, owner_world(z, o), z->comm, w);
+            rc = dt_reduce_ex(g->buf + (pa - a), NULL, pb - pa, DT_F32, DT_SUM, owner_world(z, o), z->comm, &z->co, w);
         }
         if (rc) return rc;
         g->pending.n++;
@@ -517,17 +606,24 @@ int dt_zero_finish(dt_zero *z) {
     if (z->ddp) return dt_ddp_finish(z->ddp);
     int rc = DT_OK;
     for (int i = 0; i < 2; i++) {
-        int w = wait_list(&z->gb[i].pending);
+        int w = wait_grads(z, &z->gb[i]);
         if (!rc) rc = w;
         z->gb[i].seg = -1;
     }
     for (int s = 0; s < z->nsegs; s++) {
         if (!z->sg[s].buf) continue;
-        int w = wait_list(&z->sg[s].pending);
+        int w = wait_grads(z, &z->sg[s]);
         if (!rc) rc = w;
         z->sg[s].seg = -1;
     }
     return rc;
+}
+
+/* device: the updated host slice back to the device (the working copy for
+ * stages 1/2, the gathers' source for stage 3) */
+static int push_slice(dt_zero *z) {
+    if (!z->dev) return DT_OK;
+    return dcopy(z, z->cfg.stage == 3 ? z->p_dev : z->params + z->lo, z->p_shard, z->hi - z->lo);
 }
 
 static int reshare_params(dt_zero *z) {
@@ -546,7 +642,8 @@ static int reshare_params(dt_zero *z) {
                 z->capchunks = nc;
             }
             chunk *ch = &z->chunks[z->nchunks];
-            int rc = dt_broadcast_async(z->params + c, z->params + c, e - c, DT_F32, owner_world(z, o), z->comm, &ch->w);
+            int rc = dt_broadcast_ex(z->params + c, z->params + c, e - c, DT_F32, owner_world(z, o), z->comm, &z->co,
+                                     &ch->w);
             if (rc) return rc;
             ch->a = c;
             ch->b = e;
@@ -561,6 +658,9 @@ int dt_zero_step(dt_zero *z, float lr, double max_norm, double *norm_out) {
     if (z->in_step) return DT_ERR(DT_ERR_STATE, "dt_zero_step inside a micro-step (call dt_zero_finish first)");
     size_t n = z->hi - z->lo;
     int rc;
+    /* device, stage 1: this rank's slice of the averaged gradients, after
+     * the buckets (the stream waited for them at finish) */
+    if (z->dev && z->cfg.stage == 1 && (rc = dcopy(z, z->g_shard, z->grads + z->lo, n))) return rc;
     /* hybrid sharding: the shard summed over the replicas (the same n on each) */
     if (z->R > 1 && n && (rc = dt_allreduce(z->g_shard, z->g_shard, n, DT_F32, DT_SUM, z->cfg.replicas))) return rc;
     if (z->cfg.average && (z->cfg.stage >= 2 || z->R > 1)) /* stage 1: DDP already divided by N */
@@ -577,6 +677,7 @@ int dt_zero_step(dt_zero *z, float lr, double max_norm, double *norm_out) {
     }
     if ((rc = dt_optim_step(z->opt, z->p_shard, z->g_shard, lr))) return rc;
     if (z->cfg.stage >= 2) memset(z->g_shard, 0, n * sizeof(float));
+    if ((rc = push_slice(z))) return rc;
     if (z->cfg.stage < 3) return reshare_params(z);
     return DT_OK;
 }
@@ -588,6 +689,7 @@ int dt_zero_gather_range(dt_zero *z, size_t offset, size_t count, float *dst, in
     if (me && !dst && count) return DT_ERR(DT_ERR_INVALID, "dst is NULL on the root");
     if (z->cfg.stage < 3) {
         if ((rc = wait_chunks(z, offset, offset + count))) return rc;
+        if (me && count && z->dev) return dcopy(z, dst, z->params + offset, count);
         if (me && count) memcpy(dst, z->params + offset, count * sizeof(float));
         return DT_OK;
     }
@@ -611,5 +713,7 @@ int dt_zero_load_param_shard(dt_zero *z, const float *slice) {
         if (rc) return rc;
     }
     if (z->hi > z->lo) memmove(z->p_shard, slice, (z->hi - z->lo) * sizeof(float));
+    int rc = push_slice(z);
+    if (rc) return rc;
     return z->cfg.stage < 3 ? reshare_params(z) : DT_OK;
 }

@@ -207,6 +207,11 @@ static int create(dt_comm *world, int vrc, unsigned long long h, char *key, cons
         rc = dt_comm_make_standalone(me, W, my_group, ngroups, &c);
         if (rc) { free(key); return rc; }
         if (W > 1 && world->ops->split) rc = world->ops->split(world, -1, NULL, NULL);
+        /* the device transport's split is collective over the world too */
+        if (world->dev) {
+            int drc = world->dev->split(world, -1, NULL);
+            if (!rc) rc = drc;
+        }
     } else {
         int *wr = malloc(sizeof(int) * (size_t)gsize);
         if (!wr) { free(key); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
@@ -223,6 +228,12 @@ static int create(dt_comm *world, int vrc, unsigned long long h, char *key, cons
             if (q->info.size == gsize && q->ops == world->ops &&
                 memcmp(q->world_ranks, wr, sizeof(int) * (size_t)gsize) == 0) same = q;
         rc = world->ops->split(world, my_group, c, same);
+        if (world->dev) { /* every rank splits, whatever the host split said */
+            c->dev = world->dev;
+            int drc = world->dev->split(world, my_group, c);
+            if (drc) c->dev = NULL;
+            if (!rc) rc = drc;
+        }
     }
     c->key = key;
     if (rc) { dt_comm_destroy(c); return rc; }

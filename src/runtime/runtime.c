@@ -4,8 +4,9 @@
  *
  * dt_init: the settings are read (and rejected when malformed) before
  * anything starts; the bootstrap joins the job; the ranks agree on the
- * settings; the transport builds the world; jobs of several processes start
- * the watchdog. DTRAIN_BOOTSTRAP (auto|mpi|tcp|none) and DTRAIN_BACKEND
+ * settings; the transport builds the world; the device path is decided (and
+ * the device transport, nccl, set up on the world: device_setup.c); jobs of
+ * several processes start the watchdog. DTRAIN_BOOTSTRAP (auto|mpi|tcp|none) and DTRAIN_BACKEND
  * (auto|mpi|void) choose; auto: the launcher's bootstrap
  * (bootstrap.h), then the first transport that can serve its job. */
 #include <math.h>
@@ -136,9 +137,11 @@ int dt_init(void) {
     const dt_transport *want, *tp = NULL;
     const dt_boot_ops *bo;
     dt_settings s;
+    int devpath;
     int rc = want_transport(&want);
     if (!rc) rc = want_boot(want, &bo);
     if (!rc) rc = dt_settings_read(&s);
+    if (!rc) rc = dt_device_path_read(&devpath);
     if (!rc) rc = read_timeout();
     if (rc) return rc;
     if ((rc = dt_boot_open(bo))) return rc;
@@ -150,6 +153,7 @@ int dt_init(void) {
         dt_settings_apply(&s);
         rc = make_world(tp, &g_world);
     }
+    if (!rc) rc = dt_device_setup(g_world, devpath);
     if (!rc && b->size > 1) {
         rc = dt_wd_start();
         g_wd_on = rc == DT_OK;
@@ -159,6 +163,7 @@ int dt_init(void) {
         snprintf(msg, sizeof msg, "%s", dt_last_error());
         dt_comm_destroy(g_world);
         g_world = NULL;
+        dt_device_teardown();
         if (tp && tp->finalize) tp->finalize();
         dt_boot_close(0);
         /* the message of the failure, not of the clean-up */
@@ -188,6 +193,7 @@ int dt_finalize(void) {
     dt_comm_set_world(NULL);
     dt_comm_destroy(g_world);
     g_world = NULL;
+    dt_device_teardown();
     if (g_tp->finalize) g_tp->finalize();
     g_tp = NULL;
     int rc2 = dt_boot_close(1);

@@ -1,6 +1,7 @@
-/* src/transport/transport.c - the table of transports. DTRAIN_BACKEND names
+/* src/transport/transport.c - the tables of transports. DTRAIN_BACKEND names
  * one; auto takes the first whose probe accepts the job of the open
- * bootstrap. A new transport = its folder + one entry here. */
+ * bootstrap. Device transports (nccl) have a table of their own. A new
+ * transport = its folder + one entry here. */
 #include <stdio.h>
 #include <string.h>
 #include "transport/transport.h"
@@ -19,6 +20,23 @@ const dt_transport *const dt_transports[] = {
 };
 
 uint64_t dt_path_count[DT_PATH_N];
+
+#ifdef DTRAIN_HAVE_CUDA
+extern const dt_dev_transport dt_dev_transport_nccl;
+#endif
+
+const dt_dev_transport *const dt_dev_transports[] = {
+#ifdef DTRAIN_HAVE_CUDA
+    &dt_dev_transport_nccl,
+#endif
+    NULL,
+};
+
+static const dt_dev_transport *g_dev_test;
+
+void dt_dev_transport_use_for_testing(const dt_dev_transport *t) { g_dev_test = t; }
+
+const dt_dev_transport *dt_dev_transport_first(void) { return g_dev_test ? g_dev_test : dt_dev_transports[0]; }
 
 const dt_transport *dt_transport_find(const char *name) {
     for (int i = 0; dt_transports[i]; i++)

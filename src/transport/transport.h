@@ -12,16 +12,19 @@
  * counts fit, buffers non-NULL, roots/peers are GROUP ranks, in-place
  * requests follow coll.h's conventions.
  *
- * Adding one (nccl next) = a folder transport/<name>/ with its dt_backend_ops
- * and one dt_transport entry in transport.c's table: its probe says whether
- * it can serve the job the open bootstrap (bootstrap/bootstrap.h) describes,
- * and `world` builds its state for the world communicator (an out-of-band
- * exchange, e.g. NCCL's unique id, goes over dt_boot_allgather). Where a
- * device transport will need more than this vtable has today: the memory
- * kind and the caller's stream travel with each call (the collective layer
- * decides them and picks host or device ops), and its asynchronous work
- * completes on a CUDA event instead of the engine's thread (async_ok then
- * says no thread is needed). */
+ * Adding one = a folder transport/<name>/ with its dt_backend_ops and one
+ * dt_transport entry in transport.c's table: its probe says whether it can
+ * serve the job the open bootstrap (bootstrap/bootstrap.h) describes, and
+ * `world` builds its state for the world communicator.
+ *
+ * Device transports (nccl: transport/nccl/) serve device memory BESIDE the
+ * world's host transport: a communicator then has both (ops for host memory,
+ * dev for device memory). They have their own table (dt_dev_transports,
+ * also in transport.c) and their own vtable (dt_dev_backend): the collective
+ * layer turns each device call into primitives (dt_prim: allreduce, ...,
+ * send, recv, copy) that the transport enqueues as ONE group on the caller's
+ * stream. Their set-up is collective over the world (an out-of-band
+ * exchange, NCCL's unique id, goes over dt_boot_allgather). */
 #ifndef DT_TRANSPORT_H
 #define DT_TRANSPORT_H
 
@@ -54,6 +57,7 @@ typedef struct dt_fp_hdr {
     uint32_t layout;     /* lists: 32-bit hash of the tensors' dtypes and counts */
 } dt_fp_hdr;
 #define DT_FP_MISMATCH 1u
+#define DT_FP_DEVICE 2u  /* the call is on device memory (part of fp too) */
 #define DT_FP_WIRE_SHIFT 8 /* flags bits 8..15: the call's dt_wire (part of fp too) */
 #define DT_FP_NONE 0xffu
 
@@ -135,9 +139,85 @@ typedef struct dt_backend_ops {
     void (*destroy)(dt_comm *c);
 } dt_backend_ops;
 
+/* ---- device transports --------------------------------------------------- */
+
+/* What a device transport executes: one call = a list of these, enqueued as
+ * one group on one stream. Peers and roots are GROUP ranks. Counts are
+ * elements of dtype; allgather: what each rank sends; reduce_scatter: what
+ * each rank receives. */
+typedef enum dt_prim_kind {
+    DT_PRIM_ALLREDUCE, DT_PRIM_ALLGATHER, DT_PRIM_REDUCE_SCATTER, DT_PRIM_REDUCE, DT_PRIM_BROADCAST,
+    DT_PRIM_SEND, DT_PRIM_RECV,
+    DT_PRIM_COPY,    /* count elements send -> recv on this rank, before the group's transfers */
+    DT_PRIM_BARRIER  /* every rank of the group has reached it (no buffers) */
+} dt_prim_kind;
+
+typedef struct dt_prim {
+    int kind;          /* dt_prim_kind */
+    int peer;          /* root (reduce, broadcast) or peer (send, recv); -1 none */
+    dt_dtype dtype;
+    dt_op op;          /* reductions */
+    const void *send;
+    void *recv;
+    size_t count;
+} dt_prim;
+
+typedef struct dt_dev_backend {
+    const char *name;
+    /* Enqueue p[0..n) as one group on stream (device buffers of c's device),
+     * then record `done` (an event of the device runtime) on stream when it
+     * is not NULL. DT_ERR_UNSUPPORTED naming a dtype or op the library lacks;
+     * nothing is enqueued then. */
+    int (*run)(dt_comm *c, const dt_prim *p, int n, void *stream, void *done);
+    /* Fingerprint checks over the transport itself (reliability.h): the
+     * contract of dt_backend_ops.check / gather_views / p2p_check. Host-side
+     * (they return once every rank's header is known); used where neither
+     * the host transport nor the bootstrap can serve the group. */
+    int (*check)(dt_comm *c, dt_fp_hdr *hdr);
+    int (*gather_views)(dt_comm *c, const dt_fp_hdr *mine, dt_fp_hdr *all);
+    int (*p2p_check)(dt_comm *c, int peer, const dt_fp_hdr *mine, dt_fp_hdr *theirs);
+    /* DT_OK, or the transport's asynchronous error of c (DT_ERR_BACKEND with
+     * its message): a peer lost, a network failure. Cheap; any thread. */
+    int (*async_error)(dt_comm *c);
+    /* Collective over the world (every world rank calls it, as for
+     * dt_backend_ops.split): the group of color (members by ascending world
+     * rank; color -1: this rank is in no group of more than one, out NULL). */
+    int (*split)(dt_comm *world, int color, dt_comm *out);
+    /* The device of c's buffers. */
+    int (*device)(const dt_comm *c);
+    /* Device memory of c's device of at least `bytes`, owned by c (grow-only),
+     * valid until the next call on c; NULL with a message on failure. */
+    void *(*scratch)(dt_comm *c, size_t bytes);
+    size_t max_count;
+    void (*destroy)(dt_comm *c);
+} dt_dev_backend;
+
+typedef struct dt_dev_transport {
+    const char *name;
+    const dt_dev_backend *ops;
+    /* DT_OK if it can run in this process on device `dev` (the library
+     * usable, the device runtime the real one); else DT_ERR_UNSUPPORTED with
+     * the reason. Local, collective-free. */
+    int (*probe)(int dev);
+    /* Build w->dev_impl for the world on device `dev` (w->dev set by the
+     * caller). Collective over the world; every rank returns the same status
+     * (the transport agrees on the outcome over the bootstrap). */
+    int (*world)(dt_comm *w, int dev);
+    /* After every communicator is destroyed (NULL: none). */
+    void (*finalize)(void);
+    /* For the watchdog's thread: DT_OK, or an error status with a one-line
+     * description in msg (NCCL's asynchronous error of a communicator). */
+    int (*poll)(char *msg, size_t cap);
+    /* For the watchdog's thread, before it ends the job: abort every
+     * communicator (in-flight operations stop). */
+    void (*abort_all)(void);
+} dt_dev_transport;
+
 struct dt_comm {
     unsigned magic;             /* DT_COMM_MAGIC while alive */
     const dt_backend_ops *ops;
+    const dt_dev_backend *dev;  /* device memory over a device transport; NULL: staged */
+    void *dev_impl;
     dt_comm_info info;
     int *world_ranks;           /* [size] world rank of each member, ascending */
     void *impl;                 /* backend state (e.g. the MPI_Comm) */
@@ -188,6 +268,14 @@ typedef struct dt_transport {
 /* This build's transports, in the order DTRAIN_BACKEND=auto tries them,
  * NULL-terminated. */
 extern const dt_transport *const dt_transports[];
+/* This build's device transports, in the order DTRAIN_DEVICE_PATH=auto
+ * tries them, NULL-terminated (empty without CUDA). */
+extern const dt_dev_transport *const dt_dev_transports[];
+/* Tests: the device transport dt_init uses instead of the table's (NULL:
+ * the table). Call before dt_init. */
+void dt_dev_transport_use_for_testing(const dt_dev_transport *t);
+/* The table's first entry, or the test's. NULL: none. */
+const dt_dev_transport *dt_dev_transport_first(void);
 /* The transport named `name`, or NULL. */
 const dt_transport *dt_transport_find(const char *name);
 /* "mpi or void": the names, for messages. */

@@ -6,7 +6,11 @@
 #  2. MPI is named only in the MPI bootstrap and transport (src/bootstrap/mpi/,
 #     src/transport/mpi/): no <mpi.h>, MPI_* call, dt_mpi_* call or
 #     dt_backend_mpi elsewhere (comments aside);
-#  3. with ROOT (the source tree): the library's users in tools/, bench/ and
+#  3. CUDA and NCCL are named only in the CUDA runtime and the NCCL transport
+#     (src/core/cuda/, src/transport/nccl/): no <cuda*.h>, <nccl.h>, cuda*
+#     or nccl* call elsewhere (comments aside): everything else reaches the
+#     device through core/device.h and the transport tables.
+#  4. with ROOT (the source tree): the library's users in tools/, bench/ and
 #     examples/ include only the public headers (dtrain/...) and their own,
 #     never a layer of src/ (the one exception: bench/programs/bench_check.c,
 #     which switches the collective check through transport/settings.h as the
@@ -34,15 +38,28 @@ for f in $files; do
             bad=1
         fi
     done
-    case $f in bootstrap/mpi/*|transport/mpi/*) continue ;; esac
     # code only: drop /* ... */ comments (also across lines) and string literals
-    hits=$(sed -e ':a' -e '/\/\*/{/\*\//!{N;ba' -e '}}' -e 's|/\*[^*]*\*\+\([^/*][^*]*\*\+\)*/||g' -e 's|"[^"]*"|""|g' "$src/$f" |
-           grep -n -E '#[[:space:]]*include[[:space:]]*<mpi\.h>|\bMPI_[A-Za-z_]+|\bdt_mpi_[a-z_]+|\bdt_backend_mpi\b')
-    if [ -n "$hits" ]; then
-        echo "check_layers: $f names MPI outside src/bootstrap/mpi/ and src/transport/mpi/:"
-        echo "$hits" | sed 's/^/    /'
-        bad=1
-    fi
+    code=$(sed -e ':a' -e '/\/\*/{/\*\//!{N;ba' -e '}}' -e 's|/\*[^*]*\*\+\([^/*][^*]*\*\+\)*/||g' -e 's|"[^"]*"|""|g' "$src/$f")
+    case $f in
+    bootstrap/mpi/*|transport/mpi/*) ;;
+    *)
+        hits=$(echo "$code" | grep -n -E '#[[:space:]]*include[[:space:]]*<mpi\.h>|\bMPI_[A-Za-z_]+|\bdt_mpi_[a-z_]+|\bdt_backend_mpi\b')
+        if [ -n "$hits" ]; then
+            echo "check_layers: $f names MPI outside src/bootstrap/mpi/ and src/transport/mpi/:"
+            echo "$hits" | sed 's/^/    /'
+            bad=1
+        fi ;;
+    esac
+    case $f in
+    core/cuda/*|transport/nccl/*) ;;
+    *)
+        hits=$(echo "$code" | grep -n -E '#[[:space:]]*include[[:space:]]*<(cuda[a-z_]*|nccl)\.h>|\b(cuda|nccl)[A-Z][A-Za-z_]*[[:space:]]*\(')
+        if [ -n "$hits" ]; then
+            echo "check_layers: $f names CUDA or NCCL outside src/core/cuda/ and src/transport/nccl/:"
+            echo "$hits" | sed 's/^/    /'
+            bad=1
+        fi ;;
+    esac
 done
 nusers=0
 if [ -n "$root" ]; then
@@ -59,5 +76,5 @@ if [ -n "$root" ]; then
         done
     done
 fi
-[ $bad -eq 0 ] && echo "check_layers: $(echo "$files" | wc -l) files, layers and MPI confinement OK; $nusers files of tools/, bench/, examples/ on the public headers only"
+[ $bad -eq 0 ] && echo "check_layers: $(echo "$files" | wc -l) files, layers, MPI and CUDA/NCCL confinement OK; $nusers files of tools/, bench/, examples/ on the public headers only"
 exit $bad

@@ -197,6 +197,11 @@ static void bad_input(const tcomm *t) {
     dt_tensor l[2] = {{db, 3, DT_F32}, {ib, 3, DT_I64}};
     CHECK_ERRF(dt_allreduce_list_ex(l, l, 2, DT_SUM, t->comm, &bf, NULL), DT_ERR_INVALID, "dt_allreduce_list_ex",
                "tensor 1: a bf16 wire carries f32, f16 or bf16 data, not i64");
+    /* a wire on a call that has no compressed form */
+    CHECK_ERRF(dt_allgather_ex(db, db, 4, DT_F32, t->comm, &bf, NULL), DT_ERR_INVALID, "dt_allgather_ex",
+               "only allreduce and reduce_scatter");
+    CHECK_ERRF(dt_reduce_scatter_per_rank_ex(l, 1, l, DT_SUM, t->comm, &bf, NULL), DT_ERR_INVALID,
+               "dt_reduce_scatter_per_rank_ex", "only allreduce and reduce_scatter");
     CHECK(ob[0] == 0 && ib[0] == 0, "nothing written by refused calls");
     /* the default options are the plain call */
     float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8];

@@ -245,6 +245,10 @@ static void test_classify(void) {
     CHECK_ERR(dt_allreduce_ex(h, h, 4, DT_F32, DT_SUM, w, &dev, NULL), DT_ERR_INVALID,
               "opts->mem is DT_MEM_DEVICE but sendbuf is host memory");
     CHECK_ERR(dt_broadcast_ex(h, h, 4, DT_F32, 0, w, &bad, NULL), DT_ERR_INVALID, "opts->mem is 7: not a memory kind");
+    /* compressed wires are host-memory only */
+    dt_coll_opts dwire = {.mem = DT_MEM_DEVICE, .wire = DT_WIRE_BF16};
+    CHECK_ERR(dt_allreduce_ex(d, d, 4, DT_F32, DT_SUM, w, &dwire, NULL), DT_ERR_UNSUPPORTED,
+              "compressed wires are host-memory only");
     /* the host fast path: no classification at all */
     fake_dev_stats_reset();
     CHECK_OK(dt_allreduce_ex(h, h, 16, DT_F32, DT_SUM, w, &host, NULL));

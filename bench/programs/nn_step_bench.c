@@ -13,21 +13,7 @@
 #include "dtrain/nn.h"
 #include "dtrain/rng.h"
 #include "dtrain/status.h"
-
-static double clk(clockid_t id) {
-    struct timespec t;
-    clock_gettime(id, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-/* Wall time, and this thread's CPU time (robust when other processes
- * compete for the cores; with 1 BLAS thread all work runs on this thread). */
-static double now(void) { return clk(CLOCK_MONOTONIC); }
-static double cpu(void) { return clk(CLOCK_THREAD_CPUTIME_ID); }
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "step_clock.h"
 
 static int bench(const char *name, int B, int steps) {
     dt_model_config cfg;

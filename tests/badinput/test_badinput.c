@@ -980,7 +980,8 @@ static const row g_rows[] = {
      "find why rank 1 left early (its traceback, its exit path): every rank must make the same calls before dt_finalize"},
     {"launch-exit-early", "launch", "rank 1 returns from main (or calls exit()) without dt_finalize", K_PROC, NULL,
      {"$MPI", "-n", "2", "$F", "exit", NULL}, "DTRAIN_TIMEOUT=60", 1,
-     "lost rank 1 (pid", 0, "call dt_finalize on every rank before leaving (the others are ended at once, on every host)"},
+     "exited without calling dt_finalize", 0,
+     "call dt_finalize on every rank before leaving (the others are ended at once, on every host)"},
     {"launch-mismatch-create", "launch", "rank 0 creates a sub-communicator ([[0,1]]) where rank 1 calls an allreduce",
      K_PROC, NULL, {"$MPI", "-n", "2", "$F", "mis_create", NULL}, "DTRAIN_TIMEOUT=60", 3,
      "rank 0: sub-communicator creation #61 on world | rank 1: allreduce(f32, count 16384, avg) #61 on world", 0,
@@ -1244,6 +1245,12 @@ static int rank_says(const char *out, int rank, const char *msg) {
     return 0;
 }
 
+/* A second accepted exit code (0: none), where two watchers race to end the job:
+ * launch-exit-early ends with mpirun's exit 1 when mpirun sees the exit first, and
+ * with dtrain's 75 when the rank is slow to leave after announcing it (a
+ * sanitizer's leak scan, Python's teardown) and the others report it first. */
+static int want_alt(const row *r) { return strcmp(r->id, "launch-exit-early") == 0 ? 75 : 0; }
+
 static int run_row(const row *r) {
     int ok;
     if (r->kind == K_CALL) {
@@ -1257,7 +1264,7 @@ static int run_row(const row *r) {
     } else {
         char *out = NULL;
         int code = run_proc(r, &out);
-        ok = code == r->want && strstr(out, r->msg) != NULL;
+        ok = (code == r->want || (want_alt(r) && code == want_alt(r))) && strstr(out, r->msg) != NULL;
         for (int k = 0; ok && k < r->ranks; k++)
             if (!rank_says(out, k, r->msg)) {
                 ok = 0;
@@ -1302,6 +1309,8 @@ static void markdown(void) {
         const row *r = &g_rows[i];
         char want[64];
         if (r->kind == K_CALL) snprintf(want, sizeof want, "`%s`", dt_status_str(r->want));
+        else if (want_alt(r))
+            snprintf(want, sizeof want, "exit %d or %d%s", r->want, want_alt(r), r->ranks ? ", every rank" : "");
         else snprintf(want, sizeof want, "exit %d%s", r->want, r->ranks ? ", every rank" : "");
         printf("| %d | %s | ", i + 1, r->area);
         cell(r->input);

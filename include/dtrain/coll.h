@@ -254,19 +254,29 @@ int dt_reduce_scatter_list(const dt_tensor *in, const dt_tensor *out, int n,
  *   levels of messages (u = 2^-8 for bf16, 2^-11 for f16):
  *     reduce_scatter  |result - exact| <= ((1+u)^L - 1 + P * 2^-23) * sum_r |x_r|
  *     allreduce       |result - exact| <= ((1+u)^(L+1) - 1 + P * 2^-23) * sum_r |x_r|
+ *     reduce          as allreduce
  *   (f16 also loses values beyond 65504). On the two-level path P is the
  *   number of hosts and x_r the hosts' f32 partial sums (whose own f32
  *   rounding the P * 2^-23 term covers with P the group size). With bf16 a
  *   sum keeps about 2-3 significant digits, and the bytes between hosts
- *   halve. */
+ *   halve.
+ *   A reduce (dt_reduce_ex) with a wire runs as the allreduce's first half
+ *   (the reduce-scatter, in its tree) followed by each rank's block sent to
+ *   the root in the wire type: the root's result is rounded to the wire
+ *   type, the very bits a compressed allreduce of the same data gives when
+ *   it takes the same path (rounded, so that the step to the root also
+ *   sends 16 bits: an f32 gather would double what the root receives).
+ *   f32 through a one-host group's window is exact, as above; a reduce has
+ *   no two-level form, so otherwise the whole exchange is compressed, on one
+ *   host or several. Only the root's recvbuf is written. */
 typedef enum dt_wire { DT_WIRE_NATIVE = 0, DT_WIRE_BF16 = 1, DT_WIRE_F16 = 2 } dt_wire;
 /* The wire is dt_coll_opts.wire of the _ex forms below (memory kinds and
- * streams): dt_allreduce_ex, dt_reduce_scatter_ex, dt_allreduce_list_ex and
- * dt_reduce_scatter_fused_ex take it (lists: the tensors of one dtype fused
- * as dt_allreduce_list and dt_reduce_scatter_fused do; every tensor must be
- * f32, f16 or bf16 when the wire is not native); any other call with a wire
- * that is not native is DT_ERR_INVALID. Host memory only: a compressed wire
- * on device memory is DT_ERR_UNSUPPORTED. */
+ * streams): dt_allreduce_ex, dt_reduce_scatter_ex, dt_reduce_ex,
+ * dt_allreduce_list_ex and dt_reduce_scatter_fused_ex take it (lists: the
+ * tensors of one dtype fused as dt_allreduce_list and dt_reduce_scatter_fused
+ * do; every tensor must be f32, f16 or bf16 when the wire is not native); any
+ * other call with a wire that is not native is DT_ERR_INVALID. Host memory
+ * only: a compressed wire on device memory is DT_ERR_UNSUPPORTED. */
 
 /* ---- asynchronous forms --------------------------------------------------
  * Same arguments plus `work`: on DT_OK *work is a handle the caller must
@@ -320,8 +330,9 @@ typedef struct dt_coll_opts {
     dt_mem_kind mem;
     void *stream;      /* cudaStream_t: device work is ordered on it (NULL: the
                         * default stream); host buffers: synchronised first */
-    dt_wire wire;      /* allreduce / reduce_scatter (and their lists) only: the
-                        * type on the wire (see "options: compressed communication") */
+    dt_wire wire;      /* allreduce / reduce_scatter (and their lists) / reduce
+                        * only: the type on the wire (see "options: compressed
+                        * communication") */
 } dt_coll_opts;
 #define DT_COLL_OPTS_INIT {.mem = DT_MEM_AUTO, .stream = NULL, .wire = DT_WIRE_NATIVE}
 

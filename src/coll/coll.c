@@ -219,7 +219,7 @@ static int validate(const char *fn, dt_coll_desc *d) {
         TRY(d->root = to_group(fn, c, d->root, "root"));
         TRY(check_buf(fn, d->send, "sendbuf", d->count));
         if (rank == d->root) TRY(check_buf(fn, d->recv, "recvbuf on the root", d->count));
-        return DT_OK;
+        return check_wire(fn, d);
     case DT_COLL_BROADCAST:
         TRY(check_count(fn, d->count, d->dtype, 1));
         TRY(d->root = to_group(fn, c, d->root, "root"));
@@ -278,6 +278,12 @@ int dt_coll_reduce_scatter_op(dt_comm *c, const void *s, void *r, size_t n, dt_d
     return c->ops->reduce_scatter(c, s, r, n, dt, op);
 }
 
+static int reduce_op(dt_comm *c, const dt_coll_desc *d) {
+    if (d->wire != DT_WIRE_NATIVE && c->ops->reduce_wire)
+        return c->ops->reduce_wire(c, d->send, d->recv, d->count, d->dtype, d->op, d->root, d->wire);
+    return c->ops->reduce(c, d->send, d->recv, d->count, d->dtype, d->op, d->root);
+}
+
 int dt_coll_transport(const dt_coll_desc *d) {
     dt_comm *c = d->comm;
     const dt_backend_ops *o = c->ops;
@@ -285,7 +291,7 @@ int dt_coll_transport(const dt_coll_desc *d) {
     case DT_COLL_ALLREDUCE: return dt_coll_allreduce_op(c, d->send, d->recv, d->count, d->dtype, d->op, d->wire);
     case DT_COLL_ALLGATHER: return o->allgather(c, d->send, d->recv, d->count, d->dtype);
     case DT_COLL_REDUCE_SCATTER: return dt_coll_reduce_scatter_op(c, d->send, d->recv, d->count, d->dtype, d->op, d->wire);
-    case DT_COLL_REDUCE: return o->reduce(c, d->send, d->recv, d->count, d->dtype, d->op, d->root);
+    case DT_COLL_REDUCE: return reduce_op(c, d);
     case DT_COLL_BROADCAST: return o->broadcast(c, d->send, d->recv, d->count, d->dtype, d->root);
     case DT_COLL_GATHER: return o->gather(c, d->send, d->recv, d->count, d->dtype, d->root);
     case DT_COLL_SCATTER: return o->scatter(c, d->send, d->recv, d->count, d->dtype, d->root);
@@ -333,12 +339,12 @@ static int issue_opts(const char *fn, dt_coll_desc *d, const dt_coll_opts *opts,
     if (opts && opts->wire != DT_WIRE_NATIVE) {
         switch (d->kind) {
         case DT_COLL_ALLREDUCE: case DT_COLL_REDUCE_SCATTER: case DT_COLL_ALLREDUCE_LIST:
-        case DT_COLL_REDUCE_SCATTER_LIST:
+        case DT_COLL_REDUCE_SCATTER_LIST: case DT_COLL_REDUCE:
             d->wire = (int)opts->wire;
             break;
         default:
             return dt_error(DT_ERR_INVALID, fn, "opts.wire %d: only allreduce and reduce_scatter (and their lists) "
-                            "take a wire type", (int)opts->wire);
+                            "and reduce take a wire type", (int)opts->wire);
         }
     }
     TRY(validate(fn, d));

@@ -17,7 +17,7 @@ typedef struct dt_coll_desc {
     dt_dtype dtype;
     dt_op op;
     int root;            /* GROUP rank (root or peer) */
-    int wire;            /* dt_wire of allreduce / reduce_scatter (and their lists) */
+    int wire;            /* dt_wire of allreduce / reduce_scatter (and their lists) / reduce */
     const dt_tensor *in; /* lists */
     const dt_tensor *out;
     int n;

@@ -76,7 +76,7 @@ static int issue(const char *fn, const dt_tensor *in, int n, const dt_tensor *ou
     if (async) *work = NULL;
     if (opts && opts->wire != DT_WIRE_NATIVE)
         return dt_error(DT_ERR_INVALID, fn, "opts.wire %d: only allreduce and reduce_scatter (and their lists) "
-                        "take a wire type", (int)opts->wire);
+                        "and reduce take a wire type", (int)opts->wire);
     dt_coll_desc d = {.kind = DT_COLL_REDUCE_SCATTER_PER_RANK, .comm = comm, .op = op, .in = in, .n = n};
     TRY(validate(fn, &d, out));
     TRY(dt_coll_classify(fn, &d, opts));

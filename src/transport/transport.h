@@ -88,12 +88,14 @@ typedef struct dt_backend_ops {
     int (*recv)(dt_comm *c, void *buf, size_t count, dt_dtype dt, int peer);
     int (*barrier)(dt_comm *c);
     /* Optional (NULL: not offered, the plain op runs and the data moves as
-     * it is): allreduce / reduce_scatter with `wire` (a dt_wire other than
+     * it is): allreduce / reduce_scatter / reduce with `wire` (a dt_wire other than
      * DT_WIRE_NATIVE) for what travels between processes, on floating-point
      * data the collective layer has checked (f32, f16, bf16). */
     int (*allreduce_wire)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op, int wire);
     int (*reduce_scatter_wire)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op,
                                int wire);
+    int (*reduce_wire)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op, int root,
+                       int wire);
     /* Optional (NULL: not offered): allreduce of the virtual concatenation of
      * spans[0..n) (total elements, all of dtype dt) with the results written
      * through the spans' out pointers, without packing the spans first.

@@ -88,9 +88,11 @@ static inline int pm_expect_at(const tcomm *t, int kind, dt_dtype dt, dt_op op, 
     pm_shape s = pm_shape_of(t);
     int window = s.H == 1 && pm_env_bool("DTRAIN_SHM_ALLREDUCE", 1) && bytes >= pm_env_size("DTRAIN_SHM_MIN_BYTES", 16384);
     int reduces = kind == PM_AR || kind == PM_RS || kind == PM_RED;
-    if (wire) { /* compressed: f32 exact through the window, else the leg between hosts or all of it */
-        if (dt == DT_F32 && window) return kind == PM_AR ? DT_PATH_SHM_ALLREDUCE : DT_PATH_SHM_REDUCE_SCATTER;
-        if (dt == DT_F32 && pm_hier_takes(&s, bytes))
+    if (wire) { /* compressed: f32 exact through the window, else the leg between hosts or all of it
+                 * (a reduce has no two-level form) */
+        if (dt == DT_F32 && window)
+            return kind == PM_AR ? DT_PATH_SHM_ALLREDUCE : kind == PM_RED ? DT_PATH_SHM_REDUCE : DT_PATH_SHM_REDUCE_SCATTER;
+        if (dt == DT_F32 && kind != PM_RED && pm_hier_takes(&s, bytes))
             return kind == PM_AR ? DT_PATH_TWO_LEVEL_ALLREDUCE : DT_PATH_TWO_LEVEL_REDUCE_SCATTER;
         return DT_PATH_WIRE_FLAT;
     }

@@ -1,4 +1,4 @@
-/* coll_wire: compressed allreduce and reduce_scatter (coll.h, dt_coll_opts.wire)
+/* coll_wire: compressed allreduce, reduce_scatter and reduce (coll.h, dt_coll_opts.wire)
  * on the world and every sub-communicator, with random floats (sums round):
  *   - bf16 and f16 on the wire, f32 data (also f16/bf16 data), sum, avg,
  *     min, max, prod; in place and not; blocking and asynchronous; sizes
@@ -10,6 +10,11 @@
  *     hosts on the two-level path, at every one on the flat path), and the
  *     path the model predicts; identical on every rank of the group;
  *   - sums within coll.h's stated bound of a float64 reference;
+ *   - reduce (dt_reduce_ex): every root, counts not divisible by the group
+ *     size and 0, the root's result the allreduce's bits for the path it
+ *     takes (rounded on the flat path, exact through the window), within the
+ *     allreduce's bound, the same bits from a second call, nothing written
+ *     on the other ranks;
  *   - integer and f64 data, an unknown wire type: DT_ERR_INVALID naming the
  *     problem, nothing written; a wire on one rank only: DT_ERR_MISMATCH on
  *     every rank, naming the wire.
@@ -128,6 +133,86 @@ static void one(const tcomm *t, int rs, dt_dtype dt, dt_op op, int wire, size_t 
     free(outb);
 }
 
+/* dt_reduce_ex of `count` elements to group rank rg: path, bits, bound,
+ * repeatability, and nothing written off the root. */
+static void reduce_one(const tcomm *t, dt_dtype dt, dt_op op, int wire, size_t count, int rg, int ip, int async,
+                       uint64_t salt) {
+    size_t es = dt_dtype_size(dt);
+    int root = t->mem[rg], me_root = t->grank == rg;
+    char *in = malloc(count * es + 1), *outb = malloc(count * es + 1), *again = malloc(count * es + 1);
+    for (size_t i = 0; i < count; i++) put(dt, in, i, val_op(ME, i, salt, op));
+    memset(outb, 0x5a, count * es + 1);
+    char *out = ip && me_root ? in : outb;
+    char what[300];
+    snprintf(what, sizeof what, "reduce comm=%.60s root=%d %s op=%s wire=%s count=%zu %s%s", t->name, rg,
+             dt_dtype_name(dt), dt_op_name(op), wire == DT_WIRE_BF16 ? "bf16" : "f16", count,
+             ip && me_root ? "in-place" : "out-of-place", async ? " async" : "");
+    int path = pm_expect(t, PM_RED, dt, op, count * es, wire);
+    dt_coll_opts o = {.wire = (dt_wire)wire};
+    dt_work *w = NULL;
+    pm_snap before = pm_now();
+    int rc = dt_reduce_ex(in, out, count, dt, op, root, t->comm, &o, async ? &w : NULL);
+    if (rc == DT_OK && async) rc = dt_work_wait(w);
+    dt_work_free(w);
+    CHECK(rc == DT_OK, "%s -> %s: %s", what, dt_status_str(rc), dt_last_error());
+    if (rc == DT_OK) {
+        pm_took(&before, path, what);
+        size_t bad = 0, over = 0, first_bad = 0, touched = 0;
+        double worst = 0;
+        int L = 0;
+        while ((1 << L) < t->n) L++;
+        double u = wire == DT_WIRE_BF16 ? ldexp(1, -8) : ldexp(1, -11);
+        if (path == DT_PATH_SHM_REDUCE || t->n == 1) u = 0; /* not compressed */
+        double bound_f = pow(1 + u, L + 1) - 1 + (double)t->n * ldexp(1, -23);
+        if (dt != DT_F32) bound_f += dt == DT_BF16 ? ldexp(1, -8) : ldexp(1, -11);
+        for (size_t i = 0; me_root && i < count; i++) {
+            float v[64];
+            double ref = 0, mag = 0;
+            for (int m = 0; m < t->n; m++) {
+                v[m] = stored(dt, val_op(t->mem[m], i, salt, op));
+                ref += v[m];
+                mag += fabs(v[m]);
+            }
+            float want = stored(dt, pm_assoc(t, path, v, op, wire, 1)), got = get(dt, out, i);
+            if (memcmp(&want, &got, 4) != 0 && !(want != want && got != got)) {
+                if (!bad) first_bad = i;
+                bad++;
+            }
+            if (op == DT_SUM || op == DT_AVG) {
+                if (op == DT_AVG) { ref /= t->n; mag /= t->n; }
+                double err = fabs((double)got - ref);
+                if (err > bound_f * mag) over++;
+                if (mag > 0 && err / mag > worst) worst = err / mag;
+            }
+        }
+        for (size_t i = 0; !me_root && i < count * es + 1; i++) touched += (unsigned char)outb[i] != 0x5a;
+        CHECK(bad == 0, "%s: %zu of %zu elements differ from the documented association (path %d); first %zu", what,
+              bad, count, path, first_bad);
+        CHECK(over == 0, "%s: %zu elements beyond the stated bound %.3g * sum|x| (worst %.3g)", what, over, bound_f, worst);
+        CHECK(touched == 0, "%s: %zu bytes of recvbuf written on a rank that is not the root", what, touched);
+        /* the same call again (out of place, from the stored input): the same bits */
+        char *src = ip && me_root ? again : in;
+        if (ip && me_root)
+            for (size_t i = 0; i < count; i++) put(dt, again, i, val_op(ME, i, salt, op));
+        char *o2 = malloc(count * es + 1);
+        CHECK_OK(dt_reduce_ex(src, o2, count, dt, op, root, t->comm, &o, NULL));
+        CHECK(!me_root || !count || memcmp(o2, out, count * es) == 0, "%s: a second call gave other bits", what);
+        free(o2);
+        if (!(ip && me_root)) { /* the input is untouched */
+            size_t moved = 0;
+            for (size_t i = 0; i < count; i++) {
+                float a = get(dt, in, i), b = stored(dt, val_op(ME, i, salt, op));
+                moved += memcmp(&a, &b, 4) != 0;
+            }
+            CHECK(moved == 0, "%s: the input was modified (%zu elements)", what, moved);
+        }
+        if (bad == 0 && over == 0 && touched == 0) dt_test_passed++;
+    }
+    free(in);
+    free(outb);
+    free(again);
+}
+
 /* Lists: three f32 tensors of odd sizes in one call, against the single
  * call's bits (one dtype: one fused transfer of the same elements). */
 static void lists(const tcomm *t, int wire) {
@@ -194,6 +279,17 @@ static void bad_input(const tcomm *t) {
     CHECK_ERRF(dt_allreduce_ex(db, db, n, DT_F64, DT_SUM, t->comm, &bf, NULL), DT_ERR_INVALID, "dt_allreduce_ex", "not f64");
     CHECK_ERRF(dt_allreduce_ex(db, db, n, DT_F32, DT_SUM, t->comm, &bogus, NULL), DT_ERR_INVALID, "dt_allreduce_ex",
                "unknown wire type 7");
+    int root = t->mem[t->n - 1];
+    CHECK_ERRF(dt_reduce_ex(ib, ob, n, DT_I32, DT_SUM, root, t->comm, &bf, NULL), DT_ERR_INVALID, "dt_reduce_ex",
+               "a bf16 wire carries f32, f16 or bf16 data, not i32");
+    CHECK_ERRF(dt_reduce_ex(db, db, n, DT_F64, DT_SUM, root, t->comm, &bf, NULL), DT_ERR_INVALID, "dt_reduce_ex",
+               "not f64");
+    CHECK_ERRF(dt_reduce_ex(db, db, n, DT_F32, DT_SUM, root, t->comm, &bogus, NULL), DT_ERR_INVALID, "dt_reduce_ex",
+               "unknown wire type 7");
+    dt_work *wk = (dt_work *)&wk;
+    CHECK_ERRF(dt_reduce_ex(db, db, n, DT_F32, DT_SUM, root, t->comm, &bogus, &wk), DT_ERR_INVALID, "dt_reduce_ex",
+               "unknown wire type 7");
+    CHECK(wk == NULL, "a refused asynchronous reduce leaves *work NULL");
     dt_tensor l[2] = {{db, 3, DT_F32}, {ib, 3, DT_I64}};
     CHECK_ERRF(dt_allreduce_list_ex(l, l, 2, DT_SUM, t->comm, &bf, NULL), DT_ERR_INVALID, "dt_allreduce_list_ex",
                "tensor 1: a bf16 wire carries f32, f16 or bf16 data, not i64");
@@ -223,6 +319,11 @@ static void mismatch(const tcomm *t) {
           "comm %s: a wire on one rank -> %s, '%s' (want DT_ERR_MISMATCH naming [wire bf16])", t->name,
           dt_status_str(rc), dt_last_error());
     if (rc == DT_ERR_MISMATCH) dt_test_passed++;
+    dt_clear_error();
+    rc = dt_reduce_ex(x, y, 4096, DT_F32, DT_SUM, t->mem[0], t->comm, &o, NULL);
+    CHECK(rc == DT_ERR_MISMATCH && strstr(dt_last_error(), "[wire bf16]"),
+          "comm %s: a reduce with a wire on one rank -> %s, '%s' (want DT_ERR_MISMATCH naming [wire bf16])", t->name,
+          dt_status_str(rc), dt_last_error());
 }
 
 int main(void) {
@@ -243,6 +344,14 @@ int main(void) {
                     one(t, rs, DT_F32, ops[k], wire, 1001, k % 2, 0, 1 + k);
                     one(t, rs, DT_F32, ops[k], wire, 70001, (k + 1) % 2, k == 0, 2 + k);
                 }
+            for (size_t k = 0; k < 5; k++) { /* reduce: every root, odd counts, 0 */
+                int rg = (int)(k % (size_t)t->n);
+                reduce_one(t, DT_F32, ops[k], wire, 1001, rg, k % 2, k == 1, 11 + k);
+                reduce_one(t, DT_F32, ops[k], wire, 70001, t->n - 1 - rg, (k + 1) % 2, k == 0, 16 + k);
+                reduce_one(t, DT_F32, ops[k], wire, 0, rg, 0, k == 2, 21 + k);
+            }
+            reduce_one(t, DT_BF16, DT_SUM, wire, 40001, t->n - 1, 0, 0, 26);
+            reduce_one(t, DT_F16, DT_AVG, wire, 4099, t->n / 2, 1, 1, 27);
             for (int rs = 0; rs < 2; rs++) { /* 16-bit data, widened for the reduction */
                 one(t, rs, DT_BF16, DT_SUM, wire, 40001, rs, 0, 9);
                 one(t, rs, DT_F16, DT_AVG, wire, 40001, !rs, 0, 10);

@@ -249,6 +249,8 @@ static void test_classify(void) {
     dt_coll_opts dwire = {.mem = DT_MEM_DEVICE, .wire = DT_WIRE_BF16};
     CHECK_ERR(dt_allreduce_ex(d, d, 4, DT_F32, DT_SUM, w, &dwire, NULL), DT_ERR_UNSUPPORTED,
               "compressed wires are host-memory only");
+    CHECK_ERR(dt_reduce_ex(d, d, 4, DT_F32, DT_SUM, 0, w, &dwire, NULL), DT_ERR_UNSUPPORTED,
+              "compressed wires are host-memory only");
     /* the host fast path: no classification at all */
     fake_dev_stats_reset();
     CHECK_OK(dt_allreduce_ex(h, h, 16, DT_F32, DT_SUM, w, &host, NULL));

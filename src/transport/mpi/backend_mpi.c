@@ -352,6 +352,7 @@ const dt_backend_ops dt_backend_mpi = {
     .barrier = m_barrier,
     .allreduce_wire = dt_mpi_allreduce_wire,
     .reduce_scatter_wire = dt_mpi_reduce_scatter_wire,
+    .reduce_wire = dt_mpi_reduce_wire,
     .allreduce_spans = dt_mpi_shm_allreduce,
     .alloc_shared = dt_mpi_shm_alloc,
     .free_shared = dt_mpi_shm_free,

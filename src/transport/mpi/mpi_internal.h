@@ -4,7 +4,7 @@
  * window of a group on one host and the collectives through it; hier_mpi.c:
  * two-level collectives for groups spanning hosts; tree_mpi.c: block
  * collectives over point-to-point messages, the 16-bit wire formats;
- * wire_mpi.c: the compressed allreduce / reduce_scatter). Nothing outside
+ * wire_mpi.c: the compressed allreduce / reduce_scatter / reduce). Nothing outside
  * transport/mpi/ includes it. */
 #ifndef DT_MPI_INTERNAL_H
 #define DT_MPI_INTERNAL_H
@@ -88,11 +88,13 @@ int dt_mpi_hier_allreduce(dt_comm *c, const void *send, void *recv, size_t count
 int dt_mpi_hier_reduce_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op,
                                int wire);
 int dt_mpi_hier_allgather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt);
-/* wire_mpi.c: the allreduce_wire / reduce_scatter_wire ops; release: the
- * working buffer (transport finalize). */
+/* wire_mpi.c: the allreduce_wire / reduce_scatter_wire / reduce_wire ops;
+ * release: the working buffers (transport finalize). */
 int dt_mpi_allreduce_wire(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op, int wire);
 int dt_mpi_reduce_scatter_wire(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op,
                                int wire);
+int dt_mpi_reduce_wire(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op, int root,
+                       int wire);
 void dt_mpi_wire_release(void);
 void dt_mpi_tree_release(void);
 

@@ -20,7 +20,10 @@
  *                                               DTRAIN_TIMEOUT is accepted too
  *   grad_comm_dtype       f32|bf16|f16 default f32 the type gradients travel in between
  *                                               processes (DDP buckets, ZeRO's gradient
- *                                               reductions); bf16/f16 halve the bytes, the
+ *                                               reductions: stage 1's buckets, stages 2-3's
+ *                                               reduces to the owners, shard_group host's
+ *                                               allreduce across hosts; host memory only);
+ *                                               bf16/f16 halve the bytes, the
  *                                               sums stay f32 (coll.h, dt_coll_opts.wire:
  *                                               on the two-level path only the leg between
  *                                               hosts is compressed, within a host's

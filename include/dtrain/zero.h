@@ -112,11 +112,16 @@ typedef struct dt_zero_config {
     const int *seg_owner;      /* NULL (default: every segment its own), or [nsegs]:
                                 * the segment whose parameters segment s computes with
                                 * (see SHARED SEGMENTS); read by dt_zero_create only */
-    int wire;                  /* stage 1: the gradient buckets' wire type, as
-                                * dt_ddp_config.wire (default DT_WIRE_NATIVE). Stages 2
-                                * and 3 reduce per owner piece (dt_reduce, which has no
-                                * compressed form): only DT_WIRE_NATIVE, DT_ERR_UNSUPPORTED
-                                * from dt_zero_create otherwise */
+    int wire;                  /* the gradients' wire type (dt_wire; default
+                                * DT_WIRE_NATIVE): stage 1's buckets as
+                                * dt_ddp_config.wire; stages 2 and 3 pass it to the
+                                * per-owner-piece dt_reduce_ex (coll.h: the owner's
+                                * sum is rounded to the wire type unless it went
+                                * through a one-host window, exact); with replicas,
+                                * also to the shard's allreduce across them (the leg
+                                * between hosts). Unknown: DT_ERR_INVALID; not native
+                                * with device memory: DT_ERR_UNSUPPORTED (host memory
+                                * only), from dt_zero_create */
     dt_comm *replicas;         /* NULL (default): comm holds the only copy of the state;
                                 * or the ranks holding this rank's shard in the other
                                 * replicas (HYBRID SHARDING): each of them must have the

@@ -57,7 +57,10 @@ struct dt_zero {
      * source) live on the device; the optimizer's slice (p_shard, g_shard)
      * and its state stay on the host */
     int dev;
-    dt_coll_opts co;
+    dt_coll_opts co;  /* the collectives' memory and stream */
+    dt_coll_opts gco; /* co with cfg.wire: the stage 2/3 gradient reduces */
+    dt_coll_opts rco; /* hybrid sharding: the shard's allreduce across the
+                       * replicas (host memory, cfg.wire) */
     float *p_dev;
     float *acc_host;  /* [maxseg]: a reduced piece copied back for the shard */
 };
@@ -204,9 +207,8 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
     if (P == 0 || nsegs < 1 || !seg_off || !seg_cnt || !params)
         return DT_ERR(DT_ERR_INVALID, "need parameters (num_params %zu, nsegs %d, params %p)", P, nsegs, (void *)params);
     if (c.stage == 1 && !grads) return DT_ERR(DT_ERR_INVALID, "stage 1 needs the full gradient buffer");
-    if (c.stage > 1 && c.wire != DT_WIRE_NATIVE) /* grad_comm_dtype: stage 1's buckets only, for now */
-        return DT_ERR(DT_ERR_UNSUPPORTED, "ZeRO stage %d reduces gradients per owner piece, which has no compressed "
-                      "form yet: use grad_comm_dtype f32, or stage 0 or 1 for wire type %d", c.stage, c.wire);
+    if (c.wire != DT_WIRE_NATIVE && c.wire != DT_WIRE_BF16 && c.wire != DT_WIRE_F16)
+        return DT_ERR(DT_ERR_INVALID, "unknown gradient wire type %d (valid: DT_WIRE_NATIVE 0, DT_WIRE_BF16 1, DT_WIRE_F16 2)", c.wire);
     dt_comm_info ri = {.size = 1};
     if (c.replicas && (rc = check_replicas(comm, &ci, c.replicas, &ri))) return rc;
     int dev = 0;
@@ -222,6 +224,9 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
     } else if (c.mem != DT_MEM_HOST) {
         return DT_ERR(DT_ERR_INVALID, "cfg.mem %d (valid: DT_MEM_AUTO, DT_MEM_HOST, DT_MEM_DEVICE)", (int)c.mem);
     }
+    if (c.wire != DT_WIRE_NATIVE && dev) /* as dt_ddp_create (stage 1) and the collectives (coll.h) */
+        return DT_ERR(DT_ERR_UNSUPPORTED, "gradient wire type %d with device memory: compressed wires are "
+                      "host-memory only (use DT_WIRE_NATIVE)", c.wire);
     for (int s = 0; s < nsegs; s++)
         if (seg_off[s] > P || seg_cnt[s] > P - seg_off[s])
             return DT_ERR(DT_ERR_INVALID, "segment %d [%zu, +%zu) lies outside [0, %zu)", s, seg_off[s], seg_cnt[s], P);
@@ -249,6 +254,9 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
     z->nsegs = nsegs;
     z->dev = dev;
     z->co = (dt_coll_opts){.mem = dev ? DT_MEM_DEVICE : DT_MEM_HOST, .stream = dev ? c.stream : NULL};
+    z->gco = z->co;
+    z->gco.wire = (dt_wire)c.wire;
+    z->rco = (dt_coll_opts){.mem = DT_MEM_HOST, .wire = (dt_wire)c.wire};
     z->params = c.stage < 3 ? params : NULL;
     z->grads = c.stage == 1 ? grads : NULL;
     z->off = malloc(sizeof(size_t) * (size_t)nsegs);
@@ -570,7 +578,7 @@ int dt_zero_grad_ready(dt_zero *z, int seg) {
         dt_work **w = &g->pending.w[g->pending.n];
         if (o == z->r && z->dev) { /* reduced in place here, added into the host shard once done */
             float *lp = g->buf + (pa - a);
-            rc = dt_reduce_ex(lp, lp, pb - pa, DT_F32, DT_SUM, owner_world(z, o), z->comm, &z->co, w);
+            rc = dt_reduce_ex(lp, lp, pb - pa, DT_F32, DT_SUM, owner_world(z, o), z->comm, &z->gco, w);
             g->acc_src = lp;
             g->acc_off = pa - z->lo;
             g->acc_n = pb - pa;
@@ -578,9 +586,9 @@ int dt_zero_grad_ready(dt_zero *z, int seg) {
             float *sp = z->g_shard + (pa - z->lo);
             const float *lp = g->buf + (pa - a);
             for (size_t i = 0; i < pb - pa; i++) sp[i] += lp[i];
-            rc = dt_reduce_async(sp, sp, pb - pa, DT_F32, DT_SUM, owner_world(z, o), z->comm, w);
+            rc = dt_reduce_ex(sp, sp, pb - pa, DT_F32, DT_SUM, owner_world(z, o), z->comm, &z->gco, w);
         } else {
-            rc = dt_reduce_ex(g->buf + (pa - a), NULL, pb - pa, DT_F32, DT_SUM, owner_world(z, o), z->comm, &z->co, w);
+            rc = dt_reduce_ex(g->buf + (pa - a), NULL, pb - pa, DT_F32, DT_SUM, owner_world(z, o), z->comm, &z->gco, w);
         }
         if (rc) return rc;
         g->pending.n++;
@@ -661,8 +669,10 @@ int dt_zero_step(dt_zero *z, float lr, double max_norm, double *norm_out) {
     /* device, stage 1: this rank's slice of the averaged gradients, after
      * the buckets (the stream waited for them at finish) */
     if (z->dev && z->cfg.stage == 1 && (rc = dcopy(z, z->g_shard, z->grads + z->lo, n))) return rc;
-    /* hybrid sharding: the shard summed over the replicas (the same n on each) */
-    if (z->R > 1 && n && (rc = dt_allreduce(z->g_shard, z->g_shard, n, DT_F32, DT_SUM, z->cfg.replicas))) return rc;
+    /* hybrid sharding: the shard summed over the replicas (the same n on
+     * each): the leg between hosts, compressed with cfg.wire */
+    if (z->R > 1 && n && (rc = dt_allreduce_ex(z->g_shard, z->g_shard, n, DT_F32, DT_SUM, z->cfg.replicas, &z->rco, NULL)))
+        return rc;
     if (z->cfg.average && (z->cfg.stage >= 2 || z->R > 1)) /* stage 1: DDP already divided by N */
         dt_grad_scale(z->g_shard, n, 1.0f / (float)(z->cfg.stage >= 2 ? z->N * z->R : z->R));
     if (norm_out || max_norm > 0) { /* a pass over the gradients and an allreduce: only when asked */

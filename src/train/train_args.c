@@ -85,7 +85,7 @@ const char *dt_train_usage(void) {
 "dist config (JSON keys; env DTRAIN_<KEY>; flags --key with '-' for '_'):\n"
 "  --enable-data-parallel 0|1 --zero-opt-level 0..3 (alias --zero) --bucket-size-mb MB\n"
 "  --first-bucket-mb MB --overlap 0|1 --broadcast-buffers 0|1 --sync-bn 0|1 --timeout-s S\n"
-"  --grad-comm-dtype f32|bf16|f16 (gradients between processes; bf16/f16: stage 0 or 1)\n"
+"  --grad-comm-dtype f32|bf16|f16 (gradients between processes)\n"
 "  --shard-group world|host   ZeRO shards over all ranks (default) or over each host's ranks,\n"
 "                             replicated across hosts (hybrid sharding; same ranks per host)\n";
 }
@@ -174,10 +174,6 @@ static int check_conflicts(const dt_train_options *o, unsigned given) {
     if (o->dist.zero_opt_level > 0 && !o->dist.enable_data_parallel)
         return DT_ERR(DT_ERR_INVALID, "zero_opt_level %d shards over the data-parallel ranks: it needs "
                       "enable_data_parallel (both from flags, DTRAIN_* variables or --config)", o->dist.zero_opt_level);
-    if (o->dist.grad_comm_dtype && o->dist.zero_opt_level > 1)
-        return DT_ERR(DT_ERR_INVALID, "grad_comm_dtype %s applies to data parallelism and ZeRO stage 1 (the gradient "
-                      "buckets), not to zero_opt_level %d: use f32 there", o->dist.grad_comm_dtype == 1 ? "bf16" : "f16",
-                      o->dist.zero_opt_level);
     if (o->dist.shard_group == DT_SHARD_HOST && o->dist.zero_opt_level == 0)
         return DT_ERR(DT_ERR_INVALID, "shard_group host shards ZeRO's state per host: it needs zero_opt_level 1, 2 or 3 "
                       "(data parallelism at level 0 shards nothing; from flags, DTRAIN_* variables or --config)");

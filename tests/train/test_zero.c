@@ -5,8 +5,14 @@
  * (params + grads + optimizer, fp32 Adam) equal the ZeRO formulas within 5%:
  * stage 0 16P, 1 8P + 8P/N, 2 4P + 12P/N, 3 16P/N; temporary buffers bounded.
  * shard_group host on one host gives the very bits of shard_group world
- * (tests/multihost checks it across hosts). */
+ * (tests/multihost checks it across hosts).
+ * grad_comm_dtype bf16 at stages 2 and 3 (the reduces to the owners
+ * compressed where they travel in messages: here the pieces below the
+ * window's threshold, the biases among them): 50 steps run, the parameters
+ * within WIRE_TOL of the same stage's f32 run and not equal to it (N > 1),
+ * stage 2's full vector the same bits on every rank. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "dtrain/config.h"
@@ -19,7 +25,25 @@
 #define B 64
 #define STEPS 50
 
+/* A sanity bound, as test_dp_equiv's: 50 steps of small-batch SGD amplify
+ * the wire's rounding into another trajectory; a lost or doubled sum, or
+ * garbage, is O(1). The per-element bound is tests/parallel/test_zero_wire's. */
+#define WIRE_TOL 0.5
+
 typedef struct run { const char *optim; double clip; int accum; } run;
+
+static int g_wire;           /* grad_comm_dtype for the next run */
+static int g_same_ranks = 1; /* stage 2: the ranks' full vectors had the same bits */
+
+static uint64_t hash_bits(const float *p, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &p[i], 4);
+        h = (h ^ b) * 1099511628211ull;
+    }
+    return h;
+}
 
 static float *train_in(dt_comm *comm, int zero, int group, run r, int batch, size_t *n) {
     dt_train_options o;
@@ -43,6 +67,7 @@ static float *train_in(dt_comm *comm, int zero, int group, run r, int batch, siz
     o.dist.shard_group = group;
     o.dist.bucket_size_mb = 0.05; /* several buckets and broadcast chunks */
     o.dist.first_bucket_mb = 0.01;
+    o.dist.grad_comm_dtype = g_wire;
     dt_trainer *t;
     int rc = dt_trainer_create(&o, &t);
     dt_train_result res;
@@ -52,6 +77,12 @@ static float *train_in(dt_comm *comm, int zero, int group, run r, int batch, siz
         *n = dt_model_num_params(dt_trainer_model(t));
         p = malloc(*n * sizeof(float));
         rc = dt_trainer_gather_params(t, p, dt_comm_world_rank_of(comm, 0));
+        if (!rc && zero <= 2) { /* every rank holds the full vector: the same bits everywhere */
+            uint64_t h = hash_bits(dt_model_params(dt_trainer_model(t)), *n);
+            long long v[2] = {(long long)(h >> 1), -(long long)(h >> 1)}, mx[2];
+            rc = dt_allreduce(v, mx, 2, DT_I64, DT_MAX, comm);
+            g_same_ranks = !rc && mx[0] == v[0] && mx[1] == v[1];
+        }
         /* share rank 0's copy so every rank can compare */
         if (!rc) rc = dt_broadcast(p, p, *n, DT_F32, dt_comm_world_rank_of(comm, 0), comm);
     }
@@ -162,6 +193,27 @@ int main(void) {
     }
     free(unclipped[0]);
     free(unclipped[1]);
+    /* compressed gradients at stages 2 and 3 */
+    for (int zero = 2; zero <= 3; zero++) {
+        size_t nf = 0, nb = 0;
+        float *f32 = train(w, zero, runs[0], B / N, &nf);
+        g_wire = DT_WIRE_BF16;
+        g_same_ranks = 0;
+        float *bf = train(w, zero, runs[0], B / N, &nb);
+        g_wire = 0;
+        if (f32 && bf && nf == nb) {
+            double e = dt_test_rel_err(bf, f32, nf);
+            if (rank == 0) printf("stage %d grad_comm_dtype bf16 (sgd), %d ranks, %d steps: rel err %.3g vs f32\n", zero, N,
+                                  STEPS, e);
+            CHECK(e <= WIRE_TOL, "stage %d grad_comm_dtype bf16: rel err %.3g vs f32 > %g", zero, e, WIRE_TOL);
+            if (N > 1) CHECK(e > 0, "stage %d grad_comm_dtype bf16: equal to the f32 run (not compressed?)", zero);
+            if (zero == 2) CHECK(g_same_ranks, "stage 2 grad_comm_dtype bf16: the parameters differ across ranks");
+        } else {
+            CHECK(0, "stage %d grad_comm_dtype bf16: a run failed", zero);
+        }
+        free(f32);
+        free(bf);
+    }
     check_memory(w, N, rank);
     CHECK_OK(dt_finalize());
     return dt_test_finish("train_zero");

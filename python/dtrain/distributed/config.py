@@ -49,8 +49,8 @@ Settings (default):
     limit on any blocking wait, [0.001, 1e7] seconds.
 ``grad_comm_dtype`` ("f32")
     the type gradients travel in between processes: "f32", "bf16" or "f16"
-    (sums in f32; data parallel and ZeRO stage 1; with two-level collectives
-    only the leg between hosts is compressed).
+    (sums in f32; data parallel and every ZeRO stage; with two-level
+    collectives only the leg between hosts is compressed).
 
 Values: booleans take True/False, 0/1 or the strings true/false/1/0/yes/no/
 on/off (any case); numbers take ints, floats or numeric strings (as in the C

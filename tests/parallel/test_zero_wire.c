@@ -1,0 +1,167 @@
+/* ZeRO stages 2 and 3 with compressed gradients (dt_zero_config.wire bf16 /
+ * f16, the trainer's grad_comm_dtype): one step over three segments of odd
+ * sizes (pieces below the shared-memory window's threshold, so every reduce
+ * to an owner travels compressed, coll.h's flat path), per-rank gradients
+ * with mixed signs and scales:
+ *   - each rank's gradient shard (the sum over the ranks) within coll.h's
+ *     reduce bound ((1+u)^(L+1) - 1 + P 2^-23) * sum_r |x_r| of a float64
+ *     reference, every element a value of the wire type (the root's result
+ *     is rounded), and at 2+ ranks some element off by more than f32's own
+ *     rounding (the wire is used);
+ *   - after an SGD step (lr 1, no momentum, from zero parameters) each
+ *     rank's slice is exactly -shard / P; stage 2: the full parameter vector
+ *     the same bits on every rank; stage 3: the gathered vector equals the
+ *     owners' slices;
+ *   - an unknown wire: DT_ERR_INVALID from dt_zero_create. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "dtrain/dtrain.h"
+#include "dtrain/zero.h"
+#include "testutil.h"
+
+#define NSEG 3
+static const size_t g_cnt[NSEG] = {1001, 3, 3999}; /* every owner piece < 16 KiB */
+
+static float grad_val(int rank, int s, size_t i) { /* mixed signs and scales */
+    uint32_t h = (uint32_t)(rank * 7919 + s * 104729) ^ (uint32_t)(i * 2654435761u);
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    h ^= h >> 15;
+    float m = ((float)(h % 20001) - 10000.0f) / 997.0f;
+    return ldexpf(m, (int)(h >> 28) % 8 - 4);
+}
+
+static float rnd(float x, int wire) {
+    return wire == DT_WIRE_BF16 ? dt_bf16_to_f32(dt_f32_to_bf16(x)) : dt_f16_to_f32(dt_f32_to_f16(x));
+}
+
+static uint64_t hash_bits(const float *p, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &p[i], 4);
+        h = (h ^ b) * 1099511628211ull;
+    }
+    return h;
+}
+
+static int same_on_all(dt_comm *w, uint64_t h) {
+    long long v[2] = {(long long)(h >> 1), -(long long)(h >> 1)}, r[2];
+    CHECK_OK(dt_allreduce(v, r, 2, DT_I64, DT_MAX, w));
+    return r[0] == v[0] && r[1] == v[1];
+}
+
+static void one(dt_comm *w, int stage, int wire, int rank, int n) {
+    const char *wn = wire == DT_WIRE_BF16 ? "bf16" : "f16";
+    size_t off[NSEG], P = 0;
+    for (int s = 0; s < NSEG; s++) { off[s] = P; P += g_cnt[s]; }
+    float *params = calloc(P, sizeof(float));
+    dt_zero_config zc;
+    dt_zero_config_default(&zc);
+    zc.stage = stage;
+    zc.wire = wire;
+    dt_optim_config oc;
+    CHECK_OK(dt_optim_config_default(&oc, DT_OPTIM_SGD));
+    dt_zero *z = NULL;
+    CHECK_OK(dt_zero_create(w, &zc, P, off, g_cnt, NSEG, params, NULL, &oc, &z));
+    if (!z) { free(params); return; }
+    CHECK_OK(dt_zero_begin_step(z, 1));
+    for (int s = 0; s < NSEG; s++) {
+        float *p;
+        CHECK_OK(dt_zero_pre_forward(z, s, &p));
+        CHECK_OK(dt_zero_post_forward(z, s));
+    }
+    for (int s = NSEG - 1; s >= 0; s--) {
+        float *p, *g;
+        CHECK_OK(dt_zero_pre_backward(z, s, &p, &g));
+        for (size_t i = 0; g && i < g_cnt[s]; i++) g[i] = grad_val(rank, s, i);
+        CHECK_OK(dt_zero_grad_ready(z, s));
+        CHECK_OK(dt_zero_post_backward(z, s));
+    }
+    CHECK_OK(dt_zero_finish(z));
+
+    /* the gradient shard: the sum over the ranks, compressed */
+    size_t lo, hi;
+    CHECK_OK(dt_zero_shard(z, &lo, &hi));
+    const float *gs = dt_zero_grad_shard(z);
+    float *gsave = malloc(sizeof(float) * (hi - lo + 1));
+    memcpy(gsave, gs, sizeof(float) * (hi - lo));
+    double u = wire == DT_WIRE_BF16 ? 0x1p-8 : 0x1p-11;
+    int L = 0;
+    while ((1 << L) < n) L++;
+    double rel = pow(1 + u, L + 1) - 1 + n * 0x1p-23, worst = 0;
+    size_t over = 0, unrounded = 0;
+    for (size_t k = lo; k < hi; k++) {
+        int s = 0;
+        while (k >= off[s] + g_cnt[s]) s++;
+        double exact = 0, mag = 0;
+        for (int r = 0; r < n; r++) { exact += grad_val(r, s, k - off[s]); mag += fabs(grad_val(r, s, k - off[s])); }
+        double err = fabs(gsave[k - lo] - exact);
+        if (!(err <= rel * mag)) over++;
+        if (mag > 0 && err / mag > worst) worst = err / mag;
+        if (n > 1 && rnd(gsave[k - lo], wire) != gsave[k - lo]) unrounded++;
+    }
+    CHECK(over == 0, "stage %d wire %s: %zu gradient sums beyond the bound %.3g * sum|x| (worst %.3g)", stage, wn, over,
+          rel, worst);
+    CHECK(unrounded == 0, "stage %d wire %s: %zu gradient sums are not %s values (the owner's sum is rounded)", stage,
+          wn, unrounded, wn);
+    double wmax = worst;
+    CHECK_OK(dt_allreduce(&wmax, &wmax, 1, DT_F64, DT_MAX, w));
+    if (n > 1)
+        CHECK(wmax > 8 * n * 0x1p-23, "stage %d wire %s: every sum within f32 rounding (worst %.3g): not compressed?",
+              stage, wn, wmax);
+    if (rank == 0)
+        printf("zero stage %d wire %s at %d ranks: worst gradient-sum error %.3g of sum|x| (bound %.3g)\n", stage, wn, n,
+               wmax, rel);
+
+    /* SGD, lr 1, from zero: each slice is -sum / n (average on), exactly */
+    CHECK_OK(dt_zero_step(z, 1.0f, 0, NULL));
+    const float *ps = dt_zero_param_shard(z);
+    size_t wrong = 0;
+    for (size_t k = 0; k < hi - lo; k++) {
+        float want = 0.0f - gsave[k] * (1.0f / (float)n); /* +0 for a zero sum, as SGD's p - lr * g */
+        wrong += memcmp(&want, &ps[k], 4) != 0;
+    }
+    CHECK(wrong == 0, "stage %d wire %s: %zu parameters of the slice are not -sum/%d", stage, wn, wrong, n);
+    float *all = malloc(sizeof(float) * P);
+    int root0 = dt_comm_world_rank_of(w, 0);
+    if (stage == 2) { /* every rank's full vector: the same bits */
+        CHECK_OK(dt_zero_gather_range(z, 0, P, all, dt_comm_world_rank_of(w, rank)));
+        CHECK(same_on_all(w, hash_bits(all, P)), "stage 2 wire %s: the parameters differ across ranks", wn);
+    } else { /* the gathered vector holds each owner's slice */
+        CHECK_OK(dt_zero_gather_range(z, 0, P, rank == 0 ? all : NULL, root0));
+        CHECK_OK(dt_broadcast(all, all, P, DT_F32, root0, w));
+    }
+    CHECK(memcmp(all + lo, ps, sizeof(float) * (hi - lo)) == 0, "stage %d wire %s: the full vector differs from the "
+          "owner's slice", stage, wn);
+    if (over == 0 && unrounded == 0 && wrong == 0) dt_test_passed++;
+    free(all);
+    free(gsave);
+    dt_zero_free(z);
+    free(params);
+}
+
+int main(void) {
+    CHECK_OK(dt_init());
+    dt_comm *w = dt_comm_world();
+    int n = dt_comm_size(w), rank = dt_comm_rank(w);
+    dt_test_rank = rank;
+    for (int stage = 2; stage <= 3; stage++)
+        for (int wire = DT_WIRE_BF16; wire <= DT_WIRE_F16; wire++) one(w, stage, wire, rank, n);
+    /* an unknown wire type */
+    size_t off[1] = {0}, cnt[1] = {8};
+    float p[8] = {0};
+    dt_zero_config zc;
+    dt_zero_config_default(&zc);
+    zc.stage = 2;
+    zc.wire = 7;
+    dt_optim_config oc;
+    CHECK_OK(dt_optim_config_default(&oc, DT_OPTIM_SGD));
+    dt_zero *z = (dt_zero *)&zc;
+    CHECK_ERR(dt_zero_create(w, &zc, 8, off, cnt, 1, p, NULL, &oc, &z), DT_ERR_INVALID, "unknown gradient wire type 7");
+    CHECK(z == NULL, "a refused dt_zero_create leaves *out NULL");
+    CHECK_OK(dt_finalize());
+    return dt_test_finish("parallel_zero_wire");
+}

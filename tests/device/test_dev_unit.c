@@ -11,6 +11,7 @@
 #include "coll/coll_internal.h"
 #include "fake_device.h"
 #include "runtime/runtime.h"
+#include "dtrain/zero.h"
 #include "testutil.h"
 
 static dt_comm g_c;
@@ -251,6 +252,20 @@ static void test_classify(void) {
               "compressed wires are host-memory only");
     CHECK_ERR(dt_reduce_ex(d, d, 4, DT_F32, DT_SUM, 0, w, &dwire, NULL), DT_ERR_UNSUPPORTED,
               "compressed wires are host-memory only");
+    /* ZeRO 2-3 with compressed gradients on device memory: refused at create, as DDP (stage 1) is */
+    for (int stage = 2; stage <= 3; stage++) {
+        dt_zero_config zc;
+        dt_zero_config_default(&zc);
+        zc.stage = stage;
+        zc.wire = DT_WIRE_BF16;
+        dt_optim_config oc;
+        CHECK_OK(dt_optim_config_default(&oc, DT_OPTIM_SGD));
+        size_t zoff[1] = {0}, zcnt[1] = {16};
+        dt_zero *z = NULL;
+        CHECK_ERR(dt_zero_create(w, &zc, 16, zoff, zcnt, 1, d, NULL, &oc, &z), DT_ERR_UNSUPPORTED,
+                  "gradient wire type 1 with device memory: compressed wires are host-memory only");
+        CHECK(z == NULL, "stage %d: nothing created", stage);
+    }
     /* the host fast path: no classification at all */
     fake_dev_stats_reset();
     CHECK_OK(dt_allreduce_ex(h, h, 16, DT_F32, DT_SUM, w, &host, NULL));

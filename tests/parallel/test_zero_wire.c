@@ -12,7 +12,15 @@
  *     rank's slice is exactly -shard / P; stage 2: the full parameter vector
  *     the same bits on every rank; stage 3: the gathered vector equals the
  *     owners' slices;
- *   - an unknown wire: DT_ERR_INVALID from dt_zero_create. */
+ *   - an unknown wire: DT_ERR_INVALID from dt_zero_create.
+ * With the argument "host": hybrid sharding (dt_zero_hybrid_comms: sharded
+ * over each host's ranks, the shard allreduced across the hosts with the
+ * wire too). The shard after the backward is then the host's sum (the bound
+ * over the host's ranks); after the step each parameter is -(sum over every
+ * rank) / (ranks) within the composed bound (1+e_host)(1+e_across) - 1, and
+ * (more than one host) a value of the wire type times that scale: the
+ * allreduce across hosts rounds. On one host there is one replica (the
+ * world's code path); tests/multihost runs it on 2 hosts x 2 ranks. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -53,8 +61,18 @@ static int same_on_all(dt_comm *w, uint64_t h) {
     return r[0] == v[0] && r[1] == v[1];
 }
 
-static void one(dt_comm *w, int stage, int wire, int rank, int n) {
+/* ((1+u)^(L+1) - 1 + n 2^-23): coll.h's reduce / allreduce bound over n ranks */
+static double bound(int n, double u) {
+    int L = 0;
+    while ((1 << L) < n) L++;
+    return pow(1 + u, L + 1) - 1 + n * 0x1p-23;
+}
+
+/* w: the shard communicator (the world, or this host's ranks); rep: the
+ * replicas (NULL: none); N: world size, rank: world rank. */
+static void one(dt_comm *w, dt_comm *rep, int stage, int wire, int rank, int N) {
     const char *wn = wire == DT_WIRE_BF16 ? "bf16" : "f16";
+    int n = dt_comm_size(w), R = rep ? dt_comm_size(rep) : 1;
     size_t off[NSEG], P = 0;
     for (int s = 0; s < NSEG; s++) { off[s] = P; P += g_cnt[s]; }
     float *params = calloc(P, sizeof(float));
@@ -62,6 +80,7 @@ static void one(dt_comm *w, int stage, int wire, int rank, int n) {
     dt_zero_config_default(&zc);
     zc.stage = stage;
     zc.wire = wire;
+    zc.replicas = rep;
     dt_optim_config oc;
     CHECK_OK(dt_optim_config_default(&oc, DT_OPTIM_SGD));
     dt_zero *z = NULL;
@@ -89,15 +108,15 @@ static void one(dt_comm *w, int stage, int wire, int rank, int n) {
     float *gsave = malloc(sizeof(float) * (hi - lo + 1));
     memcpy(gsave, gs, sizeof(float) * (hi - lo));
     double u = wire == DT_WIRE_BF16 ? 0x1p-8 : 0x1p-11;
-    int L = 0;
-    while ((1 << L) < n) L++;
-    double rel = pow(1 + u, L + 1) - 1 + n * 0x1p-23, worst = 0;
+    double rel = bound(n, u), worst = 0;
+    int hr[64], nh = 0; /* the world ranks of this shard group (their sum is the shard) */
+    for (int r = 0; r < n && r < 64; r++) hr[nh++] = dt_comm_world_rank_of(w, r);
     size_t over = 0, unrounded = 0;
     for (size_t k = lo; k < hi; k++) {
         int s = 0;
         while (k >= off[s] + g_cnt[s]) s++;
         double exact = 0, mag = 0;
-        for (int r = 0; r < n; r++) { exact += grad_val(r, s, k - off[s]); mag += fabs(grad_val(r, s, k - off[s])); }
+        for (int r = 0; r < nh; r++) { exact += grad_val(hr[r], s, k - off[s]); mag += fabs(grad_val(hr[r], s, k - off[s])); }
         double err = fabs(gsave[k - lo] - exact);
         if (!(err <= rel * mag)) over++;
         if (mag > 0 && err / mag > worst) worst = err / mag;
@@ -113,25 +132,44 @@ static void one(dt_comm *w, int stage, int wire, int rank, int n) {
         CHECK(wmax > 8 * n * 0x1p-23, "stage %d wire %s: every sum within f32 rounding (worst %.3g): not compressed?",
               stage, wn, wmax);
     if (rank == 0)
-        printf("zero stage %d wire %s at %d ranks: worst gradient-sum error %.3g of sum|x| (bound %.3g)\n", stage, wn, n,
-               wmax, rel);
+        printf("zero stage %d wire %s at %d ranks%s: worst gradient-sum error %.3g of sum|x| (bound %.3g)\n", stage, wn,
+               n, rep ? " (per host)" : "", wmax, rel);
 
-    /* SGD, lr 1, from zero: each slice is -sum / n (average on), exactly */
+    /* SGD, lr 1, from zero: each slice is -sum / N (average on) */
     CHECK_OK(dt_zero_step(z, 1.0f, 0, NULL));
     const float *ps = dt_zero_param_shard(z);
     size_t wrong = 0;
-    for (size_t k = 0; k < hi - lo; k++) {
-        float want = 0.0f - gsave[k] * (1.0f / (float)n); /* +0 for a zero sum, as SGD's p - lr * g */
-        wrong += memcmp(&want, &ps[k], 4) != 0;
+    if (R == 1) { /* exactly the shard's sum, scaled */
+        for (size_t k = 0; k < hi - lo; k++) {
+            float want = 0.0f - gsave[k] * (1.0f / (float)n); /* +0 for a zero sum, as SGD's p - lr * g */
+            wrong += memcmp(&want, &ps[k], 4) != 0;
+        }
+        CHECK(wrong == 0, "stage %d wire %s: %zu parameters of the slice are not -sum/%d", stage, wn, wrong, n);
+    } else { /* the hosts' sums allreduced with the wire: the composed bound, rounded */
+        double relw = (1 + rel) * (1 + bound(R, u)) - 1;
+        size_t unr = 0;
+        for (size_t k = lo; k < hi; k++) {
+            int s = 0;
+            while (k >= off[s] + g_cnt[s]) s++;
+            double exact = 0, mag = 0;
+            for (int r = 0; r < N; r++) { exact += grad_val(r, s, k - off[s]); mag += fabs(grad_val(r, s, k - off[s])); }
+            double got = -(double)ps[k - lo] * N;
+            wrong += !(fabs(got - exact) <= relw * mag);
+            float g = ps[k - lo] * (float)N;
+            unr += rnd(g, wire) != g;
+        }
+        CHECK(wrong == 0, "stage %d wire %s, %d hosts: %zu parameters beyond the bound %.3g of -sum/%d", stage, wn, R,
+              wrong, relw, N);
+        CHECK(unr == 0, "stage %d wire %s, %d hosts: %zu parameters are not %s sums / %d (the allreduce across hosts "
+              "rounds)", stage, wn, R, unr, wn, N);
     }
-    CHECK(wrong == 0, "stage %d wire %s: %zu parameters of the slice are not -sum/%d", stage, wn, wrong, n);
     float *all = malloc(sizeof(float) * P);
     int root0 = dt_comm_world_rank_of(w, 0);
-    if (stage == 2) { /* every rank's full vector: the same bits */
-        CHECK_OK(dt_zero_gather_range(z, 0, P, all, dt_comm_world_rank_of(w, rank)));
-        CHECK(same_on_all(w, hash_bits(all, P)), "stage 2 wire %s: the parameters differ across ranks", wn);
+    if (stage == 2) { /* every rank's full vector: the same bits (over the world) */
+        CHECK_OK(dt_zero_gather_range(z, 0, P, all, rank));
+        CHECK(same_on_all(dt_comm_world(), hash_bits(all, P)), "stage 2 wire %s: the parameters differ across ranks", wn);
     } else { /* the gathered vector holds each owner's slice */
-        CHECK_OK(dt_zero_gather_range(z, 0, P, rank == 0 ? all : NULL, root0));
+        CHECK_OK(dt_zero_gather_range(z, 0, P, dt_comm_rank(w) == 0 ? all : NULL, root0));
         CHECK_OK(dt_broadcast(all, all, P, DT_F32, root0, w));
     }
     CHECK(memcmp(all + lo, ps, sizeof(float) * (hi - lo)) == 0, "stage %d wire %s: the full vector differs from the "
@@ -143,13 +181,15 @@ static void one(dt_comm *w, int stage, int wire, int rank, int n) {
     free(params);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     CHECK_OK(dt_init());
     dt_comm *w = dt_comm_world();
     int n = dt_comm_size(w), rank = dt_comm_rank(w);
     dt_test_rank = rank;
+    dt_comm *shard = w, *rep = NULL;
+    if (argc > 1 && !strcmp(argv[1], "host")) CHECK_OK(dt_zero_hybrid_comms(w, &shard, &rep));
     for (int stage = 2; stage <= 3; stage++)
-        for (int wire = DT_WIRE_BF16; wire <= DT_WIRE_F16; wire++) one(w, stage, wire, rank, n);
+        for (int wire = DT_WIRE_BF16; wire <= DT_WIRE_F16; wire++) one(shard ? shard : w, rep, stage, wire, rank, n);
     /* an unknown wire type */
     size_t off[1] = {0}, cnt[1] = {8};
     float p[8] = {0};

@@ -119,7 +119,11 @@ typedef struct dt_zero_config {
                                 * sum is rounded to the wire type unless it went
                                 * through a one-host window, exact); with replicas,
                                 * also to the shard's allreduce across them (the leg
-                                * between hosts). Unknown: DT_ERR_INVALID; not native
+                                * between hosts). With gradient accumulation (several
+                                * backward passes before a step) the owner's running
+                                * shard is its own input to the next micro-step's
+                                * reduce, so it is rounded to the wire type again at
+                                * each one. Unknown: DT_ERR_INVALID; not native
                                 * with device memory: DT_ERR_UNSUPPORTED (host memory
                                 * only), from dt_zero_create */
     dt_comm *replicas;         /* NULL (default): comm holds the only copy of the state;

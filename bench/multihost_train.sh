@@ -46,7 +46,8 @@ if [[ ! -x $TRAIN ]]; then
 fi
 if [[ -z ${MODELS:-} ]]; then
     MODELS=mlp
-    if "$TRAIN" --help 2>&1 | grep -q gpt; then MODELS="mlp gpt-test"; fi
+    if "$TRAIN" --help 2>&1 | grep gpt >/dev/null; then # not -q: under pipefail an early exit of grep fails the pipe (SIGPIPE)
+        MODELS="mlp gpt-test"; fi
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -58,13 +59,14 @@ fi
 NP=$((HOSTS * PPN))
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/multihost_train.XXXXXX")}
 mkdir -p "$OUT"
-H1=$("$HT" status | awk '/^host/ {print $2; exit}')
+H1=$("$HT" status | awk '$1 == "host" && $2 == "1:" {print $3; exit}')
 "$HT" status
 echo "# $HOSTS hosts x $PPN ranks, links $RATE; $STEPS steps per run, best of $ROUNDS; records in $OUT"
 
 model_args() { # the trainer flags of model $1
     case $1 in
-    gpt*) echo "--model $1 $ARGS_gpt" ;;
+    gpt) echo "--model gpt --sample-length 0 $ARGS_gpt" ;;
+    gpt-*) echo "--model gpt --preset $1 --sample-length 0 $ARGS_gpt" ;; # a preset: gpt-test, gpt-demo, ...
     *) echo "--model $1 $ARGS_mlp" ;;
     esac
 }

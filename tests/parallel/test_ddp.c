@@ -85,7 +85,7 @@ static void test_wire(dt_comm *w, dt_ddp_segment *segs, int rank, int n, int wir
         CHECK_OK(dt_ddp_finish(d));
         dt_ddp_free(d);
         long long bad = 0;
-        uint64_t h = 1469598103934665603ull; /* FNV-1a over the bits, unsigned: it wraps */
+        uint64_t h = DT_TEST_HASH_INIT;
         double worst = 0;
         for (int s = 0; s < NSEG; s++)
             for (size_t i = 0; i < segs[s].count; i++) {
@@ -96,15 +96,12 @@ static void test_wire(dt_comm *w, dt_ddp_segment *segs, int rank, int n, int wir
                 double err = fabs(segs[s].grad[i] - exact);
                 if (!(err <= rel * mag)) bad++;
                 if (mag > 0 && err / mag > worst) worst = err / mag;
-                uint32_t b;
-                memcpy(&b, &segs[s].grad[i], 4);
-                h = (h ^ b) * 1099511628211ull;
+                h = dt_test_hash_bits(h, &segs[s].grad[i], 1);
             }
         CHECK(bad == 0, "wire %s, cap %zu: %lld averages outside the bound %.3g (worst %.3g of sum |x|/P)", wn, caps[c],
               bad, rel, worst);
-        long long hv = (long long)(h >> 1), v[2] = {hv, -hv}, r[2]; /* max of both: equal everywhere */
-        CHECK_OK(dt_allreduce(v, r, 2, DT_I64, DT_MAX, w));
-        CHECK(r[0] == v[0] && r[1] == v[1], "wire %s, cap %zu: the averaged gradients differ across ranks", wn, caps[c]);
+        CHECK(dt_test_same_on_all(h, w) == 1, "wire %s, cap %zu: the averaged gradients differ across ranks (or %s)", wn,
+              caps[c], dt_last_error());
         /* one bucket per segment: the small ones travel in messages (below the
          * window's threshold), so some average must show the wire's rounding,
          * far above f32's own (at most P 2^-23) */

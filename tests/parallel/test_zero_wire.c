@@ -45,22 +45,6 @@ static float rnd(float x, int wire) {
     return wire == DT_WIRE_BF16 ? dt_bf16_to_f32(dt_f32_to_bf16(x)) : dt_f16_to_f32(dt_f32_to_f16(x));
 }
 
-static uint64_t hash_bits(const float *p, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t b;
-        memcpy(&b, &p[i], 4);
-        h = (h ^ b) * 1099511628211ull;
-    }
-    return h;
-}
-
-static int same_on_all(dt_comm *w, uint64_t h) {
-    long long v[2] = {(long long)(h >> 1), -(long long)(h >> 1)}, r[2];
-    CHECK_OK(dt_allreduce(v, r, 2, DT_I64, DT_MAX, w));
-    return r[0] == v[0] && r[1] == v[1];
-}
-
 /* ((1+u)^(L+1) - 1 + n 2^-23): coll.h's reduce / allreduce bound over n ranks */
 static double bound(int n, double u) {
     int L = 0;
@@ -167,7 +151,8 @@ static void one(dt_comm *w, dt_comm *rep, int stage, int wire, int rank, int N) 
     int root0 = dt_comm_world_rank_of(w, 0);
     if (stage == 2) { /* every rank's full vector: the same bits (over the world) */
         CHECK_OK(dt_zero_gather_range(z, 0, P, all, rank));
-        CHECK(same_on_all(dt_comm_world(), hash_bits(all, P)), "stage 2 wire %s: the parameters differ across ranks", wn);
+        CHECK(dt_test_same_on_all(dt_test_hash_bits(DT_TEST_HASH_INIT, all, P), dt_comm_world()) == 1,
+              "stage 2 wire %s: the parameters differ across ranks (or %s)", wn, dt_last_error());
     } else { /* the gathered vector holds each owner's slice */
         CHECK_OK(dt_zero_gather_range(z, 0, P, dt_comm_rank(w) == 0 ? all : NULL, root0));
         CHECK_OK(dt_broadcast(all, all, P, DT_F32, root0, w));

@@ -35,16 +35,6 @@ typedef struct run { const char *optim; double clip; int accum; } run;
 static int g_wire;           /* grad_comm_dtype for the next run */
 static int g_same_ranks = 1; /* stage 2: the ranks' full vectors had the same bits */
 
-static uint64_t hash_bits(const float *p, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t b;
-        memcpy(&b, &p[i], 4);
-        h = (h ^ b) * 1099511628211ull;
-    }
-    return h;
-}
-
 static float *train_in(dt_comm *comm, int zero, int group, run r, int batch, size_t *n) {
     dt_train_options o;
     dt_train_options_default(&o);
@@ -78,10 +68,10 @@ static float *train_in(dt_comm *comm, int zero, int group, run r, int batch, siz
         p = malloc(*n * sizeof(float));
         rc = dt_trainer_gather_params(t, p, dt_comm_world_rank_of(comm, 0));
         if (!rc && zero <= 2) { /* every rank holds the full vector: the same bits everywhere */
-            uint64_t h = hash_bits(dt_model_params(dt_trainer_model(t)), *n);
-            long long v[2] = {(long long)(h >> 1), -(long long)(h >> 1)}, mx[2];
-            rc = dt_allreduce(v, mx, 2, DT_I64, DT_MAX, comm);
-            g_same_ranks = !rc && mx[0] == v[0] && mx[1] == v[1];
+            int same = dt_test_same_on_all(dt_test_hash_bits(DT_TEST_HASH_INIT, dt_model_params(dt_trainer_model(t)), *n),
+                                           comm);
+            if (same < 0) rc = same;
+            g_same_ranks = same == 1;
         }
         /* share rank 0's copy so every rank can compare */
         if (!rc) rc = dt_broadcast(p, p, *n, DT_F32, dt_comm_world_rank_of(comm, 0), comm);

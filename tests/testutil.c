@@ -1,4 +1,5 @@
 #include "testutil.h"
+#include "comm/comm_internal.h" /* dt_fnv1a */
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -64,18 +65,13 @@ dt_comm *dt_test_solo_comm(void) {
     return solo;
 }
 
-uint64_t dt_test_hash_bits(uint64_t h, const float *p, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t b;
-        memcpy(&b, &p[i], 4);
-        h = (h ^ b) * 1099511628211ull; /* unsigned: it wraps */
-    }
-    return h;
-}
-
 int dt_test_same_on_all(uint64_t h, dt_comm *comm) {
     long long hv = (long long)(h >> 1), v[2] = {hv, -hv}, mx[2]; /* max of both: equal everywhere */
     int rc = dt_allreduce(v, mx, 2, DT_I64, DT_MAX, comm);
     if (rc) return rc;
     return mx[0] == v[0] && mx[1] == v[1];
+}
+
+int dt_test_same_bits(const void *buf, size_t bytes, dt_comm *comm) {
+    return dt_test_same_on_all(dt_fnv1a(DT_FNV_BASIS, buf, bytes), comm);
 }

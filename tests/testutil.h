@@ -40,15 +40,14 @@ int dt_test_msg_has(const char *alts);
  * Collective over the world; NULL (and a failed check) on error. */
 dt_comm *dt_test_solo_comm(void);
 
-/* Whether a result has the same bits on every rank: fold the arrays into an
- * FNV-1a hash of their bits (start from DT_TEST_HASH_INIT, chain calls for
- * several arrays), then dt_test_same_on_all compares the hashes over comm
- * (the max of h and of -h, one allreduce; collective): 1 if every rank has
- * the same, 0 if not, a negative dt_status if the allreduce failed (its
- * message in dt_last_error()). */
-#define DT_TEST_HASH_INIT 1469598103934665603ull
-uint64_t dt_test_hash_bits(uint64_t h, const float *p, size_t n);
+/* Whether a result has the same bits on every rank of comm (collective):
+ * dt_test_same_on_all compares a hash h of it (the library's dt_fnv1a from
+ * DT_FNV_BASIS, comm/comm_internal.h; chained for several arrays) through
+ * one allreduce of (h, -h) with max; dt_test_same_bits hashes `bytes` bytes
+ * of buf first. 1 if every rank has the same, 0 if not, a negative dt_status
+ * if the allreduce failed (its message in dt_last_error()). */
 int dt_test_same_on_all(uint64_t h, dt_comm *comm);
+int dt_test_same_bits(const void *buf, size_t bytes, dt_comm *comm);
 
 /* Prints the summary line; returns 0 if nothing failed, 1 otherwise. */
 int dt_test_finish(const char *name);

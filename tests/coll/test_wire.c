@@ -23,7 +23,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "coll_common.h"
 #include "path_model.h"
-#include "comm/comm_internal.h" /* dt_fnv1a */
 
 static float val(int wr, size_t i, uint64_t salt) { /* mixed signs and scales, non-zero */
     uint64_t h = hash4(salt, (uint64_t)wr, i, 0x77);
@@ -56,10 +55,7 @@ static float stored(dt_dtype dt, float v) {
 }
 
 static int identical_on_group(const tcomm *t, const void *buf, size_t bytes) {
-    uint64_t h = dt_fnv1a(DT_FNV_BASIS, buf, bytes);
-    long long v[2] = {(long long)(h >> 1), -(long long)(h >> 1)}, r[2];
-    CHECK_OK(dt_allreduce(v, r, 2, DT_I64, DT_MAX, t->comm));
-    return r[0] == -r[1];
+    return dt_test_same_bits(buf, bytes, t->comm) == 1;
 }
 
 /* One call: rs == 0 allreduce of `count`, else reduce_scatter of `count` per

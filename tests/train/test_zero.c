@@ -68,8 +68,7 @@ static float *train_in(dt_comm *comm, int zero, int group, run r, int batch, siz
         p = malloc(*n * sizeof(float));
         rc = dt_trainer_gather_params(t, p, dt_comm_world_rank_of(comm, 0));
         if (!rc && zero <= 2) { /* every rank holds the full vector: the same bits everywhere */
-            int same = dt_test_same_on_all(dt_test_hash_bits(DT_TEST_HASH_INIT, dt_model_params(dt_trainer_model(t)), *n),
-                                           comm);
+            int same = dt_test_same_bits(dt_model_params(dt_trainer_model(t)), *n * sizeof(float), comm);
             if (same < 0) rc = same;
             g_same_ranks = same == 1;
         }

@@ -15,7 +15,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "coll_common.h"
 #include "path_model.h"
-#include "comm/comm_internal.h" /* dt_fnv1a */
 
 static double val(int wr, size_t i, uint64_t salt) {
     uint64_t h = hash4(salt, (uint64_t)wr, i, 0xa5);
@@ -24,10 +23,7 @@ static double val(int wr, size_t i, uint64_t salt) {
 }
 
 static int identical_on_group(const tcomm *t, const void *buf, size_t bytes) {
-    uint64_t h = dt_fnv1a(DT_FNV_BASIS, buf, bytes);
-    long long v[2] = {(long long)(h >> 1), -(long long)(h >> 1)}, r[2];
-    CHECK_OK(dt_allreduce(v, r, 2, DT_I64, DT_MAX, t->comm));
-    return r[0] == -r[1];
+    return dt_test_same_bits(buf, bytes, t->comm) == 1;
 }
 
 static int own_path(int path) { return path >= 0 && path != DT_PATH_WIRE_FLAT; }

@@ -25,6 +25,18 @@ rank() {
     esac
 }
 bad=0
+# confined FILE CODE "DIR/ DIR/" WHAT REGEX: outside the folders DIR/ (under
+# src/), the code of FILE must not match REGEX (it names WHAT)
+confined() {
+    local d hits
+    for d in $3; do case $1 in "$d"*) return 0 ;; esac; done
+    hits=$(echo "$2" | grep -n -E "$5")
+    if [ -n "$hits" ]; then
+        echo "check_layers: $1 names $4 outside $(for d in $3; do printf 'src/%s and ' "$d"; done | sed 's/ and $//'):"
+        echo "$hits" | sed 's/^/    /'
+        bad=1
+    fi
+}
 files=$(cd "$src" && find . -name '*.[ch]' | sed 's|^\./||' | sort)
 [ -n "$files" ] || { echo "check_layers: no sources under $src"; exit 1; }
 for f in $files; do
@@ -40,26 +52,10 @@ for f in $files; do
     done
     # code only: drop /* ... */ comments (also across lines) and string literals
     code=$(sed -e ':a' -e '/\/\*/{/\*\//!{N;ba' -e '}}' -e 's|/\*[^*]*\*\+\([^/*][^*]*\*\+\)*/||g' -e 's|"[^"]*"|""|g' "$src/$f")
-    case $f in
-    bootstrap/mpi/*|transport/mpi/*) ;;
-    *)
-        hits=$(echo "$code" | grep -n -E '#[[:space:]]*include[[:space:]]*<mpi\.h>|\bMPI_[A-Za-z_]+|\bdt_mpi_[a-z_]+|\bdt_backend_mpi\b')
-        if [ -n "$hits" ]; then
-            echo "check_layers: $f names MPI outside src/bootstrap/mpi/ and src/transport/mpi/:"
-            echo "$hits" | sed 's/^/    /'
-            bad=1
-        fi ;;
-    esac
-    case $f in
-    core/cuda/*|transport/nccl/*) ;;
-    *)
-        hits=$(echo "$code" | grep -n -E '#[[:space:]]*include[[:space:]]*<(cuda[a-z_]*|nccl)\.h>|\b(cuda|nccl)[A-Z][A-Za-z_]*[[:space:]]*\(')
-        if [ -n "$hits" ]; then
-            echo "check_layers: $f names CUDA or NCCL outside src/core/cuda/ and src/transport/nccl/:"
-            echo "$hits" | sed 's/^/    /'
-            bad=1
-        fi ;;
-    esac
+    confined "$f" "$code" "bootstrap/mpi/ transport/mpi/" MPI \
+        '#[[:space:]]*include[[:space:]]*<mpi\.h>|\bMPI_[A-Za-z_]+|\bdt_mpi_[a-z_]+|\bdt_backend_mpi\b'
+    confined "$f" "$code" "core/cuda/ transport/nccl/" "CUDA or NCCL" \
+        '#[[:space:]]*include[[:space:]]*<(cuda[a-z_]*|nccl)\.h>|\b(cuda|nccl)[A-Z][A-Za-z_]*[[:space:]]*\('
 done
 nusers=0
 if [ -n "$root" ]; then

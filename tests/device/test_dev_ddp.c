@@ -8,11 +8,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "ddp_case.h"
 #include "fake_devnet.h"
+#include "fake_alloc.h"
 #include "fake_device.h"
-
-static void *f_alloc(size_t n) { return fake_dev_malloc(n, 0); }
-static void f_copy(void *d, const void *s, size_t n) { memcpy(d, s, n); }
-static const dev_alloc FAKE = {f_alloc, fake_dev_free, f_copy, f_copy};
 
 int main(int argc, char **argv) {
     int staged = argc > 1 && strcmp(argv[1], "--staged") == 0;

@@ -11,11 +11,8 @@
 #include "coll/coll_internal.h"
 #include "dev_common.h"
 #include "fake_devnet.h"
+#include "fake_alloc.h"
 #include "fake_device.h"
-
-static void *f_alloc(size_t n) { return fake_dev_malloc(n, 0); }
-static void f_copy(void *d, const void *s, size_t n) { memcpy(d, s, n); }
-static const dev_alloc FAKE = {f_alloc, fake_dev_free, f_copy, f_copy};
 
 static int last_kinds(int *k) { return fake_devnet_last(k, 64); }
 
@@ -23,7 +20,7 @@ static void plans(const tcomm *t, const dt_coll_opts *o) {
     int k[64], n;
     size_t P = (size_t)t->n;
     /* a bucket of views into one buffer: one allreduce */
-    float *buf = f_alloc(sizeof(float) * 30);
+    float *buf = fake_alloc_dev(sizeof(float) * 30);
     dt_tensor v[3] = {{buf, 10, DT_F32}, {buf + 10, 5, DT_F32}, {buf + 15, 15, DT_F32}};
     for (int i = 0; i < 30; i++) buf[i] = (float)(ME + i);
     CHECK_OK(dt_allreduce_list_ex(v, v, 3, DT_SUM, t->comm, o, NULL));
@@ -34,7 +31,7 @@ static void plans(const tcomm *t, const dt_coll_opts *o) {
     CHECK(buf[29] == want, "bucket allreduce on %s: %g, want %g", t->name, buf[29], want);
     fake_dev_free(buf);
     /* in-place all_to_all: a copy to scratch, then a send and a receive per peer */
-    int *a = f_alloc(sizeof(int) * P * 3);
+    int *a = fake_alloc_dev(sizeof(int) * P * 3);
     for (size_t i = 0; i < P * 3; i++) a[i] = ME * 1000 + (int)i;
     CHECK_OK(dt_all_to_all_ex(a, a, 3, DT_I32, t->comm, o, NULL));
     n = last_kinds(k);
@@ -106,7 +103,7 @@ static void async_events(const tcomm *t, const dt_coll_opts *o) {
 /* rank 0 calls with another count: DT_ERR_MISMATCH everywhere, "on device memory" */
 static void mismatch(const tcomm *t, const dt_coll_opts *o, const char *label) {
     if (t->n < 2) return;
-    int *a = f_alloc(sizeof(int) * 20);
+    int *a = fake_alloc_dev(sizeof(int) * 20);
     size_t n = t->grank == 0 ? 11 : 10;
     dt_clear_error();
     int rc = dt_allreduce_ex(a, a, n, DT_I32, DT_SUM, t->comm, o, NULL);
@@ -146,7 +143,7 @@ int main(void) {
     /* a rank on host memory, the others on device memory: a mismatch (the
      * kinds meet on the host transport's channel) */
     if (W > 1) {
-        int *h = calloc(8, sizeof(int)), *dv = f_alloc(8 * sizeof(int));
+        int *h = calloc(8, sizeof(int)), *dv = fake_alloc_dev(8 * sizeof(int));
         dt_coll_opts ho = {.mem = DT_MEM_HOST, .stream = NULL};
         dt_clear_error();
         int rc = ME == 0 ? dt_allreduce_ex(h, h, 8, DT_I32, DT_SUM, dt_comm_world(), &ho, NULL)
@@ -164,7 +161,7 @@ int main(void) {
     /* the transport's asynchronous error ends a blocking call (one rank: no
      * watchdog to end the job first) */
     if (W == 1) {
-        int *a = f_alloc(16);
+        int *a = fake_alloc_dev(16);
         fake_devnet_fail("peer 3 vanished");
         CHECK_ERR(dt_allreduce_ex(a, a, 4, DT_I32, DT_SUM, dt_comm_world(), &o, NULL), DT_ERR_BACKEND,
                   "peer 3 vanished");

@@ -1,0 +1,382 @@
+/* tests/fakegpu/fake_cudart.c - the CUDA runtime calls dtrain makes, on the
+ * CPU (fakegpu.h): memory with its kinds, streams and events as checked
+ * handles, copies that check their direction, devices from
+ * DTRAIN_FAKEGPU_DEVICES. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "fakegpu.h"
+
+/* ---- errors and devices ---------------------------------------------------------- */
+
+static _Thread_local cudaError_t t_last = cudaSuccess;
+static _Thread_local int t_dev = 0;
+
+static cudaError_t err(cudaError_t e) {
+    if (e != cudaSuccess) t_last = e;
+    return e;
+}
+
+int fk_device_count(void) {
+    const char *v = getenv("DTRAIN_FAKEGPU_DEVICES");
+    int n = v ? atoi(v) : 1;
+    return n < 0 ? 0 : n;
+}
+
+int fk_current_device(void) { return t_dev; }
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    if (!count) return err(cudaErrorInvalidValue);
+    *count = fk_device_count();
+    if (*count == 0) return err(cudaErrorNoDevice);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *device) {
+    if (!device) return err(cudaErrorInvalidValue);
+    *device = t_dev;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+    if (device < 0 || device >= fk_device_count()) return err(cudaErrorInvalidDevice);
+    t_dev = device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
+    if (!prop) return err(cudaErrorInvalidValue);
+    if (device < 0 || device >= fk_device_count()) return err(cudaErrorInvalidDevice);
+    memset(prop, 0, sizeof *prop);
+    snprintf(prop->name, sizeof prop->name, "dtrain fakegpu %d", device);
+    /* the same device on every process of the machine: the same uuid */
+    memcpy(prop->uuid.bytes, "dtfakegpu-dev", 13);
+    prop->uuid.bytes[15] = (char)device;
+    prop->totalGlobalMem = (size_t)16 << 30;
+    prop->major = 9;
+    prop->multiProcessorCount = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = t_last;
+    t_last = cudaSuccess;
+    return e;
+}
+
+const char *cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
+    default: return "cudaErrorUnknown";
+    }
+}
+
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected (fakegpu: DTRAIN_FAKEGPU_DEVICES=0)";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy (fakegpu: the kinds do not match)";
+    default: return "unknown error";
+    }
+}
+
+/* ---- memory ------------------------------------------------------------------------ */
+
+typedef struct region {
+    char *base;       /* what the caller holds */
+    char *shadow;     /* where the bytes are (device: another mapping; else base) */
+    size_t len;       /* bytes asked for */
+    size_t maplen;    /* device: the mappings' length */
+    int kind, dev;
+} region;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static region *g_reg;
+static size_t g_nreg, g_capreg;
+
+static int reg_add(region r) {
+    pthread_mutex_lock(&g_mu);
+    if (g_nreg == g_capreg) {
+        size_t cap = g_capreg ? 2 * g_capreg : 64;
+        region *n = realloc(g_reg, cap * sizeof *n);
+        if (!n) { pthread_mutex_unlock(&g_mu); return -1; }
+        g_reg = n;
+        g_capreg = cap;
+    }
+    g_reg[g_nreg++] = r;
+    pthread_mutex_unlock(&g_mu);
+    return 0;
+}
+
+/* remove the region starting at p of one of the kinds in mask; 0 if found */
+static int reg_take(const void *p, unsigned mask, region *out) {
+    int found = -1;
+    pthread_mutex_lock(&g_mu);
+    for (size_t i = 0; i < g_nreg; i++)
+        if (g_reg[i].base == p && (mask >> g_reg[i].kind & 1u)) {
+            *out = g_reg[i];
+            g_reg[i] = g_reg[--g_nreg];
+            found = 0;
+            break;
+        }
+    pthread_mutex_unlock(&g_mu);
+    return found;
+}
+
+int fk_mem(const void *p, size_t bytes, int *kind, int *dev, void **host) {
+    const char *q = p;
+    int rc = 0;
+    *kind = FK_UNREG;
+    *dev = -1;
+    *host = (void *)(uintptr_t)p;
+    pthread_mutex_lock(&g_mu);
+    for (size_t i = 0; i < g_nreg; i++) {
+        const region *r = &g_reg[i];
+        size_t span = r->len ? r->len : 1;
+        if (q >= r->base && q < r->base + span) {
+            *kind = r->kind;
+            *dev = r->dev;
+            *host = r->shadow + (q - r->base);
+            if (bytes > r->len - (size_t)(q - r->base)) rc = -1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+static size_t page_round(size_t n) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + pg - 1) / pg * pg;
+}
+
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    if (!p) return err(cudaErrorInvalidValue);
+    *p = NULL;
+    if (fk_device_count() == 0) return err(cudaErrorNoDevice);
+    size_t len = page_round(bytes ? bytes : 1);
+    /* the caller's address: reserved, not accessible; the bytes: a shadow */
+    char *base = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) return err(cudaErrorMemoryAllocation);
+    char *shadow = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (shadow == MAP_FAILED) { munmap(base, len); return err(cudaErrorMemoryAllocation); }
+    memset(shadow, 0xA5, len);
+    region r = {base, shadow, bytes, len, FK_DEVICE, t_dev};
+    if (reg_add(r)) { munmap(base, len); munmap(shadow, len); return err(cudaErrorMemoryAllocation); }
+    *p = base;
+    return cudaSuccess;
+}
+
+static cudaError_t host_kind_alloc(void **p, size_t bytes, int kind) {
+    if (!p) return err(cudaErrorInvalidValue);
+    *p = malloc(bytes ? bytes : 1);
+    if (!*p) return err(cudaErrorMemoryAllocation);
+    region r = {*p, *p, bytes, 0, kind, t_dev};
+    if (reg_add(r)) { free(*p); *p = NULL; return err(cudaErrorMemoryAllocation); }
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocManaged(void **p, size_t bytes, unsigned int flags) {
+    if (fk_device_count() == 0) return err(cudaErrorNoDevice);
+    return host_kind_alloc(p, bytes, FK_MANAGED);
+}
+
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags) { return host_kind_alloc(p, bytes, FK_HOST); }
+
+cudaError_t cudaFree(void *p) {
+    if (!p) return cudaSuccess;
+    region r;
+    if (reg_take(p, 1u << FK_DEVICE | 1u << FK_MANAGED, &r)) return err(cudaErrorInvalidValue);
+    if (r.kind == FK_DEVICE) {
+        munmap(r.base, r.maplen);
+        munmap(r.shadow, r.maplen);
+    } else {
+        free(r.base);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void *p) {
+    if (!p) return cudaSuccess;
+    region r;
+    if (reg_take(p, 1u << FK_HOST, &r)) return err(cudaErrorInvalidValue);
+    free(r.base);
+    return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p) {
+    if (!a) return err(cudaErrorInvalidValue);
+    int kind, dev;
+    void *host;
+    fk_mem(p, 0, &kind, &dev, &host);
+    memset(a, 0, sizeof *a);
+    a->type = (enum cudaMemoryType)kind;
+    a->device = kind == FK_UNREG ? -2 : dev;
+    a->devicePointer = kind == FK_UNREG ? NULL : (void *)(uintptr_t)p;
+    a->hostPointer = kind == FK_HOST || kind == FK_MANAGED ? (void *)(uintptr_t)p : NULL;
+    return cudaSuccess;
+}
+
+/* ---- streams and events ---------------------------------------------------------------- */
+
+enum { STREAM_LIVE = 0x5717ea, EVENT_LIVE = 0xe7e27, DEAD = 0xdead };
+
+/* Handles are never freed (destroyed ones are marked dead and kept on a list,
+ * so that a use after destroy is reported, not undefined). */
+struct CUstream_st { int magic; struct CUstream_st *next; };
+struct CUevent_st { int magic; _Atomic int pending; struct CUevent_st *next; };
+static struct CUstream_st *g_streams;
+static struct CUevent_st *g_events;
+
+int fk_stream_ok(cudaStream_t s) {
+    /* the default stream, the legacy one and the per-thread one */
+    if (s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread) return 1;
+    pthread_mutex_lock(&g_mu);
+    int ok = 0;
+    for (struct CUstream_st *q = g_streams; q; q = q->next)
+        if (q == s) { ok = q->magic == STREAM_LIVE; break; }
+    pthread_mutex_unlock(&g_mu);
+    return ok;
+}
+
+static int event_ok(cudaEvent_t e) {
+    pthread_mutex_lock(&g_mu);
+    int ok = 0;
+    for (struct CUevent_st *q = g_events; q; q = q->next)
+        if (q == e) { ok = q->magic == EVENT_LIVE; break; }
+    pthread_mutex_unlock(&g_mu);
+    return ok;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) {
+    if (!s) return err(cudaErrorInvalidValue);
+    struct CUstream_st *q = calloc(1, sizeof *q);
+    if (!q) return err(cudaErrorMemoryAllocation);
+    q->magic = STREAM_LIVE;
+    pthread_mutex_lock(&g_mu);
+    q->next = g_streams;
+    g_streams = q;
+    pthread_mutex_unlock(&g_mu);
+    *s = q;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    if (s == NULL || !fk_stream_ok(s)) return err(cudaErrorInvalidResourceHandle);
+    pthread_mutex_lock(&g_mu);
+    s->magic = DEAD;
+    pthread_mutex_unlock(&g_mu);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    return fk_stream_ok(s) ? cudaSuccess : err(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
+    if (!e) return err(cudaErrorInvalidValue);
+    struct CUevent_st *q = calloc(1, sizeof *q);
+    if (!q) return err(cudaErrorMemoryAllocation);
+    q->magic = EVENT_LIVE;
+    pthread_mutex_lock(&g_mu);
+    q->next = g_events;
+    g_events = q;
+    pthread_mutex_unlock(&g_mu);
+    *e = q;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    if (!event_ok(e)) return err(cudaErrorInvalidResourceHandle);
+    pthread_mutex_lock(&g_mu);
+    e->magic = DEAD;
+    pthread_mutex_unlock(&g_mu);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    if (!event_ok(e) || !fk_stream_ok(s)) return err(cudaErrorInvalidResourceHandle);
+    e->pending = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    if (!event_ok(e)) return err(cudaErrorInvalidResourceHandle);
+    if (atomic_exchange(&e->pending, 0)) return err(cudaErrorNotReady);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
+    if (!event_ok(e) || !fk_stream_ok(s)) return err(cudaErrorInvalidResourceHandle);
+    return cudaSuccess;
+}
+
+/* ---- copies and memset ------------------------------------------------------------------- */
+
+static int on_device(int kind) { return kind == FK_DEVICE || kind == FK_MANAGED; }
+static int on_host(int kind) { return kind != FK_DEVICE; }
+
+static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) {
+    if (!fk_stream_ok(s)) return err(cudaErrorInvalidResourceHandle);
+    if (n == 0) return cudaSuccess;
+    if (!dst || !src) return err(cudaErrorInvalidValue);
+    int dk, sk, dd, sd;
+    void *dh, *sh;
+    if (fk_mem(dst, n, &dk, &dd, &dh) || fk_mem(src, n, &sk, &sd, &sh)) return err(cudaErrorInvalidValue);
+    int ok;
+    switch (kind) {
+    case cudaMemcpyHostToDevice: ok = on_host(sk) && on_device(dk); break;
+    case cudaMemcpyDeviceToHost: ok = on_device(sk) && on_host(dk); break;
+    case cudaMemcpyDeviceToDevice: ok = on_device(sk) && on_device(dk); break;
+    case cudaMemcpyHostToHost: ok = on_host(sk) && on_host(dk); break;
+    case cudaMemcpyDefault: ok = 1; break;
+    default: ok = 0; break;
+    }
+    if (!ok) return err(cudaErrorInvalidMemcpyDirection);
+    memmove(dh, sh, n);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
+    return copy(dst, src, n, kind, NULL);
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) {
+    return copy(dst, src, n, kind, s);
+}
+
+static cudaError_t set(void *p, int value, size_t n, cudaStream_t s) {
+    if (!fk_stream_ok(s)) return err(cudaErrorInvalidResourceHandle);
+    if (n == 0) return cudaSuccess;
+    int k, d;
+    void *h;
+    if (fk_mem(p, n, &k, &d, &h) || !on_device(k)) return err(cudaErrorInvalidValue);
+    memset(h, value, n);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void *p, int value, size_t n) { return set(p, value, n, NULL); }
+
+cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s) { return set(p, value, n, s); }

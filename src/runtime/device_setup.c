@@ -127,7 +127,14 @@ int dt_device_setup(dt_comm *world, int path) {
     if (rc) {
         world->dev = NULL;
         world->dev_impl = NULL;
-        if (want == DT_DEVPATH_NCCL) return rc;
+        if (want == DT_DEVPATH_NCCL) {
+            if (!why[0]) return rc;
+            /* forced on ranks that share a GPU: dtrain's diagnosis, then NCCL's */
+            char nccl[768];
+            const char *m = dt_last_error();
+            snprintf(nccl, sizeof nccl, "%s", strncmp(m, "dtrain: ", 8) == 0 ? m + 8 : m);
+            return dt_error(rc, "dt_init", "DTRAIN_DEVICE_PATH=nccl, but %s, and NCCL refused: %s", why, nccl);
+        }
         /* auto: staged after all (every rank got the same verdict), said once */
         if (b->rank == 0)
             fprintf(stderr, "dtrain: device memory takes the staged path: %s (DTRAIN_DEVICE_PATH=%s)\n",

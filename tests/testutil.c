@@ -18,9 +18,10 @@ void dt_test_fail(const char *file, int line, const char *fmt, ...) {
 }
 
 int dt_test_finish(const char *name) {
-    if (dt_test_rank <= 0 || dt_test_failed)
-        printf("%s%s%d: %d passed, %d failed\n", name, dt_test_rank >= 0 ? " rank " : "",
-               dt_test_rank >= 0 ? dt_test_rank : 0, dt_test_passed, dt_test_failed);
+    if (dt_test_rank >= 0 && (dt_test_rank == 0 || dt_test_failed))
+        printf("%s rank %d: %d passed, %d failed\n", name, dt_test_rank, dt_test_passed, dt_test_failed);
+    else if (dt_test_rank < 0) /* no dt_init: no rank */
+        printf("%s: %d passed, %d failed\n", name, dt_test_passed, dt_test_failed);
     fflush(stdout);
     return dt_test_failed ? 1 : 0;
 }

@@ -94,7 +94,10 @@
  *    (README).
  *  - Over NCCL, the operation is enqueued on dt_coll_opts.stream (NULL: the
  *    default stream), after the work already queued there; buffers must lie
- *    on the device of the communicator (the current device at dt_init).
+ *    on the device of the communicator (the current device at dt_init) and
+ *    start at a multiple of their element size (NCCL's kernels load whole
+ *    elements; dtrain does not check this, and a misaligned buffer ends in
+ *    NCCL's or CUDA's error, reported by the watchdog).
  *    Fingerprint checks run on the host before anything is enqueued (over the
  *    world's transport under MPI; over the bootstrap for communicators of the
  *    whole world, else over a second NCCL communicator of the same members).

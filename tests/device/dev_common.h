@@ -17,6 +17,11 @@ typedef struct dev_alloc {
     void (*d2h)(void *dst, const void *src, size_t n);
 } dev_alloc;
 
+/* Tensors packed in one allocation start at multiples of 16 bytes, as an
+ * allocator would place them: NCCL's kernels load whole elements, so a device
+ * tensor must be aligned to its element size (coll.h, "Device memory"). */
+static inline size_t pad16(size_t bytes) { return (bytes + 15) & ~(size_t)15; }
+
 typedef struct dev_job {
     job_t j;
     char *ds, *dr;     /* device mirrors of j.sbuf / j.rbuf */
@@ -158,8 +163,8 @@ static inline void dev_lists(const tcomm *t, const dev_alloc *a, const dt_coll_o
             size_t off_in = 0, off_out = 0, need_in = 0, need_out = 0;
             for (int i = 0; i < NT; i++) {
                 size_t es = dt_dtype_size(dts[i]);
-                need_in += (which == 2 ? n : 1) * cnt[i] * es;
-                need_out += (which == 1 ? n : 1) * cnt[i] * es;
+                need_in += pad16((which == 2 ? n : 1) * cnt[i] * es);
+                need_out += pad16((which == 1 ? n : 1) * cnt[i] * es);
             }
             if (packed) { pool_in = a->alloc(need_in); pool_out = a->alloc(need_out); }
             for (int i = 0; i < NT; i++) {
@@ -171,8 +176,8 @@ static inline void dev_lists(const tcomm *t, const dev_alloc *a, const dt_coll_o
                 gen_buf(dts[i], which == 1 ? GEN_RAW : gen_for(op), ME, 0, ic, (uint64_t)(i + 1) * 77, hin[i]);
                 din[i] = packed ? pool_in + off_in : a->alloc(ic * es);
                 dout[i] = packed ? pool_out + off_out : a->alloc(oc * es);
-                off_in += ic * es;
-                off_out += oc * es;
+                off_in += pad16(ic * es);
+                off_out += pad16(oc * es);
                 a->h2d(din[i], hin[i], ic * es);
                 in[i] = (dt_tensor){din[i], ic, dts[i]};
                 out[i] = (dt_tensor){dout[i], oc, dts[i]};

@@ -239,54 +239,64 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void
 
 enum { STREAM_LIVE = 0x5717ea, EVENT_LIVE = 0xe7e27, DEAD = 0xdead };
 
-/* Handles are never freed (destroyed ones are marked dead and kept on a list,
- * so that a use after destroy is reported, not undefined). */
-struct CUstream_st { int magic; struct CUstream_st *next; };
-struct CUevent_st { int magic; _Atomic int pending; struct CUevent_st *next; };
-static struct CUstream_st *g_streams;
-static struct CUevent_st *g_events;
+/* Streams and events are handles of one registry. They are never freed
+ * (destroyed ones are marked dead and stay on the list, so that a use after
+ * destroy is reported, not undefined). */
+typedef struct handle {
+    int magic;               /* STREAM_LIVE, EVENT_LIVE or DEAD */
+    _Atomic int pending;     /* events: recorded and not yet queried */
+    struct handle *next;
+} handle;
+struct CUstream_st { handle h; };
+struct CUevent_st { handle h; };
+static handle *g_handles;
+
+static handle *handle_new(int magic) {
+    handle *q = calloc(1, sizeof *q); /* a CUstream_st or CUevent_st: a handle and nothing else */
+    if (!q) return NULL;
+    q->magic = magic;
+    pthread_mutex_lock(&g_mu);
+    q->next = g_handles;
+    g_handles = q;
+    pthread_mutex_unlock(&g_mu);
+    return q;
+}
+
+/* 1 if p is a handle of the registry with this magic (live of its kind);
+ * with kill, it is marked dead */
+static int handle_live(const void *p, int magic, int kill) {
+    pthread_mutex_lock(&g_mu);
+    int ok = 0;
+    for (handle *q = g_handles; q; q = q->next)
+        if ((const void *)q == p) {
+            ok = q->magic == magic;
+            if (ok && kill) q->magic = DEAD;
+            break;
+        }
+    pthread_mutex_unlock(&g_mu);
+    return ok;
+}
 
 int fk_stream_ok(cudaStream_t s) {
     /* the default stream, the legacy one and the per-thread one */
     if (s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread) return 1;
-    pthread_mutex_lock(&g_mu);
-    int ok = 0;
-    for (struct CUstream_st *q = g_streams; q; q = q->next)
-        if (q == s) { ok = q->magic == STREAM_LIVE; break; }
-    pthread_mutex_unlock(&g_mu);
-    return ok;
+    return handle_live(s, STREAM_LIVE, 0);
 }
 
-static int event_ok(cudaEvent_t e) {
-    pthread_mutex_lock(&g_mu);
-    int ok = 0;
-    for (struct CUevent_st *q = g_events; q; q = q->next)
-        if (q == e) { ok = q->magic == EVENT_LIVE; break; }
-    pthread_mutex_unlock(&g_mu);
-    return ok;
-}
+static int event_ok(cudaEvent_t e) { return handle_live(e, EVENT_LIVE, 0); }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) {
     if (!s) return err(cudaErrorInvalidValue);
-    struct CUstream_st *q = calloc(1, sizeof *q);
+    handle *q = handle_new(STREAM_LIVE);
     if (!q) return err(cudaErrorMemoryAllocation);
-    q->magic = STREAM_LIVE;
-    pthread_mutex_lock(&g_mu);
-    q->next = g_streams;
-    g_streams = q;
-    pthread_mutex_unlock(&g_mu);
-    *s = q;
+    *s = (struct CUstream_st *)q;
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
 
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
-    if (s == NULL || !fk_stream_ok(s)) return err(cudaErrorInvalidResourceHandle);
-    pthread_mutex_lock(&g_mu);
-    s->magic = DEAD;
-    pthread_mutex_unlock(&g_mu);
-    return cudaSuccess;
+    return handle_live(s, STREAM_LIVE, 1) ? cudaSuccess : err(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
@@ -297,34 +307,25 @@ cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
     if (!e) return err(cudaErrorInvalidValue);
-    struct CUevent_st *q = calloc(1, sizeof *q);
+    handle *q = handle_new(EVENT_LIVE);
     if (!q) return err(cudaErrorMemoryAllocation);
-    q->magic = EVENT_LIVE;
-    pthread_mutex_lock(&g_mu);
-    q->next = g_events;
-    g_events = q;
-    pthread_mutex_unlock(&g_mu);
-    *e = q;
+    *e = (struct CUevent_st *)q;
     return cudaSuccess;
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
-    if (!event_ok(e)) return err(cudaErrorInvalidResourceHandle);
-    pthread_mutex_lock(&g_mu);
-    e->magic = DEAD;
-    pthread_mutex_unlock(&g_mu);
-    return cudaSuccess;
+    return handle_live(e, EVENT_LIVE, 1) ? cudaSuccess : err(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (!event_ok(e) || !fk_stream_ok(s)) return err(cudaErrorInvalidResourceHandle);
-    e->pending = 1;
+    e->h.pending = 1;
     return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t e) {
     if (!event_ok(e)) return err(cudaErrorInvalidResourceHandle);
-    if (atomic_exchange(&e->pending, 0)) return err(cudaErrorNotReady);
+    if (atomic_exchange(&e->h.pending, 0)) return err(cudaErrorNotReady);
     return cudaSuccess;
 }
 

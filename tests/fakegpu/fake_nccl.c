@@ -15,8 +15,6 @@
 #include "fake_shm.h"
 #include "fakegpu.h"
 
-enum { COMM_LIVE = 0xcc11 };
-
 static _Thread_local char t_last[384];
 
 /* ---- results and errors ---------------------------------------------------------------- */
@@ -51,7 +49,7 @@ ncclResult_t ncclGetVersion(int *v) {
     return ncclSuccess;
 }
 
-static int comm_ok(ncclComm_t c) { return c && c->magic == COMM_LIVE; }
+static int comm_ok(ncclComm_t c) { return c && c->magic == FK_COMM_LIVE; }
 #define COMM(c) do { if (!comm_ok(c)) return fail(NULL, ncclInvalidArgument, "fakegpu: %s: not a live communicator", __func__); } while (0)
 
 /* ---- communicators ----------------------------------------------------------------------------- */
@@ -203,9 +201,6 @@ static ncclResult_t dev_buf(ncclComm_t c, const void *p, size_t bytes, const cha
     *host = h;
     return ncclSuccess;
 }
-
-static ncclResult_t enqueue(int kind, const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op, int root,
-                            ncclComm_t c, cudaStream_t st);
 
 static ncclResult_t run_ops(fk_op *q, size_t n);
 

@@ -15,8 +15,6 @@
 #include <unistd.h>
 #include "fake_shm.h"
 
-enum { COMM_LIVE = 0xcc11 };
-
 /* ---- the segment ---------------------------------------------------------------------- */
 
 static size_t slots_off(void) { return (sizeof(fk_shared) + 4095) / 4096 * 4096; }
@@ -90,7 +88,7 @@ ncclResult_t fk_open(const char *name, int n, int rank, int dev, struct ncclComm
     }
     struct ncclComm *c = calloc(1, sizeof *c);
     if (!c) { munmap(m, len); return ncclSystemError; }
-    c->magic = COMM_LIVE;
+    c->magic = FK_COMM_LIVE;
     snprintf(c->name, sizeof c->name, "%s", name);
     c->n = n;
     c->rank = rank;

@@ -27,6 +27,8 @@ typedef struct fk_shared {
     uint64_t where[FK_MAXR];       /* host and device of each rank */
 } fk_shared;
 
+enum { FK_COMM_LIVE = 0xcc11 }; /* ncclComm.magic of a live communicator */
+
 struct ncclComm {
     int magic;
     char name[160];

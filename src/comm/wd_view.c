@@ -426,19 +426,30 @@ void dt_wd_report_stall(const wd_view *me, uint64_t now) {
     for (int i = 0; i < n; i++) remote |= !local(mem[i]);
     if (remote) refresh(-1, now, 1500);
     now = dt_wd_now();
-    int na = 0, nfar = 0, nnot = 0, nstop = 0;
+    int na = 0, nfar = 0, nnot = 0, nstop = 0, npast = 0;
     for (int i = 0; i < n; i++) {
         int w = mem[i];
         if (w == g_wd_rank) { arr[na++] = w; continue; }
         wd_view p;
         if (!view_of(w, &p, now, 1)) { far[nfar++] = w; continue; }
         const char *ps = pstate_words(p.pstate);
-        if (arrived(&p, me, 0) == 1 || (p.in_op && p.kind == me->kind && p.cid == me->cid && p.seq == me->seq &&
-                                        p.state == ST_RUNNING)) {
+        int still = p.in_op && p.kind == me->kind && p.cid == me->cid && p.seq == me->seq && p.state == ST_RUNNING;
+        if (still || arrived(&p, me, 0) == 1) {
             arr[na++] = w;
             if (ps && (stopped(&p) || p.pstate == 'D')) {
                 nstop++;
                 ADD(nb, kn, "dtrain:   arrived, but cannot go on: %s: its process is %s\n", who(a, sizeof a, w, p.pid), ps);
+            } else if (!still) { /* it completed this call: where it is now */
+                npast++;
+                ADD(nb, kn, "dtrain:   completed it and went on: %s: ", who(a, sizeof a, w, p.pid));
+                if (p.state == ST_RUNNING && p.in_op) {
+                    describe(tmp, sizeof tmp, &p);
+                    ADD(nb, kn, "waiting in %s for %.1f s\n", tmp, secs(p.age_start));
+                } else if (p.state == ST_RUNNING) {
+                    ADD(nb, kn, "not in a dtrain call for %.1f s\n", secs(p.age_end));
+                } else {
+                    ADD(nb, kn, "%s\n", p.state == ST_FINALIZING ? "in dt_finalize" : "finalized or exited");
+                }
             }
             continue;
         }
@@ -478,6 +489,9 @@ void dt_wd_report_stall(const wd_view *me, uint64_t now) {
     if (!nnot && !nfar && n > 0) {
         if (nstop) ADD(b, k, "dtrain:   every rank of the group has arrived, but a stopped rank cannot go on: "
                               "continue it (kill -CONT PID) or end the job\n");
+        else if (npast)
+            ADD(b, k, "dtrain:   every rank of the group has arrived and %d of them completed it (above): the "
+                      "transport holds the others\n", npast);
         else ADD(b, k, "dtrain:   every rank of the group has arrived: the transport itself is stuck\n");
     }
     if (n == 0) ADD(b, k, "dtrain:   (members of the communicator unknown)\n");

@@ -376,19 +376,38 @@ void dt_shm_fence(void) {
 
 static _Atomic uint64_t *counter(const mpi_shm *s, int q) { return (_Atomic uint64_t *)(void *)s->ctrl[q]; }
 
+/* MPI's progress while a rank waits here. An MPI call may return before its
+ * data has left the process: Open MPI completes a send once the transport
+ * holds the data, and the transport pushes it out only while the process is
+ * inside MPI (weak progress). A rank that completed, say, MPI_Reduce and then
+ * waits here for a host-mate that still waits inside that MPI_Reduce for the
+ * rest of the first rank's data would wait forever (seen: 2 hosts x 2 ranks,
+ * the leaves of MPI_Reduce's binomial tree in the next call's barrier, the
+ * other two in MPI_Reduce, until the watchdog's timeout). So the wait calls
+ * into MPI now and then: MPI_Iprobe on MPI_COMM_SELF matches nothing dtrain
+ * sends, takes nothing from anyone, and runs MPI's progress engine. */
+static void mpi_progress(void) {
+    int flag = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
+}
+
 /* Barrier over the window: publish my count (release: my stores to my buffer
  * before it are visible to whoever sees it), wait until every peer's count
  * has reached it (acquire). Waiting yields the processor after a short spin,
  * so that a rank with more threads than cores (computing while its
- * communication thread waits here) keeps its compute thread running. */
+ * communication thread waits here) keeps its compute thread running, and
+ * from then on lets MPI progress every 16th time (mpi_progress). */
 void dt_shm_sync(mpi_shm *s) {
     int me = s->me;
     uint64_t t = ++s->seq;
     atomic_store_explicit(counter(s, me), t, memory_order_release);
     for (int q = 0; q < s->p; q++) {
         if (q == me) continue;
-        for (unsigned spin = 0; atomic_load_explicit(counter(s, q), memory_order_acquire) < t; spin++)
-            if (spin >= 100) sched_yield();
+        for (unsigned spin = 0; atomic_load_explicit(counter(s, q), memory_order_acquire) < t; spin++) {
+            if (spin < 100) continue;
+            sched_yield();
+            if (spin % 16 == 0) mpi_progress();
+        }
     }
 }
 

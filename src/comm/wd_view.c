@@ -146,6 +146,28 @@ static void doing(char *buf, size_t cap, const wd_view *v) {
     }
 }
 
+/* Where rank v->world_rank is now, for the stall report: "waiting in X for N s",
+ * "not in a dtrain call for N s; its last call was X #S on C", "in
+ * dt_finalize", "dead (its process is gone)", ... */
+static void where_now(char *buf, size_t cap, const wd_view *v) {
+    char what[256], cn[96];
+    if (v->state == ST_EXITED) snprintf(buf, cap, "exited without calling dt_finalize");
+    else if ((v->state == ST_RUNNING || v->state == ST_FINALIZING) && v->gone)
+        snprintf(buf, cap, "dead (its process is gone)");
+    else if (v->state == ST_FINALIZING) snprintf(buf, cap, "in dt_finalize");
+    else if (v->state == ST_FINALIZED) snprintf(buf, cap, "finalized");
+    else if (v->in_op) {
+        describe(what, sizeof what, v);
+        snprintf(buf, cap, "waiting in %s for %.1f s", what, secs(v->age_start));
+    } else if (v->t_end_raw) {
+        snprintf(buf, cap, "not in a dtrain call for %.1f s; its last call was %s #%llu on %s", secs(v->age_end),
+                 dt_op_kind_name((int)v->last_kind), (unsigned long long)v->last_seq,
+                 dt_reg_name_of((uint32_t)v->last_cid, v->world_rank, cn, sizeof cn));
+    } else {
+        snprintf(buf, cap, "has made no dtrain call yet");
+    }
+}
+
 static const char *pstate_words(char st) {
     switch (st) {
     case 'T': return "stopped (/proc state T: SIGSTOP, SIGTSTP or a debugger; SIGCONT resumes it)";
@@ -393,7 +415,7 @@ void dt_wd_analyse(const wd_view *me, uint64_t now) {
 /* ---- the stall report ------------------------------------------------------------ */
 
 void dt_wd_report_stall(const wd_view *me, uint64_t now) {
-    char what[256], tmp[256], a[160];
+    char what[256], at[512], a[160];
     uint64_t prev;
     int first = dt_wd_claim_report(-1, &prev);
     describe(what, sizeof what, me);
@@ -441,35 +463,15 @@ void dt_wd_report_stall(const wd_view *me, uint64_t now) {
                 ADD(nb, kn, "dtrain:   arrived, but cannot go on: %s: its process is %s\n", who(a, sizeof a, w, p.pid), ps);
             } else if (!still) { /* it completed this call: where it is now */
                 npast++;
-                ADD(nb, kn, "dtrain:   completed it and went on: %s: ", who(a, sizeof a, w, p.pid));
-                if (p.state == ST_RUNNING && p.in_op) {
-                    describe(tmp, sizeof tmp, &p);
-                    ADD(nb, kn, "waiting in %s for %.1f s\n", tmp, secs(p.age_start));
-                } else if (p.state == ST_RUNNING) {
-                    ADD(nb, kn, "not in a dtrain call for %.1f s\n", secs(p.age_end));
-                } else {
-                    ADD(nb, kn, "%s\n", p.state == ST_FINALIZING ? "in dt_finalize" : "finalized or exited");
-                }
+                where_now(at, sizeof at, &p);
+                ADD(nb, kn, "dtrain:   completed it and went on: %s: %s\n", who(a, sizeof a, w, p.pid), at);
             }
             continue;
         }
         nnot++;
         ADD(nb, kn, "dtrain:   not arrived: %s: ", who(a, sizeof a, w, p.pid));
-        if (p.state == ST_EXITED) ADD(nb, kn, "exited without calling dt_finalize");
-        else if ((p.state == ST_RUNNING || p.state == ST_FINALIZING) && p.gone) ADD(nb, kn, "dead (its process is gone)");
-        else if (p.state == ST_FINALIZING) ADD(nb, kn, "in dt_finalize");
-        else if (p.state == ST_FINALIZED) ADD(nb, kn, "finalized");
-        else if (p.in_op) {
-            describe(tmp, sizeof tmp, &p);
-            ADD(nb, kn, "waiting in %s for %.1f s", tmp, secs(p.age_start));
-        } else if (p.t_end_raw) {
-            char cn[96];
-            ADD(nb, kn, "not in a dtrain call for %.1f s; its last call was %s #%llu on %s", secs(p.age_end),
-                dt_op_kind_name((int)p.last_kind), (unsigned long long)p.last_seq,
-                dt_reg_name_of((uint32_t)p.last_cid, w, cn, sizeof cn));
-        } else {
-            ADD(nb, kn, "has made no dtrain call yet");
-        }
+        where_now(at, sizeof at, &p);
+        ADD(nb, kn, "%s", at);
         if (ps && !p.gone) ADD(nb, kn, "; its process is %s", ps);
         else if (p.age_heartbeat > 5000000000ull && !p.gone)
             ADD(nb, kn, " (its watchdog has not run for %.1f s: process stopped or starved?)", secs(p.age_heartbeat));

@@ -34,7 +34,7 @@ int main(int argc, char **argv) {
         CHECK_OK(dt_reduce(x, y, count, DT_F32, DT_AVG, root, w));
         for (size_t i = 0; me == root && i < count; i++) {
             double want = (double)((int)(i % 7) + it) * (n + 1) / 2.0;
-            bad += (double)y[i] != (double)(float)want;
+            bad += y[i] != (float)want;
         }
         for (size_t i = 0; i < count; i++) x[i] = (float)(me * (int)(i % 7) + it);
         CHECK_OK(dt_allreduce(x, y, count, DT_F32, DT_MAX, w));

@@ -123,11 +123,16 @@
  *    DT_ABORT_EXIT_CODE: the only place where the library ends the process
  *    itself. It first tells the other hosts' ranks (they print "the job ends:
  *    rank R (host H) reported: <its first line>" and end too). Under MPI the
- *    end is MPI_Abort, which ends every rank on every host (the watchdog never
- *    calls MPI otherwise). Under the tcp bootstrap (torchrun, srun without
- *    MPI) the rank tells rank 0 (rank 0: every rank) and exits; ranks inside a
- *    bootstrap exchange fail naming it, the others are ended by the notice,
- *    their launcher or their own watchdog.
+ *    rank then ends its own process with that exit code, without calling MPI
+ *    (not MPI_Abort: the application's thread may be inside MPI at that
+ *    moment, which MPI_THREAD_SERIALIZED forbids a second thread to join);
+ *    mpirun ends the job's other ranks when one exits non-zero before
+ *    MPI_Finalize, and where a launcher would not, their own watchdogs see
+ *    the rank lost and end them. The watchdog never calls MPI. Under the tcp
+ *    bootstrap (torchrun, srun without MPI) the rank tells rank 0 (rank 0:
+ *    every rank) and exits; ranks inside a bootstrap exchange fail naming it,
+ *    the others are ended by the notice, their launcher or their own
+ *    watchdog.
  *
  * 3. Dead ranks, departed ranks, waits in a circle (at once, no timeout).
  *    The watchdog also watches the other processes of its host (a pidfd per

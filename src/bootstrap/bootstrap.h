@@ -84,7 +84,9 @@ const dt_boot *dt_boot_get(void);
 int dt_boot_allgather(const void *mine, void *all, size_t bytes);
 int dt_boot_barrier(void);
 /* End the job with status `code` (any thread; without an open bootstrap:
- * this process only). Never returns. */
+ * this process only). Under MPI this process ends itself without an MPI call
+ * (boot_mpi.c says why) and the launcher or the other ranks' watchdogs end
+ * the others. Never returns. */
 _Noreturn void dt_boot_abort(int code);
 /* Close the open bootstrap (no-op if none); clean as for dt_boot_ops.close. */
 int dt_boot_close(int clean);

@@ -17,7 +17,7 @@
  *
  * The watchdog thread (started by dt_init, joined by dt_finalize) never calls
  * a transport, and the bootstrap only to abort the job (dt_boot_abort: under
- * MPI, MPI_Abort). It sleeps in poll() on a wake-up pipe and on a pidfd of
+ * MPI, an _exit without MPI, boot_mpi.c). It sleeps in poll() on a wake-up pipe and on a pidfd of
  * every other local rank (kill(pid, 0) polling where pidfds are missing), and
  *  - when a local peer's process ends while its slot does not say it entered
  *    dt_finalize, prints one line naming the lost rank, tells the other hosts

@@ -185,50 +185,56 @@ fault)
     # the loss on host 2 through the watchdogs' side channel, not by a timeout
     # (ranks 0 and 1 run on host 1)
     lost_on_h1="dtrain: rank [01]: lost rank $rank \\(pid [0-9]+, host $h2\\)"
+    # the watchdog ends a job without calling MPI (boot_mpi.c, mb_abort): no
+    # MPI_Abort message, nor Open MPI's errors printing one, in any case
+    noabort=(-n "MPI_ABORT|ORTE_ERROR_LOG")
     rc=0
     case $what in
     kill) # the lost rank's host-mate reports it (dtrain), or mpirun does
-        sh "$expect" 13 -e "lost rank $rank \\(pid [0-9]+, host $h2\\)|process rank $rank with PID [0-9]+ on node $h2" \
+        sh "$expect" 13 "${noabort[@]}" -e "lost rank $rank \\(pid [0-9]+, host $h2\\)|process rank $rank with PID [0-9]+ on node $h2" \
             -- "$H" run -- -np 4 "$prog" kill > "$TMP/out" 2>&1 || rc=$?
         ;;
     kill-recovery) # mpirun told not to end the job (as other launchers may
-        # not): the ranks on host 1 learn of it at once and name it
-        DTRAIN_TIMEOUT=30 sh "$expect" 13 -z -e "$lost_on_h1: the process died" -n "STALL" \
+        # not): the ranks on host 1 learn of it at once and name it, and every
+        # rank ends. In this mode mpirun itself waits on after every rank of a
+        # 2 x 2 job has exited (Open MPI 4.1), so the job counts as ended when
+        # its fault_prog processes have (-p) (the same below)
+        DTRAIN_TIMEOUT=30 sh "$expect" 13 "${noabort[@]}" -p fault_prog -e "$lost_on_h1: the process died" -n "STALL" \
             -- "$H" run -- -np 4 --mca orte_enable_recovery 1 "$prog" kill > "$TMP/out" 2>&1 || rc=$?
         ;;
     kill-recovery-2x1) # one rank per host (rank RANK must be 1): no host-mate to see the death,
         # the other host's watchdog learns it from the closed side channel
-        DTRAIN_TIMEOUT=30 sh "$expect" 13 -z -e "$lost_on_h1" -n "STALL" \
+        DTRAIN_TIMEOUT=30 sh "$expect" 13 "${noabort[@]}" -p fault_prog -e "$lost_on_h1" -n "STALL" \
             -- "$H" run -- -np 2 -H "${NAMES[0]}:1,${NAMES[1]}:1" --mca orte_enable_recovery 1 "$prog" kill \
             > "$TMP/out" 2>&1 || rc=$?
         ;;
     exit-recovery) # exit() without dt_finalize on host 2
         # (a rank slow to exit -- a sanitizer's leak scan -- is seen announcing its exit
         # while alive: host 1 then relays host 2's "left the job" report)
-        DTRAIN_TIMEOUT=30 sh "$expect" 13 -z \
+        DTRAIN_TIMEOUT=30 sh "$expect" 13 "${noabort[@]}" -p fault_prog \
             -e "$lost_on_h1: the process exited without calling dt_finalize|dtrain: rank [01] \\(host ${NAMES[0]}\\): the job ends: rank [23] \\(host $h2\\) reported: dtrain: rank $rank \\(pid [0-9]+, host $h2\\) left the job: it exited without calling dt_finalize" \
             -n "STALL" -- "$H" run -- -np 4 --mca orte_enable_recovery 1 "$prog" exit > "$TMP/out" 2>&1 || rc=$?
         ;;
     skipfin) # an early dt_finalize on host 2: the others expect it
-        DTRAIN_TIMEOUT=30 sh "$expect" 13 -e "rank $rank \\(pid [0-9]+, host $h2\\) left the job: it is in dt_finalize" \
+        DTRAIN_TIMEOUT=30 sh "$expect" 13 "${noabort[@]}" -e "rank $rank \\(pid [0-9]+, host $h2\\) left the job: it is in dt_finalize" \
             -n "STALL" -- "$H" run -- -np 4 "$prog" skipfin > "$TMP/out" 2>&1 || rc=$?
         ;;
     stop) # alive but silent: every full stall report names it, its host and
         # its state, whichever host printed it
-        sh "$expect" 20 -e "STALL on rank [0-9]+ \\(host " \
+        sh "$expect" 20 "${noabort[@]}" -e "STALL on rank [0-9]+ \\(host " \
             -e "not arrived: rank $rank \\(pid [0-9]+, host $h2\\): .*stopped \\(/proc state T" \
             -- "$H" run -- -np 4 "$prog" stop > "$TMP/out" 2>&1 || rc=$?
         ;;
     stopin) # stopped inside a collective every rank entered: every full
         # report says so, none blames the transport
-        sh "$expect" 20 -e "STALL on rank [0-9]+ \\(host " \
+        sh "$expect" 20 "${noabort[@]}" -e "STALL on rank [0-9]+ \\(host " \
             -e "arrived, but cannot go on: rank $rank \\(pid [0-9]+, host $h2\\): its process is stopped \\(/proc state T" \
             -n "the transport itself is stuck" \
             -- "$H" run -- -np 4 "$prog" stopin > "$TMP/out" 2>&1 || rc=$?
         ;;
     mis-p2p) # rank 0 (host 1) sends to RANK (host 2), which calls a collective:
         # waits in a circle across hosts, seen at once
-        DTRAIN_TIMEOUT=30 sh "$expect" 13 -e "collective mismatch across communicators" \
+        DTRAIN_TIMEOUT=30 sh "$expect" 13 "${noabort[@]}" -e "collective mismatch across communicators" \
             -e "rank 0 \\(pid [0-9]+, host ${NAMES[0]}\\) waits in send\\(f32, count 16384, to rank $rank\\) #1 on world for rank $rank" \
             -e "rank $rank \\(pid [0-9]+, host $h2\\) waits in allreduce\\(f32, count 16384, avg\\) #61 on world for rank 0" \
             -n "STALL" -- "$H" run -- -np 4 "$prog" mis_p2p > "$TMP/out" 2>&1 || rc=$?

@@ -3,13 +3,15 @@
  * initialised MPI itself; then dtrain leaves finalisation to it), the ranks
  * of MPI_COMM_WORLD, hosts from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)
  * (the ranks that can share memory), and its exchanges on a duplicate of
- * MPI_COMM_WORLD of its own. Abort is MPI_Abort: the launcher ends every
- * process of the job, on every host. */
+ * MPI_COMM_WORLD of its own. Abort ends this process without calling MPI
+ * (mb_abort says why); the launcher and the other ranks' watchdogs end the
+ * rest of the job. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "bootstrap/bootstrap.h"
 #include "core/error.h"
 
@@ -90,7 +92,22 @@ out:
     return rc;
 }
 
-static void mb_abort(dt_boot *b, int code) { MPI_Abort(MPI_COMM_WORLD, code); }
+/* The watchdog's thread calls this (dt_boot_abort) while the application's
+ * thread may be inside MPI: in the very collective that stalled, or in one
+ * whose peer died. At MPI_THREAD_SERIALIZED, the level dtrain asks for, no
+ * second thread may call MPI then, MPI_Abort included; with Open MPI 4.1 such
+ * an MPI_Abort crashed now and then (SIGSEGV in opal_show_help_yylex: its
+ * message and the TCP transport's "peer hung up", printed by the other thread,
+ * parsed at once by a parser that is not reentrant). So the process ends
+ * itself without MPI, with status `code`. mpirun ends the job when a rank
+ * exits non-zero before MPI_Finalize; where the launcher would not
+ * (mpirun --mca orte_enable_recovery 1, others), the other ranks' watchdogs
+ * see this rank lost and end too, and the other hosts' watchdogs were told
+ * before (wd_net.c). */
+static void mb_abort(dt_boot *b, int code) {
+    (void)b;
+    _exit(code);
+}
 
 static int mb_close(dt_boot *b, int clean) {
     mpi_boot *m = b->impl;

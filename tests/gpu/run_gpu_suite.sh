@@ -149,7 +149,10 @@ carried_dep jansson /usr/include/jansson.h \
     -DJANSSON_INCLUDE_DIR=$P/usr/include -DJANSSON_LIBRARY=$P/usr/lib/x86_64-linux-gnu/libjansson.so.4
 ZLIB_SO=$(machine_lib libz.so.1); [ -n "$ZLIB_SO" ] || ZLIB_SO=$P/lib/x86_64-linux-gnu/libz.so.1
 carried_dep zlib /usr/include/zlib.h -DZLIB_INCLUDE_DIR=$P/usr/include -DZLIB_LIBRARY=$ZLIB_SO
-CBLAS_H=$(ls /usr/include/cblas.h /usr/include/*/cblas.h /usr/include/*/*/cblas.h 2>/dev/null | head -1)
+# OpenBLAS's own cblas.h (it declares openblas_set_num_threads): the
+# reference BLAS's (libblas-dev) lacks the thread control dtrain calls
+CBLAS_H=$(grep -l openblas_set_num_threads /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h \
+          /usr/include/openblas/cblas.h /usr/include/cblas.h /usr/include/*/cblas.h 2>/dev/null | head -1)
 carried_dep openblas "${CBLAS_H:-/nonexistent}" \
     -DBLAS_LIBRARIES=$P/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 \
     -DCBLAS_INCLUDE_DIR=$P/usr/include/x86_64-linux-gnu/openblas-pthread
@@ -222,12 +225,22 @@ grep -q 'DTRAIN_HAVE_CUDA:.*=ON\|DTRAIN_WITH_CUDA:BOOL=ON' "$BUILD/CMakeCache.tx
 # ---- 4. tests ------------------------------------------------------------------------------------
 t0=$SECONDS
 export DTRAIN_GPU_REQUIRE=$((1 - ALLOW_SKIP))
-(cd "$BUILD" && ctest -L gpu -V -j 4 --timeout 300) > "$OUTDIR/ctest.log" 2>&1
+# each step is held to what is left of the budget (a hung test must not take
+# the benchmarks' time, nor the device call's): the GPU tests leave 200 s
+cap() { local c=$(( $(left) - $1 )); [ $c -lt $2 ] && c=$2; echo $c; }
+# what a step killed at its cap leaves running (mpirun, ranks) goes with it
+reap() { [ "$1" -eq 124 ] || [ "$1" -eq 137 ] || return 0
+         say "  (stopped at its cap of $2 s)"; pkill -9 -f "$BUILD/" 2>/dev/null; pkill -9 -f mpirun 2>/dev/null; sleep 1; }
+c=$(cap 200 60)
+(cd "$BUILD" && timeout -k 5 $c ctest -L gpu -V -j 4 --timeout 300) > "$OUTDIR/ctest.log" 2>&1
 grc=$?
+reap $grc $c
 drc=0
 if [ $DEV_TESTS -eq 1 ]; then
-    (cd "$BUILD" && ctest -R '^dev_' --output-on-failure -j "$JOBS" --timeout 120) >> "$OUTDIR/ctest.log" 2>&1
+    c=$(cap 150 30)
+    (cd "$BUILD" && timeout -k 5 $c ctest -R '^dev_' --output-on-failure -j "$JOBS" --timeout 120) >> "$OUTDIR/ctest.log" 2>&1
     drc=$?
+    reap $drc $c
 fi
 # a run that fails everywhere can print a lot: keep the start and the end
 if [ "$(wc -c < "$OUTDIR/ctest.log")" -gt 8000000 ]; then
@@ -247,9 +260,10 @@ grep -hE '^[0-9]+: gpu_[a-z_]+( rank [0-9]+)?: ' "$OUTDIR/ctest.log" 2>/dev/null
 # ---- 5. NCCL with two ranks on one GPU -------------------------------------------------------------
 if [ -n "$MPIRUN" ] && [ "$NGPU" -gt 0 ]; then
     NCCL_MULTI_RANK_GPU_ENABLE=1 DTRAIN_DEVICE_PATH=nccl DTRAIN_GPU_REQUIRE=1 \
-        timeout 300 "$MPIRUN" -np 2 "$BUILD/tests/gpu_coll" \
+        timeout -k 5 90 "$MPIRUN" -np 2 "$BUILD/tests/gpu_coll" \
         > "$OUTDIR/forced_nccl.txt" 2>&1
     rc=$?
+    reap $rc 90
     if [ $rc -eq 0 ]; then say "NCCL, 2 ranks on $([ "$NGPU" -gt 1 ] && echo 'their own GPUs' || echo 'one GPU'): accepted; gpu_coll passed over NCCL"
     else say "NCCL, 2 ranks on one GPU (DTRAIN_DEVICE_PATH=nccl, NCCL_MULTI_RANK_GPU_ENABLE=1): refused (exit $rc): $(grep -m1 -E 'dt_init|Duplicate GPU|ncclCommInitRank' "$OUTDIR/forced_nccl.txt" | cut -c1-300)"
     fi
@@ -269,12 +283,13 @@ else
     [ "$(left)" -lt 240 ] && { big=64M; n=10; r=2; }
     [ "$(left)" -lt 120 ] && { big=16M; n=5; r=1; }
     echo "== 1 rank, device path nccl: dtrain vs raw ncclAllReduce" >> "$OUTDIR/bench.txt"
-    timeout 240 "$MPIRUN" -np 1 "$BENCH" --device --vs-nccl -b 4K -e $big -f 4 -n $n -w 5 --rounds $r >> "$OUTDIR/bench.txt" 2>&1 ||
+    timeout -k 5 $(cap 80 30) "$MPIRUN" -np 1 "$BENCH" --device --vs-nccl -b 4K -e $big -f 4 -n $n -w 5 --rounds $r >> "$OUTDIR/bench.txt" 2>&1 ||
         fail "dtrain-bench --device --vs-nccl (bench.txt)"
     for np in 2 4; do
         [ "$(left)" -lt 60 ] && { say "benchmarks: staged at $np ranks skipped (time budget)"; continue; }
         echo "== $np ranks on one GPU: the staged path vs MPI_Allreduce on pinned host buffers" >> "$OUTDIR/bench.txt"
-        timeout 180 "$MPIRUN" -np $np "$BENCH" --device --vs-mpi -b 4K -e 64M -f 4 -n 10 -w 2 --rounds 2 \
+        c=$(( ($(left) - 20) / (np == 2 ? 2 : 1) )); [ $c -lt 20 ] && c=20
+        timeout -k 5 $c "$MPIRUN" -np $np "$BENCH" --device --vs-mpi -b 4K -e 64M -f 4 -n 10 -w 2 --rounds 2 \
             >> "$OUTDIR/bench.txt" 2>&1 || fail "dtrain-bench --device --vs-mpi at $np ranks (bench.txt)"
     done
     say "benchmarks (bench.txt): allreduce f32 on device buffers; ratio = reference time / dtrain's (stream-ordered form)"

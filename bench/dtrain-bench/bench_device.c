@@ -127,6 +127,9 @@ int bench_device_main(size_t minb, size_t maxb, size_t factor, int iters, int wa
         }
         for (size_t i = 0; i < n; i++) host[i] = (float)((g_rank + 1) * (int)(i % 7 + 1));
         CU(cudaMemcpy(s, host, bytes, cudaMemcpyHostToDevice));
+        /* a pageable cudaMemcpy may return before its DMA lands, and the calls
+         * below run on a non-blocking stream that does not wait for it */
+        CU(cudaDeviceSynchronize());
         /* check once: exact small integers */
         DT(dt_allreduce_ex(s, r, n, DT_F32, DT_SUM, w, &(dt_coll_opts){.mem = DT_MEM_DEVICE, .stream = st}, NULL));
         CU(cudaMemcpy(host, r, bytes, cudaMemcpyDeviceToHost));

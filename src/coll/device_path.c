@@ -12,7 +12,10 @@
  *  - staged: the buffers this rank reads are copied into pinned host memory
  *    on the caller's stream, the host path runs (checked, on the world's host
  *    transport) on those copies, and what it wrote is copied back; the stream
- *    is synchronised before the host reads and before returning.
+ *    is synchronised before the host reads and before returning. Each copy
+ *    stays inside one allocation: buffers that merely touch (two cudaMallocs
+ *    can lie back to back) are copied apart, since CUDA refuses a copy that
+ *    spans two allocations (cudaErrorInvalidValue, seen on an H100).
  * A group of one rank needs neither: its primitives are copies, made on the
  * caller's stream (path "local"; stream-ordered like the transport's).
  * All run inside the engine's exclusive section on the caller's thread, so
@@ -35,7 +38,6 @@ static int g_order_cap;
 typedef struct extent {
     const char *lo, *hi; /* device bytes [lo, hi) */
     size_t off;          /* in the staging buffer */
-    int has_in;
 } extent;
 static extent *g_ext;
 static int g_ext_cap;
@@ -162,7 +164,8 @@ static int staged(const dt_coll_desc *d, dt_fp_hdr *h) {
     }
     /* the non-empty regions by address, merged into extents (overlapping or
      * touching): pointers into one extent keep their distances on the host,
-     * so in-place relations hold there too */
+     * so in-place relations hold there too; the device side is copied per run
+     * of overlapping regions (below), never across two allocations */
     int m = 0;
     if ((rc = GROW(g_order, g_order_cap, n)) || (rc = GROW(g_ext, g_ext_cap, n))) return rc;
     for (int i = 0; i < n; i++)
@@ -176,9 +179,8 @@ static int staged(const dt_coll_desc *d, dt_fp_hdr *h) {
         const char *lo = r->p, *hi = lo + r->bytes;
         if (ne && lo <= g_ext[ne - 1].hi) {
             if (hi > g_ext[ne - 1].hi) g_ext[ne - 1].hi = hi;
-            g_ext[ne - 1].has_in |= r->in;
         } else {
-            g_ext[ne++] = (extent){lo, hi, 0, r->in};
+            g_ext[ne++] = (extent){lo, hi, 0};
         }
     }
     for (int e = 0; e < ne; e++) {
@@ -187,10 +189,24 @@ static int staged(const dt_coll_desc *d, dt_fp_hdr *h) {
     }
     char *stage = NULL;
     if (total && !(stage = dt_dev_staging(total))) return DT_ERR_NOMEM;
-    for (int e = 0; e < ne && !rc; e++)
-        if (g_ext[e].has_in)
-            rc = o->memcpy_async(stage + g_ext[e].off, g_ext[e].lo, (size_t)(g_ext[e].hi - g_ext[e].lo), d->stream);
-    if (!rc && ne) rc = o->stream_sync(d->stream);
+    /* what the call reads, to the host: runs of overlapping regions (one
+     * allocation each: allocations do not overlap) that hold an input */
+    int copied = 0;
+    for (int k = 0; k < m && !rc;) {
+        const dt_region *r = &g_reg[g_order[k]];
+        const char *lo = r->p, *hi = lo + r->bytes;
+        int in = r->in;
+        for (k++; k < m; k++) {
+            const dt_region *q = &g_reg[g_order[k]];
+            if ((const char *)q->p >= hi) break; /* touching is not overlapping */
+            if ((const char *)q->p + q->bytes > hi) hi = (const char *)q->p + q->bytes;
+            in |= q->in;
+        }
+        if (!in) continue;
+        rc = o->memcpy_async(host_of(lo, g_ext, ne, stage), lo, (size_t)(hi - lo), d->stream);
+        copied = 1;
+    }
+    if (!rc && copied) rc = o->stream_sync(d->stream);
     if (rc) return rc;
 
     dt_coll_desc hd = *d;
@@ -214,8 +230,8 @@ static int staged(const dt_coll_desc *d, dt_fp_hdr *h) {
     rc = dt_coll_run_host(&hd, h);
     if (rc) return rc;
 
-    /* what the call wrote, back to the device: runs of touching outputs */
-    int copied = 0;
+    /* what the call wrote, back to the device: runs of overlapping outputs */
+    copied = 0;
     for (int k = 0; k < m && !rc;) {
         const dt_region *r = &g_reg[g_order[k]];
         if (!r->out) { k++; continue; }
@@ -223,7 +239,7 @@ static int staged(const dt_coll_desc *d, dt_fp_hdr *h) {
         for (k++; k < m; k++) {
             const dt_region *q = &g_reg[g_order[k]];
             if (!q->out) continue;
-            if ((const char *)q->p > hi) break;
+            if ((const char *)q->p >= hi) break;
             if ((const char *)q->p + q->bytes > hi) hi = (const char *)q->p + q->bytes;
         }
         rc = o->memcpy_async((void *)lo, host_of(lo, g_ext, ne, stage), (size_t)(hi - lo), d->stream);

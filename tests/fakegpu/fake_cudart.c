@@ -106,6 +106,7 @@ typedef struct region {
     size_t len;       /* bytes asked for */
     size_t maplen;    /* device: the mappings' length */
     int kind, dev;
+    int in_arena;     /* device: base is a slice of the arena (never unmapped) */
 } region;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -168,19 +169,58 @@ static size_t page_round(size_t n) {
     return (n + pg - 1) / pg * pg;
 }
 
+/* The callers' device addresses are handed out back to back, in 256-byte
+ * granules, from one reserved, inaccessible arena, as cudaMalloc hands out
+ * small allocations from one chunk: two allocations can touch, and a copy
+ * that runs from one into the next is refused (cudaErrorInvalidValue), as
+ * CUDA refuses it. Slices are not reused; when the arena is spent (or could
+ * not be reserved), each allocation gets a mapping of its own. */
+#define FK_ARENA_BYTES ((size_t)8 << 30)
+static char *g_arena;
+static size_t g_arena_used;
+static int g_arena_tried;
+
+static char *arena_take(size_t len) {
+    char *p = NULL;
+    pthread_mutex_lock(&g_mu);
+    if (!g_arena_tried) {
+        g_arena_tried = 1;
+        void *a = mmap(NULL, FK_ARENA_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        g_arena = a == MAP_FAILED ? NULL : a;
+    }
+    if (g_arena && len <= FK_ARENA_BYTES - g_arena_used) {
+        p = g_arena + g_arena_used;
+        g_arena_used += len;
+    }
+    pthread_mutex_unlock(&g_mu);
+    return p;
+}
+
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     if (!p) return err(cudaErrorInvalidValue);
     *p = NULL;
     if (fk_device_count() == 0) return err(cudaErrorNoDevice);
     size_t len = page_round(bytes ? bytes : 1);
-    /* the caller's address: reserved, not accessible; the bytes: a shadow */
-    char *base = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (base == MAP_FAILED) return err(cudaErrorMemoryAllocation);
+    /* the caller's address: reserved, not accessible (CUDA's 256-byte
+     * alignment, so that allocations touch); the bytes: a shadow */
+    char *base = arena_take(((bytes ? bytes : 1) + 255) & ~(size_t)255);
+    int in_arena = base != NULL;
+    if (!base) {
+        base = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (base == MAP_FAILED) return err(cudaErrorMemoryAllocation);
+    }
     char *shadow = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (shadow == MAP_FAILED) { munmap(base, len); return err(cudaErrorMemoryAllocation); }
+    if (shadow == MAP_FAILED) {
+        if (!in_arena) munmap(base, len);
+        return err(cudaErrorMemoryAllocation);
+    }
     memset(shadow, 0xA5, len);
-    region r = {base, shadow, bytes, len, FK_DEVICE, t_dev};
-    if (reg_add(r)) { munmap(base, len); munmap(shadow, len); return err(cudaErrorMemoryAllocation); }
+    region r = {base, shadow, bytes, len, FK_DEVICE, t_dev, in_arena};
+    if (reg_add(r)) {
+        if (!in_arena) munmap(base, len);
+        munmap(shadow, len);
+        return err(cudaErrorMemoryAllocation);
+    }
     *p = base;
     return cudaSuccess;
 }
@@ -189,7 +229,7 @@ static cudaError_t host_kind_alloc(void **p, size_t bytes, int kind) {
     if (!p) return err(cudaErrorInvalidValue);
     *p = malloc(bytes ? bytes : 1);
     if (!*p) return err(cudaErrorMemoryAllocation);
-    region r = {*p, *p, bytes, 0, kind, t_dev};
+    region r = {*p, *p, bytes, 0, kind, t_dev, 0};
     if (reg_add(r)) { free(*p); *p = NULL; return err(cudaErrorMemoryAllocation); }
     return cudaSuccess;
 }
@@ -206,7 +246,7 @@ cudaError_t cudaFree(void *p) {
     region r;
     if (reg_take(p, 1u << FK_DEVICE | 1u << FK_MANAGED, &r)) return err(cudaErrorInvalidValue);
     if (r.kind == FK_DEVICE) {
-        munmap(r.base, r.maplen);
+        if (!r.in_arena) munmap(r.base, r.maplen);
         munmap(r.shadow, r.maplen);
     } else {
         free(r.base);

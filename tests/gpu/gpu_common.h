@@ -44,7 +44,19 @@ static inline void *gpu_alloc(size_t n) {
     return p;
 }
 static inline void gpu_release(void *p) { gpu_check(cudaFree(p), "cudaFree"); }
-static inline void gpu_h2d(void *d, const void *s, size_t n) { gpu_check(cudaMemcpy(d, s, n, cudaMemcpyHostToDevice), "cudaMemcpy H2D"); }
-static inline void gpu_d2h(void *d, const void *s, size_t n) { gpu_check(cudaMemcpy(d, s, n, cudaMemcpyDeviceToHost), "cudaMemcpy D2H"); }
+/* cudaMemcpy from pageable memory may return before its DMA has landed, and
+ * it is ordered only with the legacy default stream: the tests then hand the
+ * buffer to calls on streams created cudaStreamNonBlocking, which would race
+ * with it (seen on an H100: the last chunk of a 4 MiB fill landed after NCCL
+ * had written the result). The device is synchronised after each fill and
+ * before each read, so the data is where the next call on any stream looks. */
+static inline void gpu_h2d(void *d, const void *s, size_t n) {
+    gpu_check(cudaMemcpy(d, s, n, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+    gpu_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after H2D");
+}
+static inline void gpu_d2h(void *d, const void *s, size_t n) {
+    gpu_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize before D2H");
+    gpu_check(cudaMemcpy(d, s, n, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+}
 
 #endif

@@ -260,10 +260,10 @@ grep -hE '^[0-9]+: gpu_[a-z_]+( rank [0-9]+)?: ' "$OUTDIR/ctest.log" 2>/dev/null
 # ---- 5. NCCL with two ranks on one GPU -------------------------------------------------------------
 if [ -n "$MPIRUN" ] && [ "$NGPU" -gt 0 ]; then
     NCCL_MULTI_RANK_GPU_ENABLE=1 DTRAIN_DEVICE_PATH=nccl DTRAIN_GPU_REQUIRE=1 \
-        timeout -k 5 90 "$MPIRUN" -np 2 "$BUILD/tests/gpu_coll" \
+        timeout -k 5 45 "$MPIRUN" -np 2 "$BUILD/tests/gpu_coll" \
         > "$OUTDIR/forced_nccl.txt" 2>&1
     rc=$?
-    reap $rc 90
+    reap $rc 45
     if [ $rc -eq 0 ]; then say "NCCL, 2 ranks on $([ "$NGPU" -gt 1 ] && echo 'their own GPUs' || echo 'one GPU'): accepted; gpu_coll passed over NCCL"
     else say "NCCL, 2 ranks on one GPU (DTRAIN_DEVICE_PATH=nccl, NCCL_MULTI_RANK_GPU_ENABLE=1): refused (exit $rc): $(grep -m1 -E 'dt_init|Duplicate GPU|ncclCommInitRank' "$OUTDIR/forced_nccl.txt" | cut -c1-300)"
     fi

@@ -43,6 +43,34 @@ static void async_jobs(const tcomm *t, cudaStream_t st) {
     gpu_check(cudaStreamDestroy(other), "cudaStreamDestroy");
 }
 
+/* Two allocations back to back: cudaMalloc hands out small ones from one
+ * chunk (the fake does too), and CUDA refuses a copy that spans two of them,
+ * so the staged path must copy each buffer apart (it copied "touching"
+ * buffers as one range: cudaErrorInvalidValue on an H100). Both orders of
+ * sendbuf and recvbuf, blocking and on a stream; says whether they touched. */
+static void back_to_back(dt_comm *w, cudaStream_t st) {
+    enum { N = 1024 };
+    static float h[N];
+    float *a = gpu_alloc(N * sizeof(float)), *b = gpu_alloc(N * sizeof(float));
+    int touch = (char *)a + sizeof h == (char *)b || (char *)b + sizeof h == (char *)a;
+    if (ME == 0) printf("gpu_coll: %d ranks: two %zu-byte allocations %s\n", W, sizeof h, touch ? "touch" : "do not touch");
+    dt_coll_opts on_st = {.mem = DT_MEM_DEVICE, .stream = st};
+    for (int v = 0; v < 4; v++) {
+        float *s = v % 2 ? b : a, *r = v % 2 ? a : b;
+        for (int i = 0; i < N; i++) h[i] = (float)((ME + 1) * (i % 5 + 1));
+        gpu_h2d(s, h, sizeof h);
+        if (v < 2) CHECK_OK(dt_allreduce(s, r, N, DT_F32, DT_SUM, w));
+        else CHECK_OK(dt_allreduce_ex(s, r, N, DT_F32, DT_SUM, w, &on_st, NULL));
+        gpu_d2h(h, r, sizeof h);
+        int wrong = 0;
+        for (int i = 0; i < N; i++) wrong += h[i] != (float)(W * (W + 1) / 2 * (i % 5 + 1));
+        CHECK(wrong == 0, "allreduce between two allocations back to back (%s, %s): %d of %d wrong",
+              v % 2 ? "recvbuf first" : "sendbuf first", v < 2 ? "blocking" : "on a stream", wrong, N);
+    }
+    gpu_release(a);
+    gpu_release(b);
+}
+
 static void kinds(dt_comm *w) {
     /* pinned host memory is host memory; managed memory is device memory */
     float *pinned, *managed, *dev, h[8] = {0};
@@ -105,6 +133,7 @@ int main(void) {
         dev_lists(&tc[c], &CUDA, &dev);
         async_jobs(&tc[c], st);
     }
+    back_to_back(dt_comm_world(), st);
     kinds(dt_comm_world());
     gpu_check(cudaStreamDestroy(st), "cudaStreamDestroy");
     CHECK_OK(dt_finalize());

@@ -315,7 +315,7 @@ void dt_work_free(dt_work *work) {
     if (!work) return;
     if (work->event) { /* stream-ordered: released without waiting */
         if (!work->ev_done) dev_unlink(work);
-        dt_dev()->event_destroy(work->event);
+        dt_dev_event_put(work->desc.device, work->event);
         free(work->lists);
         free(work);
         return;

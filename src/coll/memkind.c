@@ -43,16 +43,23 @@ int dt_coll_classify(const char *fn, dt_coll_desc *d, const dt_coll_opts *opts) 
                         "process has none: %s", dt_dev_absent_reason());
 
     dt_region stack[STACK_REGIONS], *r = stack;
+    int devs_stack[STACK_REGIONS], *devs = devs_stack; /* each buffer's device, classified once */
     int n = dt_coll_regions(d, r, STACK_REGIONS);
     if (n > STACK_REGIONS) {
         r = malloc(sizeof *r * (size_t)n);
-        if (!r) return dt_error(DT_ERR_NOMEM, fn, "out of memory for the %d buffers of a list", n);
+        devs = malloc(sizeof *devs * (size_t)n);
+        if (!r || !devs) {
+            free(r == stack ? NULL : r);
+            free(devs == devs_stack ? NULL : devs);
+            return dt_error(DT_ERR_NOMEM, fn, "out of memory for the %d buffers of a list", n);
+        }
         dt_coll_regions(d, r, n);
     }
     int rc = DT_OK, first_dev = -1, first_host = -1, dev0 = -1;
     for (int i = 0; i < n && rc == DT_OK; i++) {
         int dev, is = dt_dev_is_device(r[i].p, &dev);
         if (is < 0) { rc = is; break; }
+        devs[i] = is ? dev : -1;
         if (is && first_dev < 0) { first_dev = i; dev0 = dev; }
         if (!is && first_host < 0) first_host = i;
         if (first_dev >= 0 && first_host >= 0) {
@@ -75,20 +82,19 @@ int dt_coll_classify(const char *fn, dt_coll_desc *d, const dt_coll_opts *opts) 
         d->device = dev0;
         if (c->dev) { /* over a device transport: every buffer on its device */
             int cdev = c->dev->device(c);
-            for (int i = 0; i < n && rc == DT_OK; i++) {
-                int dev;
-                if (dt_dev_is_device(r[i].p, &dev) == 1 && dev >= 0 && dev != cdev) {
+            for (int i = 0; i < n && rc == DT_OK; i++)
+                if (devs[i] >= 0 && devs[i] != cdev) {
                     char a[48];
                     rc = dt_error(DT_ERR_INVALID, fn, "%s is on device %d, but the communicator's %s communicator is on "
-                                  "device %d (the current device at dt_init)", arg_name(a, sizeof a, &r[i]), dev,
+                                  "device %d (the current device at dt_init)", arg_name(a, sizeof a, &r[i]), devs[i],
                                   c->dev->name, cdev);
                 }
-            }
             d->device = cdev;
         } else if (d->device < 0) {
             rc = dt_dev()->get_device(&d->device);
         }
     }
     if (r != stack) free(r);
+    if (devs != devs_stack) free(devs);
     return rc;
 }

@@ -1,6 +1,8 @@
 /* src/core/device.c - the device runtime in use (see device.h): this build's
  * (cuda in CUDA builds, else "none"), or a test's; the cached probe, event
- * waits, the blocking events and the pinned staging buffer. */
+ * waits, the blocking events, the pool of work events and the pinned staging
+ * buffer. */
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -78,6 +80,7 @@ extern const dt_dev_ops dt_dev_cuda;
 static const dt_dev_ops *g_test_ops;
 static const dt_dev_ops *g_ops = BUILD_OPS;
 static int g_count;
+static int g_pool_closed; /* the event pool (below): dt_dev_release ran, dt_dev_probe not since */
 static char g_why[512] = "dt_init has not run";
 
 const dt_dev_ops *dt_dev(void) { return g_ops; }
@@ -92,6 +95,7 @@ void dt_dev_probe(void) {
     if (n == 0 && !g_why[0]) snprintf(g_why, sizeof g_why, "the %s runtime reports no device", g_ops->name);
     if (n > 0) g_why[0] = '\0';
     g_count = n;
+    g_pool_closed = 0;
 }
 
 int dt_dev_count(void) { return g_count; }
@@ -131,7 +135,40 @@ static const dt_dev_ops *g_blocking_ops; /* the runtime that created them */
 static void *g_stage;
 static size_t g_stage_cap;
 
+/* Events of finished work handles, per device, for the next asynchronous
+ * call (creating and destroying a CUDA event per call cost about as much as
+ * enqueueing a small NCCL allreduce). Any thread frees work: a mutex. */
+#define POOL_CAP 32
+static pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static void *g_pool[MAX_DEVICES][POOL_CAP];
+static int g_pool_n[MAX_DEVICES];
+static const dt_dev_ops *g_pool_ops; /* the runtime of the pooled events */
+
+static void *pool_take(int dev) {
+    void *ev = NULL;
+    if (dev < 0 || dev >= MAX_DEVICES) return NULL;
+    pthread_mutex_lock(&g_pool_mu);
+    if (g_pool_ops == g_ops && g_pool_n[dev] > 0) ev = g_pool[dev][--g_pool_n[dev]];
+    pthread_mutex_unlock(&g_pool_mu);
+    return ev;
+}
+
+void dt_dev_event_put(int dev, void *ev) {
+    if (!ev) return;
+    pthread_mutex_lock(&g_pool_mu);
+    int kept = 0;
+    if (dev >= 0 && dev < MAX_DEVICES && g_count > 0 && !g_pool_closed && (!g_pool_ops || g_pool_ops == g_ops) &&
+        g_pool_n[dev] < POOL_CAP) {
+        g_pool_ops = g_ops;
+        g_pool[dev][g_pool_n[dev]++] = ev;
+        kept = 1;
+    }
+    pthread_mutex_unlock(&g_pool_mu);
+    if (!kept) g_ops->event_destroy(ev);
+}
+
 int dt_dev_event_on(int dev, void **ev) {
+    if ((*ev = pool_take(dev)) != NULL) return DT_OK;
     int cur = -1, rc = g_ops->get_device(&cur);
     if (rc) return rc;
     if (cur != dev && (rc = g_ops->set_device(dev))) return rc;
@@ -173,6 +210,12 @@ void dt_dev_release(void) {
             g_blocking_ev[d] = NULL;
         }
     g_blocking_ops = NULL;
+    pthread_mutex_lock(&g_pool_mu);
+    for (int d = 0; d < MAX_DEVICES; d++)
+        while (g_pool_n[d] > 0) g_pool_ops->event_destroy(g_pool[d][--g_pool_n[d]]);
+    g_pool_ops = NULL;
+    g_pool_closed = 1;
+    pthread_mutex_unlock(&g_pool_mu);
     if (g_stage) g_ops->host_free(g_stage);
     g_stage = NULL;
     g_stage_cap = 0;

@@ -92,8 +92,14 @@ int dt_dev_event_wait(void *ev, int (*poll)(void *arg), void *arg);
 /* A reusable event of device dev for blocking calls (created on first use,
  * on dev; freed by dt_dev_release). */
 int dt_dev_blocking_event(int dev, void **ev);
-/* A new event created on device dev (the current device is restored). */
+/* An event of device dev: one a finished work handle gave back
+ * (dt_dev_event_put), else a new one created on dev (the current device is
+ * restored). */
 int dt_dev_event_on(int dev, void **ev);
+/* Gives ev, an event of device dev from dt_dev_event_on, back for reuse (it
+ * may still be pending: a later record replaces what it marks); destroyed
+ * instead when the pool is full or no runtime is up. Any thread. */
+void dt_dev_event_put(int dev, void *ev);
 /* Pinned staging memory of at least `bytes` (grow-only; one user at a time:
  * the collective engine's exclusive section). NULL with a message on failure. */
 void *dt_dev_staging(size_t bytes);

@@ -28,9 +28,12 @@
 # Options: --out DIR, --build DIR (default build-gpu), --no-build (use the
 # build as it is), --allow-skip (skipped GPU tests and missing GPUs are not
 # failures: for checking this script on a machine without a GPU), --no-dev
-# (leave out the dev_ tests, which need no GPU), --debs DIR
+# (leave out the dev_ tests, which need no GPU), --no-tests (leave out step
+# 4: a rerun for figures), --memcheck (also gpu_coll, gpu_ddp and gpu_zero at
+# 1 rank under compute-sanitizer --tool memcheck: memcheck.txt), --debs DIR
 # (default .gpu-debs), --budget S (seconds for the whole run, default 540:
-# the benchmarks shrink to fit). Exit status 0 when every step passed.
+# each step is held to what is left, the benchmarks shrink to fit). Exit
+# status 0 when every step passed.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
@@ -39,6 +42,8 @@ BUILD=$ROOT/build-gpu
 DO_BUILD=1
 ALLOW_SKIP=0
 DEV_TESTS=1
+RUN_TESTS=1
+MEMCHECK=0
 DEBS=$ROOT/.gpu-debs
 BUDGET=540
 JOBS=$(nproc 2>/dev/null || echo 4)
@@ -49,9 +54,11 @@ while [ $# -gt 0 ]; do
     --no-build) DO_BUILD=0; shift ;;
     --allow-skip) ALLOW_SKIP=1; shift ;;
     --no-dev) DEV_TESTS=0; shift ;;
+    --no-tests) RUN_TESTS=0; shift ;;
+    --memcheck) MEMCHECK=1; shift ;;
     --debs) DEBS=$2; shift 2 ;;
     --budget) BUDGET=$2; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "run_gpu_suite: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -231,12 +238,16 @@ cap() { local c=$(( $(left) - $1 )); [ $c -lt $2 ] && c=$2; echo $c; }
 # what a step killed at its cap leaves running (mpirun, ranks) goes with it
 reap() { [ "$1" -eq 124 ] || [ "$1" -eq 137 ] || return 0
          say "  (stopped at its cap of $2 s)"; pkill -9 -f "$BUILD/" 2>/dev/null; pkill -9 -f mpirun 2>/dev/null; sleep 1; }
-c=$(cap 200 60)
-(cd "$BUILD" && timeout -k 5 $c ctest -L gpu -V -j 4 --timeout 300) > "$OUTDIR/ctest.log" 2>&1
-grc=$?
-reap $grc $c
+grc=0
 drc=0
-if [ $DEV_TESTS -eq 1 ]; then
+: > "$OUTDIR/ctest.log"
+if [ $RUN_TESTS -eq 1 ]; then
+    c=$(cap 200 60)
+    (cd "$BUILD" && timeout -k 5 $c ctest -L gpu -V -j 4 --timeout 300) > "$OUTDIR/ctest.log" 2>&1
+    grc=$?
+    reap $grc $c
+fi
+if [ $RUN_TESTS -eq 1 ] && [ $DEV_TESTS -eq 1 ]; then
     c=$(cap 150 30)
     (cd "$BUILD" && timeout -k 5 $c ctest -R '^dev_' --output-on-failure -j "$JOBS" --timeout 120) >> "$OUTDIR/ctest.log" 2>&1
     drc=$?
@@ -247,15 +258,42 @@ if [ "$(wc -c < "$OUTDIR/ctest.log")" -gt 8000000 ]; then
     { head -c 2000000 "$OUTDIR/ctest.log"; echo; echo "[... cut ...]"; tail -c 4000000 "$OUTDIR/ctest.log"; } \
         > "$OUTDIR/ctest.cut" && mv "$OUTDIR/ctest.cut" "$OUTDIR/ctest.log"
 fi
-line() { grep -E 'tests passed, [0-9]+ tests failed' "$OUTDIR/ctest.log" | sed -n "${1}p"; }
-say "tests (GPU, ctest -L gpu): $(line 1) [$((SECONDS - t0)) s]"
+# "100% tests passed, 0 tests failed out of 13", or without ", 0 tests failed" (skips)
+line() { grep -E 'tests passed(, [0-9]+ tests failed)? out of' "$OUTDIR/ctest.log" | sed -n "${1}p"; }
+if [ $RUN_TESTS -eq 1 ]; then say "tests (GPU, ctest -L gpu): $(line 1) [$((SECONDS - t0)) s]"
+else say "tests: not run (--no-tests)"; fi
 grep -E '^\s*[0-9]+ - gpu.*\((Skipped|Failed|Timeout|Not Run)' "$OUTDIR/ctest.log" | sed 's/^\s*/    /' | tee -a "$SUMMARY"
 # what the tests say of themselves: paths of each communicator, skips, figures
 grep -hE '^[0-9]+: gpu_[a-z_]+( rank [0-9]+)?: ' "$OUTDIR/ctest.log" 2>/dev/null | sed 's/^[0-9]*: //' | sort -u |
     sed 's/^/    /' | tee -a "$SUMMARY"
-[ $DEV_TESTS -eq 1 ] && say "tests (device path without a GPU, dev_*): $(line 2)"
+[ $RUN_TESTS -eq 1 ] && [ $DEV_TESTS -eq 1 ] && say "tests (device path without a GPU, dev_*): $(line 2)"
 [ $grc -eq 0 ] || fail "GPU tests (ctest.log)"
 [ $drc -eq 0 ] || fail "device-path tests (ctest.log)"
+
+# ---- 4b. compute-sanitizer over the one-rank GPU tests (--memcheck) ------------------------------------
+if [ $MEMCHECK -eq 1 ]; then
+    CS=$(command -v compute-sanitizer || ls "$CUDA_ROOT/bin/compute-sanitizer" 2>/dev/null)
+    if [ -z "$CS" ] || [ "$NGPU" -eq 0 ]; then
+        say "memcheck: not run ($([ -z "$CS" ] && echo 'no compute-sanitizer' || echo 'no GPU'))"
+    else
+        : > "$OUTDIR/memcheck.txt"
+        k=3
+        for t in gpu_ddp gpu_zero gpu_coll; do # the longest last: it gets what the others left
+            c=$(( ($(left) - 60) / k )); k=$((k - 1)); [ $c -lt 30 ] && c=30
+            echo "== $t, 1 rank (nccl path), compute-sanitizer --tool memcheck, cap $c s" >> "$OUTDIR/memcheck.txt"
+            DTRAIN_GPU_REQUIRE=1 timeout -k 5 $c "$CS" --tool memcheck --error-exitcode 9 "$BUILD/tests/$t" \
+                >> "$OUTDIR/memcheck.txt" 2>&1
+            rc=$?
+            reap $rc $c
+            sumline=$(grep -E 'ERROR SUMMARY' "$OUTDIR/memcheck.txt" | tail -1 | sed 's/^=* *//')
+            case $rc in
+            0) say "memcheck $t: passed (${sumline:-no summary})" ;;
+            124|137) say "memcheck $t: stopped at its cap of $c s (not a verdict)" ;;
+            *) fail "memcheck $t: exit $rc (${sumline:-see memcheck.txt})" ;;
+            esac
+        done
+    fi
+fi
 
 # ---- 5. NCCL with two ranks on one GPU -------------------------------------------------------------
 if [ -n "$MPIRUN" ] && [ "$NGPU" -gt 0 ]; then

@@ -155,6 +155,26 @@ static void *host_of(const void *p, const extent *e, int ne, char *stage) {
     return (void *)p;
 }
 
+/* The run of overlapping regions that starts at sorted region k (with `outs`,
+ * of outputs only; region k is one): [*lo, *hi) lies inside one allocation,
+ * since allocations do not overlap, so one copy may move it (regions that
+ * merely touch may be two allocations, which CUDA will not copy as one).
+ * *in: whether a region of the run is an input. Returns the next k. */
+static int overlap_run(int k, int m, int outs, const char **lo, const char **hi, int *in) {
+    const dt_region *r = &g_reg[g_order[k]];
+    *lo = r->p;
+    *hi = *lo + r->bytes;
+    *in = r->in;
+    for (k++; k < m; k++) {
+        const dt_region *q = &g_reg[g_order[k]];
+        if (outs && !q->out) continue;
+        if ((const char *)q->p >= *hi) break;
+        if ((const char *)q->p + q->bytes > *hi) *hi = (const char *)q->p + q->bytes;
+        *in |= q->in;
+    }
+    return k;
+}
+
 static int staged(const dt_coll_desc *d, dt_fp_hdr *h) {
     const dt_dev_ops *o = dt_dev();
     int n = dt_coll_regions(d, g_reg, g_reg_cap), rc;
@@ -189,19 +209,11 @@ static int staged(const dt_coll_desc *d, dt_fp_hdr *h) {
     }
     char *stage = NULL;
     if (total && !(stage = dt_dev_staging(total))) return DT_ERR_NOMEM;
-    /* what the call reads, to the host: runs of overlapping regions (one
-     * allocation each: allocations do not overlap) that hold an input */
-    int copied = 0;
+    /* what the call reads, to the host: the runs that hold an input */
+    const char *lo, *hi;
+    int in, copied = 0;
     for (int k = 0; k < m && !rc;) {
-        const dt_region *r = &g_reg[g_order[k]];
-        const char *lo = r->p, *hi = lo + r->bytes;
-        int in = r->in;
-        for (k++; k < m; k++) {
-            const dt_region *q = &g_reg[g_order[k]];
-            if ((const char *)q->p >= hi) break; /* touching is not overlapping */
-            if ((const char *)q->p + q->bytes > hi) hi = (const char *)q->p + q->bytes;
-            in |= q->in;
-        }
+        k = overlap_run(k, m, 0, &lo, &hi, &in);
         if (!in) continue;
         rc = o->memcpy_async(host_of(lo, g_ext, ne, stage), lo, (size_t)(hi - lo), d->stream);
         copied = 1;
@@ -230,18 +242,11 @@ static int staged(const dt_coll_desc *d, dt_fp_hdr *h) {
     rc = dt_coll_run_host(&hd, h);
     if (rc) return rc;
 
-    /* what the call wrote, back to the device: runs of overlapping outputs */
+    /* what the call wrote, back to the device: the runs of outputs */
     copied = 0;
     for (int k = 0; k < m && !rc;) {
-        const dt_region *r = &g_reg[g_order[k]];
-        if (!r->out) { k++; continue; }
-        const char *lo = r->p, *hi = lo + r->bytes;
-        for (k++; k < m; k++) {
-            const dt_region *q = &g_reg[g_order[k]];
-            if (!q->out) continue;
-            if ((const char *)q->p >= hi) break;
-            if ((const char *)q->p + q->bytes > hi) hi = (const char *)q->p + q->bytes;
-        }
+        if (!g_reg[g_order[k]].out) { k++; continue; }
+        k = overlap_run(k, m, 1, &lo, &hi, &in);
         rc = o->memcpy_async((void *)lo, host_of(lo, g_ext, ne, stage), (size_t)(hi - lo), d->stream);
         copied = 1;
     }

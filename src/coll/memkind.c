@@ -49,8 +49,8 @@ int dt_coll_classify(const char *fn, dt_coll_desc *d, const dt_coll_opts *opts) 
         r = malloc(sizeof *r * (size_t)n);
         devs = malloc(sizeof *devs * (size_t)n);
         if (!r || !devs) {
-            free(r == stack ? NULL : r);
-            free(devs == devs_stack ? NULL : devs);
+            free(r);
+            free(devs);
             return dt_error(DT_ERR_NOMEM, fn, "out of memory for the %d buffers of a list", n);
         }
         dt_coll_regions(d, r, n);

@@ -62,6 +62,7 @@ while [ $# -gt 0 ]; do
     *) echo "run_gpu_suite: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
+[ $RUN_TESTS -eq 1 ] || DEV_TESTS=0
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 mkdir -p "$OUTDIR" || exit 2
 SUMMARY=$OUTDIR/summary.txt
@@ -70,6 +71,22 @@ FAILED=0
 say() { printf '%s\n' "$*" | tee -a "$SUMMARY"; }
 fail() { say "FAIL: $*"; FAILED=1; }
 left() { echo $((BUDGET - SECONDS)); }
+# Each step is held to what is left of the budget (a hung test must not take
+# the benchmarks' time, nor the device call's). cap RESERVE MIN [PARTS]: the
+# seconds left past RESERVE, shared by PARTS steps, at least MIN.
+cap() { local c=$(( ($(left) - $1) / ${3:-1} )); [ $c -lt $2 ] && c=$2; echo $c; }
+# capped SECONDS CMD...: CMD under timeout; what a step stopped at its cap
+# leaves running (mpirun, ranks) goes with it. Returns CMD's status.
+capped() {
+    local c=$1 rc; shift
+    timeout -k 5 "$c" "$@"
+    rc=$?
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        say "  (stopped at its cap of $c s)"
+        pkill -9 -f "$BUILD/" 2>/dev/null; pkill -9 -f mpirun 2>/dev/null; sleep 1
+    fi
+    return $rc
+}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 export DTRAIN_TIMEOUT=${DTRAIN_TIMEOUT:-180}
@@ -235,26 +252,17 @@ grep -q 'DTRAIN_HAVE_CUDA:.*=ON\|DTRAIN_WITH_CUDA:BOOL=ON' "$BUILD/CMakeCache.tx
 # ---- 4. tests ------------------------------------------------------------------------------------
 t0=$SECONDS
 export DTRAIN_GPU_REQUIRE=$((1 - ALLOW_SKIP))
-# each step is held to what is left of the budget (a hung test must not take
-# the benchmarks' time, nor the device call's): the GPU tests leave 200 s
-cap() { local c=$(( $(left) - $1 )); [ $c -lt $2 ] && c=$2; echo $c; }
-# what a step killed at its cap leaves running (mpirun, ranks) goes with it
-reap() { [ "$1" -eq 124 ] || [ "$1" -eq 137 ] || return 0
-         say "  (stopped at its cap of $2 s)"; pkill -9 -f "$BUILD/" 2>/dev/null; pkill -9 -f mpirun 2>/dev/null; sleep 1; }
 grc=0
 drc=0
 : > "$OUTDIR/ctest.log"
-if [ $RUN_TESTS -eq 1 ]; then
-    c=$(cap 200 60)
-    (cd "$BUILD" && timeout -k 5 $c ctest -L gpu -V -j 4 --timeout 300) > "$OUTDIR/ctest.log" 2>&1
+if [ $RUN_TESTS -eq 1 ]; then # the GPU tests leave 200 s
+    (cd "$BUILD" && capped "$(cap 200 60)" ctest -L gpu -V -j 4 --timeout 300) > "$OUTDIR/ctest.log" 2>&1
     grc=$?
-    reap $grc $c
 fi
-if [ $RUN_TESTS -eq 1 ] && [ $DEV_TESTS -eq 1 ]; then
-    c=$(cap 150 30)
-    (cd "$BUILD" && timeout -k 5 $c ctest -R '^dev_' --output-on-failure -j "$JOBS" --timeout 120) >> "$OUTDIR/ctest.log" 2>&1
+if [ $DEV_TESTS -eq 1 ]; then
+    (cd "$BUILD" && capped "$(cap 150 30)" ctest -R '^dev_' --output-on-failure -j "$JOBS" --timeout 120) \
+        >> "$OUTDIR/ctest.log" 2>&1
     drc=$?
-    reap $drc $c
 fi
 # a run that fails everywhere can print a lot: keep the start and the end
 if [ "$(wc -c < "$OUTDIR/ctest.log")" -gt 8000000 ]; then
@@ -269,7 +277,7 @@ grep -E '^\s*[0-9]+ - gpu.*\((Skipped|Failed|Timeout|Not Run)' "$OUTDIR/ctest.lo
 # what the tests say of themselves: paths of each communicator, skips, figures
 grep -hE '^[0-9]+: gpu_[a-z_]+( rank [0-9]+)?: ' "$OUTDIR/ctest.log" 2>/dev/null | sed 's/^[0-9]*: //' | sort -u |
     sed 's/^/    /' | tee -a "$SUMMARY"
-[ $RUN_TESTS -eq 1 ] && [ $DEV_TESTS -eq 1 ] && say "tests (device path without a GPU, dev_*): $(line 2)"
+[ $DEV_TESTS -eq 1 ] && say "tests (device path without a GPU, dev_*): $(line 2)"
 [ $grc -eq 0 ] || fail "GPU tests (ctest.log)"
 [ $drc -eq 0 ] || fail "device-path tests (ctest.log)"
 
@@ -282,17 +290,15 @@ if [ $MEMCHECK -eq 1 ]; then
         : > "$OUTDIR/memcheck.txt"
         k=3
         for t in gpu_ddp gpu_zero gpu_coll; do # the longest last: it gets what the others left
-            c=$(( ($(left) - 60) / k )); k=$((k - 1)); [ $c -lt 30 ] && c=30
+            c=$(cap 60 30 $k); k=$((k - 1))
             echo "== $t, 1 rank (nccl path), compute-sanitizer --tool memcheck, cap $c s" >> "$OUTDIR/memcheck.txt"
             # --report-api-errors no: NCCL 2.28.9's init probes its kernels with
             # cudaFuncGetAttributes, which fails on purpose for images of other
             # architectures (8 reports per communicator on an H100, all inside
             # ncclInitKernelsForDevice); memory-access errors still count
-            DTRAIN_GPU_REQUIRE=1 timeout -k 5 $c "$CS" --tool memcheck --report-api-errors no --error-exitcode 9 \
-                "$BUILD/tests/$t" \
-                >> "$OUTDIR/memcheck.txt" 2>&1
+            DTRAIN_GPU_REQUIRE=1 capped $c "$CS" --tool memcheck --report-api-errors no --error-exitcode 9 \
+                "$BUILD/tests/$t" >> "$OUTDIR/memcheck.txt" 2>&1
             rc=$?
-            reap $rc $c
             sumline=$(grep -E 'ERROR SUMMARY' "$OUTDIR/memcheck.txt" | tail -1 | sed 's/^=* *//')
             case $rc in
             0) say "memcheck $t: passed (${sumline:-no summary})" ;;
@@ -306,10 +312,8 @@ fi
 # ---- 5. NCCL with two ranks on one GPU -------------------------------------------------------------
 if [ -n "$MPIRUN" ] && [ "$NGPU" -gt 0 ]; then
     NCCL_MULTI_RANK_GPU_ENABLE=1 DTRAIN_DEVICE_PATH=nccl DTRAIN_GPU_REQUIRE=1 \
-        timeout -k 5 45 "$MPIRUN" -np 2 "$BUILD/tests/gpu_coll" \
-        > "$OUTDIR/forced_nccl.txt" 2>&1
+        capped 45 "$MPIRUN" -np 2 "$BUILD/tests/gpu_coll" > "$OUTDIR/forced_nccl.txt" 2>&1
     rc=$?
-    reap $rc 45
     if [ $rc -eq 0 ]; then say "NCCL, 2 ranks on $([ "$NGPU" -gt 1 ] && echo 'their own GPUs' || echo 'one GPU'): accepted; gpu_coll passed over NCCL"
     else say "NCCL, 2 ranks on one GPU (DTRAIN_DEVICE_PATH=nccl, NCCL_MULTI_RANK_GPU_ENABLE=1): refused (exit $rc): $(grep -m1 -E 'dt_init|Duplicate GPU|ncclCommInitRank' "$OUTDIR/forced_nccl.txt" | cut -c1-300)"
     fi
@@ -329,13 +333,12 @@ else
     [ "$(left)" -lt 240 ] && { big=64M; n=10; r=2; }
     [ "$(left)" -lt 120 ] && { big=16M; n=5; r=1; }
     echo "== 1 rank, device path nccl: dtrain vs raw ncclAllReduce" >> "$OUTDIR/bench.txt"
-    timeout -k 5 $(cap 80 30) "$MPIRUN" -np 1 "$BENCH" --device --vs-nccl -b 4K -e $big -f 4 -n $n -w 5 --rounds $r >> "$OUTDIR/bench.txt" 2>&1 ||
+    capped "$(cap 80 30)" "$MPIRUN" -np 1 "$BENCH" --device --vs-nccl -b 4K -e $big -f 4 -n $n -w 5 --rounds $r >> "$OUTDIR/bench.txt" 2>&1 ||
         fail "dtrain-bench --device --vs-nccl (bench.txt)"
     for np in 2 4; do
         [ "$(left)" -lt 60 ] && { say "benchmarks: staged at $np ranks skipped (time budget)"; continue; }
         echo "== $np ranks on one GPU: the staged path vs MPI_Allreduce on pinned host buffers" >> "$OUTDIR/bench.txt"
-        c=$(( ($(left) - 20) / (np == 2 ? 2 : 1) )); [ $c -lt 20 ] && c=20
-        timeout -k 5 $c "$MPIRUN" -np $np "$BENCH" --device --vs-mpi -b 4K -e 64M -f 4 -n 10 -w 2 --rounds 2 \
+        capped "$(cap 20 20 $((np == 2 ? 2 : 1)))" "$MPIRUN" -np $np "$BENCH" --device --vs-mpi -b 4K -e 64M -f 4 -n 10 -w 2 --rounds 2 \
             >> "$OUTDIR/bench.txt" 2>&1 || fail "dtrain-bench --device --vs-mpi at $np ranks (bench.txt)"
     done
     say "benchmarks (bench.txt): allreduce f32 on device buffers; ratio = reference time / dtrain's (stream-ordered form)"

@@ -22,6 +22,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* dt_dev_ops.event_query: still pending (a positive value, never an error). */
 #define DT_DEV_PENDING 1
 
@@ -109,4 +113,7 @@ void dt_dev_release(void);
 /* The runtime's error message helper: "call: what" into dt_last_error. */
 int dt_dev_fail(const char *call, const char *what);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

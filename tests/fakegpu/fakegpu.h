@@ -55,4 +55,57 @@ int fk_stream_ok(cudaStream_t s);
 int fk_current_device(void);
 int fk_device_count(void);
 
+
+/* ---- kernels: launches run their CPU twins ---------------------------------------
+ * nvcc compiles a launch `k<<<grid, block, shmem, stream>>>(args)` into calls
+ * of cudart's launch entry points (__cudaPushCallConfiguration, then
+ * __cudaGetKernel / __cudaLaunchKernel, or cudaLaunchKernel); kernels are
+ * registered by name at load (__cudaRegisterFunction). The fake implements
+ * those: a launch looks the kernel's registered name up among the TWINS and
+ * runs that twin on the CPU, at once (streams run at once). Kernels with a
+ * twin are declared extern "C" so that the name is the plain one. A launch of
+ * a kernel without a twin fails with cudaErrorInvalidDeviceFunction (and the
+ * fake says which kernel on stderr). */
+
+/* One launch as its twin sees it: args[i] points at the value of argument i. */
+typedef struct fk_launch {
+    const char *name;
+    dim3 grid, block;
+    size_t shmem;
+    cudaStream_t stream;
+    void **args;
+} fk_launch;
+
+/* A kernel's CPU twin: computes what the kernel computes, on the shadows of
+ * the device memory its arguments point at. Returns cudaSuccess, or the error
+ * a GPU would report for the launch: cudaErrorIllegalAddress for a pointer
+ * argument that is not device memory of the current device with room for
+ * what the kernel touches (fk_dev_arg), cudaErrorInvalidConfiguration for a
+ * geometry that does not cover the problem (a launcher bug a GPU would show
+ * as unwritten outputs). */
+typedef cudaError_t (*fk_twin_fn)(const fk_launch *l);
+typedef struct fk_twin {
+    const char *name; /* the kernel's registered (extern "C") name */
+    fk_twin_fn fn;
+} fk_twin;
+/* The twins' tables, each ending with {NULL, NULL} (the kernels' own files
+ * define them: tests/fakegpu/twin_*.c). */
+extern const fk_twin fk_twins_gpt[];
+extern const fk_twin fk_twins_optim[];
+
+/* Argument i of a launch as device memory of the current device holding at
+ * least `bytes` from the pointer on (0: any): the host address of its shadow,
+ * or NULL (with the reason on stderr) when it is not. A NULL pointer argument
+ * gives NULL without a message: check with fk_ptr_arg_is_null first where
+ * NULL is allowed. */
+void *fk_dev_arg(const fk_launch *l, int i, size_t bytes);
+int fk_ptr_arg_is_null(const fk_launch *l, int i);
+/* Argument i read as a value of its type. */
+int fk_int_arg(const fk_launch *l, int i);
+long long fk_i64_arg(const fk_launch *l, int i);
+size_t fk_size_arg(const fk_launch *l, int i);
+float fk_float_arg(const fk_launch *l, int i);
+/* Threads in the launch (grid x block, all three dimensions). */
+size_t fk_threads(const fk_launch *l);
+
 #endif

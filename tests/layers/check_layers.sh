@@ -6,8 +6,9 @@
 #  2. MPI is named only in the MPI bootstrap and transport (src/bootstrap/mpi/,
 #     src/transport/mpi/): no <mpi.h>, MPI_* call, dt_mpi_* call or
 #     dt_backend_mpi elsewhere (comments aside);
-#  3. CUDA and NCCL are named only in the CUDA runtime and the NCCL transport
-#     (src/core/cuda/, src/transport/nccl/): no <cuda*.h>, <nccl.h>, cuda*
+#  3. CUDA and NCCL are named only in the CUDA runtime, the NCCL transport and
+#     the kernel backends (src/core/cuda/, src/transport/nccl/, src/nn/cuda/,
+#     src/optim/cuda/): no <cuda*.h>, <nccl.h>, cuda*
 #     or nccl* call elsewhere (comments aside): everything else reaches the
 #     device through core/device.h and the transport tables.
 #  4. with ROOT (the source tree): the library's users in tools/, bench/ and
@@ -54,7 +55,7 @@ for f in $files; do
     code=$(sed -e ':a' -e '/\/\*/{/\*\//!{N;ba' -e '}}' -e 's|/\*[^*]*\*\+\([^/*][^*]*\*\+\)*/||g' -e 's|"[^"]*"|""|g' "$src/$f")
     confined "$f" "$code" "bootstrap/mpi/ transport/mpi/" MPI \
         '#[[:space:]]*include[[:space:]]*<mpi\.h>|\bMPI_[A-Za-z_]+|\bdt_mpi_[a-z_]+|\bdt_backend_mpi\b'
-    confined "$f" "$code" "core/cuda/ transport/nccl/" "CUDA or NCCL" \
+    confined "$f" "$code" "core/cuda/ transport/nccl/ nn/cuda/ optim/cuda/" "CUDA or NCCL" \
         '#[[:space:]]*include[[:space:]]*<(cuda[a-z_]*|nccl)\.h>|\b(cuda|nccl)[A-Z][A-Za-z_]*[[:space:]]*\('
 done
 nusers=0

@@ -146,6 +146,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "dtrain/device.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -215,14 +216,7 @@ typedef struct dt_model_config {
  * each forward), with float32 parameters, gradients, LayerNorm statistics,
  * loss and accumulation: the mixed precision of llm.c and PyTorch's bf16
  * autocast. */
-typedef enum dt_device_kind { DT_DEVICE_CPU = 0, DT_DEVICE_CUDA = 1 } dt_device_kind;
-typedef enum dt_precision { DT_PRECISION_FP32 = 0, DT_PRECISION_BF16 = 1 } dt_precision;
-/* "cpu", "cuda"; "fp32", "bf16"; "?" if unknown. */
-const char *dt_device_kind_name(int device);
-const char *dt_precision_name(int precision);
-/* Parse those names into *out; DT_ERR_INVALID listing the valid ones. */
-int dt_device_kind_parse(const char *name, int *out);
-int dt_precision_parse(const char *name, int *out);
+/* (dt_device_kind, dt_precision and their names: dtrain/device.h) */
 
 /* What a model takes and gives (see MODEL FAMILIES above). */
 typedef struct dt_model_io {

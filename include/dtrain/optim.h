@@ -49,6 +49,7 @@
 #define DTRAIN_OPTIM_H
 
 #include <stddef.h>
+#include "dtrain/device.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -111,6 +112,20 @@ typedef struct dt_optim dt_optim;
  * DT_ERR_INVALID (NULL arguments, invalid config), DT_ERR_NOMEM. Free with
  * dt_optim_free. */
 int dt_optim_create(const dt_optim_config *cfg, size_t n, dt_optim **out);
+/* The same with the state on `device` (dtrain/device.h): DT_DEVICE_CPU is
+ * dt_optim_create; DT_DEVICE_CUDA keeps the state in device memory of the
+ * calling thread's current CUDA device, and every step, state access and
+ * gradient helper of the instance then takes DEVICE pointers (params,
+ * grads: device memory of that device) and enqueues its kernels on `stream`
+ * (a cudaStream_t; NULL: the default stream) without waiting, except
+ * dt_optim_grad_sqnorm, which returns the value. The arithmetic is the
+ * host's, element for element (the device kernels compute the same float32
+ * operations in the same order without fused multiply-adds): a device step
+ * gives the host step's bits. DT_ERR_UNSUPPORTED without CUDA or a device;
+ * DT_ERR_NOMEM naming the state that did not fit. */
+int dt_optim_create_on(const dt_optim_config *cfg, size_t n, int device, void *stream, dt_optim **out);
+/* Where the instance's state lives (DT_DEVICE_CPU for NULL). */
+int dt_optim_device(const dt_optim *opt);
 /* Free the instance and its state buffers; NULL is a no-op. */
 void dt_optim_free(dt_optim *opt);
 
@@ -174,8 +189,8 @@ size_t dt_optim_numel(const dt_optim *opt);
  * dt_status for NULL opt. */
 int dt_optim_num_states(const dt_optim *opt);
 /* State buffer i (0 <= i < num_states): a pointer to n floats owned by the
- * instance, valid until dt_optim_free (never NULL on success, also when
- * n == 0). Read it to checkpoint, write it to restore. *name (if name is not
+ * instance (device memory for a device instance), valid until dt_optim_free
+ * (never NULL on success, also when n == 0). Read it to checkpoint, write it to restore. *name (if name is not
  * NULL) receives its PyTorch name ("momentum_buffer", "exp_avg",
  * "exp_avg_sq"), a static string. Returns NULL (and sets dt_last_error) for
  * NULL opt or i out of range. */
@@ -229,6 +244,15 @@ int dt_lr_schedule_validate(const dt_lr_schedule *s);
 float dt_lr_at(const dt_lr_schedule *s, long step);
 
 /* ---- gradient helpers ---------------------------------------------------- */
+
+/* The gradient helpers below for gradients that live where opt's state
+ * lives (host memory, or device memory for a device instance, in its
+ * stream's order): *out = the sum of squares of g[0..n) (a device instance's
+ * waits for the value and accumulates in double in a fixed order: the same
+ * bits run to run, not necessarily dt_grad_sqnorm's), and g *= s.
+ * DT_ERR_INVALID for NULL opt/out or NULL g with n > 0. */
+int dt_optim_grad_sqnorm(const dt_optim *opt, const float *g, size_t n, double *out);
+int dt_optim_grad_scale(const dt_optim *opt, float *g, size_t n, float s);
 
 /* Sum of squares of g[0..n), accumulated in double (8 interleaved partial sums
  * over consecutive elements, then added in a fixed order: the result depends

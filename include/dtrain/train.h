@@ -22,6 +22,22 @@
  * (x accum_steps). Metrics printed by rank 0 are reduced over all ranks; the
  * evaluation set is split across ranks.
  *
+ * DEVICES (device "cuda", dtrain-train --device cuda; the gpt family). Each
+ * rank computes on CUDA device local_rank % (devices it sees): the model's
+ * parameters, gradients, activations and (none, ddp) the optimizer state are
+ * device memory, every kernel runs on the device, and nothing goes through
+ * the host inside a step (the loss and the statistics are read after the
+ * backward). Data parallelism reduces the gradients' buckets on the device
+ * (NCCL, or staged through the host where ranks share a GPU: coll.h, "Device
+ * memory"); ZeRO moves parameters and gradients on the device and steps its
+ * shard on the host (dtrain/zero.h, "Device memory"). precision "bf16":
+ * bf16 activations and compute copy of the parameters, f32 parameters,
+ * gradients, optimizer state and loss (dtrain/model.h, PRECISION).
+ * Checkpoints and --save-model are the CPU's formats: a GPU run resumes on
+ * the CPU and the reverse. Refused (exit 2): --device cuda with a classifier
+ * or --dp-threads > 1, --precision bf16 without --device cuda, a compressed
+ * grad_comm_dtype with --device cuda (host-memory wires only).
+ *
  * DP THREADS (dp_threads = N > 1, dtrain-train --dp-threads N; seed 004's
  * DataParallel): N threads of this process train one model. Each thread runs
  * forward and backward on a model replica with its own activations and its
@@ -71,6 +87,12 @@ typedef struct dt_train_options {
     char preset[16];         /* "gpt-test" | "gpt-demo" | "gpt2-124m"; "" = gpt-demo's sizes */
     int n_layer, n_head, n_embd, block_size; /* 0 = the preset's (vocabulary: 256 bytes) */
     int recompute;           /* activation recomputation (gpt), default 0 */
+    char device[8];          /* "cpu" (default) | "cuda" (gpt): see DEVICES below */
+    char precision[8];       /* "fp32" (default) | "bf16" (--device cuda) */
+    double peak_tflops;      /* the device's peak FLOP rate in TFLOP/s for the model FLOP
+                              * utilisation (mfu) of the metrics; 0 = from the device's
+                              * known peak (cuda: by compute capability and SM count for
+                              * the precision; cpu: none, mfu not reported) */
     char sample_prompt[256]; /* gpt: the end-of-run sample continues this (default "The ") */
     double sample_temperature; /* default 0.8 (0 = greedy) */
     int sample_length;       /* bytes sampled at the end (gpt; default 200, 0 = none) */

@@ -1,36 +1,10 @@
 /* src/nn/model_mem.c - where a model's memory lives (dtrain/model.h,
  * DEVICES): host memory, or the family's device memory through m->mem;
- * the device and precision names; copies between the host and the model. */
+ * copies between the host and the model. */
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include "core/error.h"
 #include "nn/model_internal.h"
-
-/* ---- names ---------------------------------------------------------------------------- */
-
-static const char *const k_devices[] = {"cpu", "cuda"};
-static const char *const k_precisions[] = {"fp32", "bf16"};
-
-const char *dt_device_kind_name(int device) {
-    return device >= 0 && device < 2 ? k_devices[device] : "?";
-}
-
-const char *dt_precision_name(int precision) {
-    return precision >= 0 && precision < 2 ? k_precisions[precision] : "?";
-}
-
-int dt_device_kind_parse(const char *name, int *out) {
-    for (int i = 0; name && out && i < 2; i++)
-        if (strcasecmp(name, k_devices[i]) == 0) return *out = i, DT_OK;
-    return DT_ERR(DT_ERR_INVALID, "device '%s' (expected cpu or cuda)", name ? name : "(null)");
-}
-
-int dt_precision_parse(const char *name, int *out) {
-    for (int i = 0; name && out && i < 2; i++)
-        if (strcasecmp(name, k_precisions[i]) == 0) return *out = i, DT_OK;
-    return DT_ERR(DT_ERR_INVALID, "precision '%s' (expected fp32 or bf16)", name ? name : "(null)");
-}
 
 /* ---- the model's memory ------------------------------------------------------------------- */
 

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,8 +22,10 @@
 #include <arm_neon.h>
 #endif
 
+#include "core/device.h"
 #include "core/error.h"
 #include "dtrain/optim.h"
+#include "optim/optim_kernels.h"
 
 #define DT_OPTIM_MAX_STATES 2
 
@@ -36,6 +39,10 @@ struct dt_optim {
     dt_optim_range *nodecay; /* sorted, disjoint, in instance coordinates */
     int n_nodecay;
     size_t nodecay_elems;
+    /* DT_DEVICE_CUDA: the state is device memory, updated by dk on stream */
+    int device;
+    void *stream;
+    const dt_optim_kernels *dk;
 };
 
 /* ---- configuration ------------------------------------------------------ */
@@ -115,18 +122,39 @@ int dt_optim_config_validate(const dt_optim_config *cfg) {
 
 /* ---- lifetime and state access ------------------------------------------ */
 
-int dt_optim_create(const dt_optim_config *cfg, size_t n, dt_optim **out) {
+/* n floats of zeroed state (at least one, so that dt_optim_state never
+ * returns NULL), on the host or the instance's device */
+static int state_alloc(dt_optim *o, size_t n, float **p) {
+    size_t bytes = (n ? n : 1) * sizeof(float);
+    if (!o->device) {
+        *p = calloc(n ? n : 1, sizeof(float));
+        return *p ? DT_OK : DT_ERR_NOMEM;
+    }
+    int rc = dt_dev()->dev_alloc(bytes, (void **)p);
+    if (rc) return rc;
+    rc = dt_dev()->memset_async(*p, 0, bytes, o->stream);
+    return rc ? rc : dt_dev()->stream_sync(o->stream);
+}
+
+int dt_optim_create_on(const dt_optim_config *cfg, size_t n, int device, void *stream, dt_optim **out) {
     if (out) *out = NULL;
     if (!cfg || !out) return DT_ERR(DT_ERR_INVALID, "cfg or out is NULL");
+    if (device != DT_DEVICE_CPU && device != DT_DEVICE_CUDA)
+        return DT_ERR(DT_ERR_INVALID, "device %d is not DT_DEVICE_CPU or DT_DEVICE_CUDA", device);
     int rc = dt_optim_config_validate(cfg);
     if (rc != DT_OK) return rc;
     if (n > SIZE_MAX / sizeof(float) / DT_OPTIM_MAX_STATES)
         return DT_ERR(DT_ERR_INVALID, "n=%zu elements is too large", n);
+    const dt_optim_kernels *dk = NULL;
+    if (device == DT_DEVICE_CUDA && !(dk = dt_optim_kernels_device())) return DT_ERR_UNSUPPORTED;
 
     dt_optim *o = calloc(1, sizeof *o);
     if (!o) return DT_ERR(DT_ERR_NOMEM, "cannot allocate the optimizer");
     o->cfg = *cfg;
     o->n = n;
+    o->device = device;
+    o->stream = stream;
+    o->dk = dk;
     if (cfg->kind == DT_OPTIM_SGD) {
         if (cfg->momentum != 0.0) {
             o->nstates = 1;
@@ -138,22 +166,32 @@ int dt_optim_create(const dt_optim_config *cfg, size_t n, dt_optim **out) {
         o->state_name[1] = "exp_avg_sq";
     }
     for (int i = 0; i < o->nstates; i++) {
-        /* at least one element so that dt_optim_state never returns NULL */
-        o->state[i] = calloc(n ? n : 1, sizeof(float));
-        if (!o->state[i]) {
+        if ((rc = state_alloc(o, n, &o->state[i]))) {
             const char *name = o->state_name[i];
+            char why[256];
+            snprintf(why, sizeof why, "%s", rc == DT_ERR_NOMEM ? "out of memory" : dt_last_error());
             dt_optim_free(o);
-            return DT_ERR(DT_ERR_NOMEM, "cannot allocate %s state '%s' of %zu floats",
-                          dt_optim_kind_name(cfg->kind), name, n);
+            return DT_ERR(rc, "cannot allocate %s state '%s' of %zu floats%s: %s", dt_optim_kind_name(cfg->kind),
+                          name, n, device ? " on the device" : "", why);
         }
     }
     *out = o;
     return DT_OK;
 }
 
+int dt_optim_create(const dt_optim_config *cfg, size_t n, dt_optim **out) {
+    return dt_optim_create_on(cfg, n, DT_DEVICE_CPU, NULL, out);
+}
+
+int dt_optim_device(const dt_optim *opt) { return opt ? opt->device : DT_DEVICE_CPU; }
+
 void dt_optim_free(dt_optim *opt) {
     if (!opt) return;
-    for (int i = 0; i < DT_OPTIM_MAX_STATES; i++) free(opt->state[i]);
+    for (int i = 0; i < DT_OPTIM_MAX_STATES; i++) {
+        if (!opt->state[i]) continue;
+        if (opt->device) dt_dev()->dev_free(opt->state[i]);
+        else free(opt->state[i]);
+    }
     free(opt->nodecay);
     free(opt);
 }
@@ -208,7 +246,14 @@ size_t dt_optim_no_decay_count(const dt_optim *opt) { return opt ? opt->nodecay_
 
 int dt_optim_reset(dt_optim *opt) {
     if (!opt) return DT_ERR(DT_ERR_INVALID, "opt is NULL");
-    for (int i = 0; i < opt->nstates; i++) memset(opt->state[i], 0, opt->n * sizeof(float));
+    for (int i = 0; i < opt->nstates; i++) {
+        if (!opt->device) {
+            memset(opt->state[i], 0, opt->n * sizeof(float));
+            continue;
+        }
+        int rc = dt_dev()->memset_async(opt->state[i], 0, opt->n * sizeof(float), opt->stream);
+        if (rc) return rc;
+    }
     opt->step = 0;
     return DT_OK;
 }
@@ -353,20 +398,22 @@ static int overlaps(const void *a, size_t an, const void *b, size_t bn) {
 /* The update of elements [off, off + n) of one parameter group: with the
  * config's weight decay (decayed != 0) or without (a group with
  * weight_decay 0). */
-static void step_piece(dt_optim *opt, float *params, const float *grads, float lr, size_t off, size_t n,
-                       int decayed) {
+static int step_piece(dt_optim *opt, float *params, const float *grads, float lr, size_t off, size_t n,
+                      int decayed) {
     const dt_optim_config *c = &opt->cfg;
     const long t = opt->step + 1;
     const double wdd = decayed ? c->weight_decay : 0.0;
     /* PyTorch passes Python floats to float kernels: rounded once to float */
     const float wd = (float)wdd, mom = (float)c->momentum;
     if (c->kind == DT_OPTIM_SGD) {
-        if (c->momentum == 0.0)
+        float *buf = c->momentum != 0.0 ? opt->state[0] + off : NULL;
+        if (opt->device) return opt->dk->sgd(opt->stream, params, grads, buf, n, lr, wd, mom, c->nesterov, opt->step == 0);
+        if (!buf)
             sgd_plain(params, grads, n, lr, wd);
         else if (opt->step == 0)
-            sgd_momentum_first(params, grads, opt->state[0] + off, n, lr, wd, mom, c->nesterov);
+            sgd_momentum_first(params, grads, buf, n, lr, wd, mom, c->nesterov);
         else
-            sgd_momentum(params, grads, opt->state[0] + off, n, lr, wd, mom, c->nesterov);
+            sgd_momentum(params, grads, buf, n, lr, wd, mom, c->nesterov);
     } else {
         const double b1 = c->beta1, b2 = c->beta2;
         const int adamw = c->kind == DT_OPTIM_ADAMW;
@@ -375,10 +422,14 @@ static void step_piece(dt_optim *opt, float *params, const float *grads, float l
         const double bc1 = 1.0 - pow(b1, (double)t);
         const double bc2 = 1.0 - pow(b2, (double)t);
         const double step_size = (double)lr / bc1;
-        adam_kernel(params, grads, opt->state[0] + off, opt->state[1] + off, n, decay, l2, (float)b1,
-                    (float)(1.0 - b1), (float)b2, (float)(1.0 - b2), (float)sqrt(bc2), (float)c->eps,
-                    (float)-step_size);
+        float *m = opt->state[0] + off, *v = opt->state[1] + off;
+        if (opt->device)
+            return opt->dk->adam(opt->stream, params, grads, m, v, n, decay, l2, (float)b1, (float)(1.0 - b1),
+                                 (float)b2, (float)(1.0 - b2), (float)sqrt(bc2), (float)c->eps, (float)-step_size);
+        adam_kernel(params, grads, m, v, n, decay, l2, (float)b1, (float)(1.0 - b1), (float)b2, (float)(1.0 - b2),
+                    (float)sqrt(bc2), (float)c->eps, (float)-step_size);
     }
+    return DT_OK;
 }
 
 /* The update of elements [off, off + n) with the step counter's next t. */
@@ -414,7 +465,8 @@ static int step_range(dt_optim *opt, float *params, const float *grads, float lr
         } else if (r < opt->n_nodecay && opt->nodecay[r].offset < stop) {
             stop = opt->nodecay[r].offset;
         }
-        step_piece(opt, params + (pos - off), grads + (pos - off), lr, pos, stop - pos, decayed);
+        int rc = step_piece(opt, params + (pos - off), grads + (pos - off), lr, pos, stop - pos, decayed);
+        if (rc) return rc;
         pos = stop;
     }
     return DT_OK;
@@ -437,4 +489,25 @@ int dt_optim_step_finish(dt_optim *opt) {
     if (opt->step == LONG_MAX) return DT_ERR(DT_ERR_INVALID, "%s: step counter overflow", dt_optim_kind_name(opt->cfg.kind));
     opt->step++;
     return DT_OK;
+}
+
+/* ---- gradient helpers where the state lives ---------------------------------------- */
+
+int dt_optim_grad_sqnorm(const dt_optim *opt, const float *g, size_t n, double *out) {
+    if (!opt || !out || (n && !g)) return DT_ERR(DT_ERR_INVALID, "NULL opt, out or gradients");
+    if (!opt->device) {
+        *out = dt_grad_sqnorm(g, n);
+        return DT_OK;
+    }
+    *out = 0.0;
+    return n ? opt->dk->sqnorm(opt->stream, g, n, out) : DT_OK;
+}
+
+int dt_optim_grad_scale(const dt_optim *opt, float *g, size_t n, float s) {
+    if (!opt || (n && !g)) return DT_ERR(DT_ERR_INVALID, "NULL opt or gradients");
+    if (!opt->device) {
+        dt_grad_scale(g, n, s);
+        return DT_OK;
+    }
+    return n ? opt->dk->scale(opt->stream, g, n, s) : DT_OK;
 }

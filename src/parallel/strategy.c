@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/device.h"
 #include "core/error.h"
 #include "core/mem.h"
 #include "parallel/strategy.h"
@@ -134,8 +135,9 @@ void dt_strategy_overlap(const dt_strategy *s, double *hidden, double *hidden_co
 
 /* ---- helpers for the strategies --------------------------------------------- */
 
-int dt_strategy_make_optim(const dt_strategy_args *a, size_t base, size_t n, dt_optim **out) {
-    int rc = dt_optim_create(a->optim, n, out);
+int dt_strategy_make_optim(const dt_strategy_args *a, size_t base, size_t n, int on_device, dt_optim **out) {
+    const int dev = on_device && a->table->device == DT_DEVICE_CUDA;
+    int rc = dt_optim_create_on(a->optim, n, dev ? DT_DEVICE_CUDA : DT_DEVICE_CPU, dev ? a->table->stream : NULL, out);
     if (!rc && a->n_no_decay) rc = dt_optim_set_no_decay(*out, base, a->no_decay, a->n_no_decay);
     if (rc) {
         dt_optim_free(*out);
@@ -152,12 +154,27 @@ void dt_strategy_free_optim(dt_optim *opt) {
     dt_optim_free(opt);
 }
 
-void dt_strategy_clip_full(float *g, size_t n, dt_strategy_step *st) {
+int dt_strategy_clip_full(const dt_optim *opt, float *g, size_t n, dt_strategy_step *st) {
     st->norm = -1;
-    if (!st->want_norm && st->clip <= 0) return;
+    if (!st->want_norm && st->clip <= 0) return DT_OK;
     /* the gradients are identical on every rank here: the local norm is global */
-    st->norm = sqrt(dt_grad_sqnorm(g, n));
-    if (st->clip > 0 && st->clip / (st->norm + 1e-6) < 1.0) dt_grad_scale(g, n, (float)(st->clip / (st->norm + 1e-6)));
+    double sq;
+    int rc = dt_optim_grad_sqnorm(opt, g, n, &sq);
+    if (rc) return rc;
+    st->norm = sqrt(sq);
+    if (st->clip > 0 && st->clip / (st->norm + 1e-6) < 1.0)
+        rc = dt_optim_grad_scale(opt, g, n, (float)(st->clip / (st->norm + 1e-6)));
+    return rc;
+}
+
+int dt_strategy_to_host(const dt_strategy *s, float *dst, const float *src, size_t n) {
+    if (!n) return DT_OK;
+    if (s->table.device != DT_DEVICE_CUDA) {
+        memcpy(dst, src, n * sizeof(float));
+        return DT_OK;
+    }
+    int rc = dt_dev()->memcpy_async(dst, src, n * sizeof(float), s->table.stream);
+    return rc ? rc : dt_dev()->stream_sync(s->table.stream);
 }
 
 void dt_strategy_partition(const dt_strategy *s, size_t *lo, size_t *hi) {

@@ -59,6 +59,11 @@ typedef struct dt_layer_table {
     size_t num_buffers;           /* every rank; may be NULL / 0 */
     /* the model's calls (dt_model_set_layer_params, _set_layer_grads,
      * _use_grad_buffer, _release_flat, _zero_grad) on `model` */
+    int device;                   /* DT_DEVICE_CUDA: params, grads and buffers are device
+                                   * memory of the current device, and the model computes
+                                   * on `stream` (what data parallelism orders its buckets
+                                   * after; NULL: the default stream) */
+    void *stream;
     void *model;
     int (*set_layer_params)(void *model, int layer, float *p);
     int (*set_layer_grads)(void *model, int layer, float *g);
@@ -174,13 +179,20 @@ void dt_strategy_overlap(const dt_strategy *s, double *hidden, double *hidden_co
 /* ---- for the strategies' own files ---------------------------------------- */
 extern const dt_strategy_ops dt_strategy_none, dt_strategy_ddp, dt_strategy_zero1, dt_strategy_zero2,
     dt_strategy_zero3;
-/* An optimizer over [base, base + n) with the no-decay ranges, its state
- * bytes registered (DT_MEM_OPTIM). */
-int dt_strategy_make_optim(const dt_strategy_args *a, size_t base, size_t n, dt_optim **out);
+/* An optimizer over [base, base + n) with the no-decay ranges, its state on
+ * the table's device (on_device != 0: a device table's parameters are
+ * stepped where they live) or on the host, its bytes registered
+ * (DT_MEM_OPTIM). */
+int dt_strategy_make_optim(const dt_strategy_args *a, size_t base, size_t n, int on_device, dt_optim **out);
 void dt_strategy_free_optim(dt_optim *opt);
 /* Global gradient clipping of a full, replicated gradient vector (the
- * strategies that hold every gradient): norm into st->norm when asked. */
-void dt_strategy_clip_full(float *g, size_t n, dt_strategy_step *st);
+ * strategies that hold every gradient), where opt's state lives: norm into
+ * st->norm when asked. */
+int dt_strategy_clip_full(const dt_optim *opt, float *g, size_t n, dt_strategy_step *st);
+/* n floats from the table's memory (params: device memory for a device
+ * table) into host dst, in the model's stream order; returns when dst holds
+ * them. */
+int dt_strategy_to_host(const dt_strategy *s, float *dst, const float *src, size_t n);
 /* The checkpoint partition of this rank: [r*S, (r+1)*S), S = ceil(P/N). */
 void dt_strategy_partition(const dt_strategy *s, size_t *lo, size_t *hi);
 

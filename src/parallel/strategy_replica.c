@@ -56,7 +56,7 @@ static int replica_init(dt_strategy *s, const dt_strategy_args *a) {
     r->mem[0] = r->mem[1] = (long long)(P * sizeof(float));
     dt_mem_add(DT_MEM_PARAMS, r->mem[0]);
     dt_mem_add(DT_MEM_GRADS, r->mem[1]);
-    return dt_strategy_make_optim(a, 0, P, &r->opt);
+    return dt_strategy_make_optim(a, 0, P, 1, &r->opt); /* where the parameters are */
 }
 
 static int none_create(dt_strategy *s, const dt_strategy_args *a) { return replica_init(s, a); }
@@ -71,8 +71,8 @@ static int replica_step(dt_strategy *s, dt_strategy_step *st) {
         rc = dt_optim_step_finish(r->opt);
     } else {
         size_t n = s->table.num_params;
-        dt_strategy_clip_full(r->grads, n, st);
-        rc = dt_optim_step(r->opt, r->params, r->grads, st->lr);
+        rc = dt_strategy_clip_full(r->opt, r->grads, n, st);
+        if (!rc) rc = dt_optim_step(r->opt, r->params, r->grads, st->lr);
     }
     s->table.zero_grad(s->table.model);
     return rc;
@@ -81,8 +81,7 @@ static int replica_step(dt_strategy *s, dt_strategy_step *st) {
 static int replica_gather(dt_strategy *s, size_t offset, size_t count, float *dst, int root) {
     if (s->ci.world_rank != root) return DT_OK;
     if (!dst && count) return DT_ERR(DT_ERR_INVALID, "dst is NULL on the root");
-    if (count) memcpy(dst, R(s)->params + offset, count * sizeof(float));
-    return DT_OK;
+    return dt_strategy_to_host(s, dst, R(s)->params + offset, count);
 }
 
 static int replica_state(dt_strategy *s, dt_strategy_state *st) {
@@ -132,14 +131,19 @@ static int ddp_create(dt_strategy *s, const dt_strategy_args *a) {
     int rc = replica_init(s, a);
     if (rc) return rc;
     replica *r = R(s);
-    /* Gradients in memory the ranks share (on one host): the buckets, views
-     * at the same offsets on every rank, are then reduced straight between
-     * the ranks' gradient buffers (comm.h). Collective, like dt_ddp_create. */
-    void *sg = NULL;
-    if ((rc = dt_comm_alloc_shared(s->comm, t->num_params * sizeof(float), &sg))) return rc;
-    r->shared_grads = sg;
-    if ((rc = t->use_grad_buffer(t->model, sg))) return rc;
-    r->grads = sg;
+    /* Host gradients in memory the ranks share (on one host): the buckets,
+     * views at the same offsets on every rank, are then reduced straight
+     * between the ranks' gradient buffers (comm.h). Collective, like
+     * dt_ddp_create. A device model's stay where they are: its buckets are
+     * reduced on the device (dtrain/ddp.h's device mode). */
+    const int dev = t->device == DT_DEVICE_CUDA;
+    if (!dev) {
+        void *sg = NULL;
+        if ((rc = dt_comm_alloc_shared(s->comm, t->num_params * sizeof(float), &sg))) return rc;
+        r->shared_grads = sg;
+        if ((rc = t->use_grad_buffer(t->model, sg))) return rc;
+        r->grads = sg;
+    }
     r->overlap = a->dist->overlap;
     r->layer_seg = malloc(sizeof(int) * (size_t)L);
     r->seg_off = malloc(sizeof(size_t) * (size_t)L);
@@ -168,6 +172,10 @@ static int ddp_create(dt_strategy *s, const dt_strategy_args *a) {
     dc.broadcast_buffers = a->dist->broadcast_buffers && !a->dist->sync_bn;
     dc.root = dt_comm_world_rank_of(s->comm, 0);
     dc.average = 0; /* the trainer scales backward by 1/dp_size */
+    if (dev) {
+        dc.mem = DT_MEM_DEVICE;
+        dc.stream = t->stream;
+    }
     rc = dt_ddp_create(s->comm, segs, nseg, &buf, buf.count ? 1 : 0, &dc, &r->ddp);
     free(segs);
     return rc;

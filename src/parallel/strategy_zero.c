@@ -51,6 +51,10 @@ static int zero_create(dt_strategy *s, const dt_strategy_args *a, int stage) {
     zc.overlap = a->dist->overlap;
     zc.average = 0; /* the trainer scales backward by 1/dp_size */
     zc.seg_owner = t->owner;
+    if (t->device == DT_DEVICE_CUDA) { /* a device model: its parameters move on the device */
+        zc.mem = DT_MEM_DEVICE;
+        zc.stream = t->stream;
+    }
     z->shard = s->comm;
     z->nrep = 1;
     int rc;

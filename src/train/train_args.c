@@ -29,6 +29,8 @@ void dt_train_options_default(dt_train_options *o) {
     o->dp_threads = 1;
     o->shuffle = 1;
     o->eval = 1;
+    snprintf(o->device, sizeof o->device, "cpu");
+    snprintf(o->precision, sizeof o->precision, "fp32");
     dt_config_default(&o->dist);
 }
 
@@ -47,6 +49,12 @@ const char *dt_train_usage(void) {
 "                             default), gpt2-124m (12 x 768); each overridable:\n"
 "  --n-layer L --n-head H --n-embd C --block-size T   (vocabulary: 256 bytes)\n"
 "  --recompute 0|1            gpt: keep only each block's input, recompute it in backward\n"
+"  --device cpu|cuda          gpt: compute on the CPU (default) or on CUDA device\n"
+"                             local_rank %% devices (model, activations, optimizer on it)\n"
+"  --precision fp32|bf16      gpt on cuda: bf16 activations and compute weights, f32\n"
+"                             master weights, gradients and optimizer (default fp32)\n"
+"  --peak-tflops X            the device's peak TFLOP/s for the metrics' model FLOP\n"
+"                             utilisation (default: known GPUs' peak; cpu: none)\n"
 "  --sample-prompt TEXT       gpt: the end-of-run sample continues TEXT (default \"The \")\n"
 "  --sample-temperature T     ... drawn at temperature T (default 0.8; 0 = greedy)\n"
 "  --sample-length N          ... N bytes (default 200; 0 = no sample)\n"
@@ -135,7 +143,7 @@ enum { G_MOMENTUM = 1, G_NESTEROV = 2, G_DROPOUT = 4, G_HIDDEN1 = 8, G_HIDDEN2 =
 #define G_GPT 2048u
 static const char *const k_gpt_flags[] = {"--preset", "--n-layer", "--n-head", "--n-embd", "--block-size",
                                           "--recompute", "--sample-prompt", "--sample-temperature",
-                                          "--sample-length", NULL};
+                                          "--sample-length", "--device", "--precision", NULL};
 
 static int gpt_flag_bit(const char *f) {
     for (int i = 0; k_gpt_flags[i]; i++)
@@ -157,8 +165,24 @@ static int check_gpt_sizes(const dt_train_options *o, unsigned given) {
     return DT_OK;
 }
 
+/* what --device cuda and --precision bf16 combine with */
+static int check_device(const dt_train_options *o) {
+    const int cuda = strcmp(o->device, "cuda") == 0;
+    if (strcmp(o->precision, "bf16") == 0 && !cuda)
+        return DT_ERR(DT_ERR_INVALID, "flag --precision bf16 computes on a GPU: it needs --device cuda (the CPU "
+                      "computes in fp32)");
+    if (cuda && o->dp_threads > 1)
+        return DT_ERR(DT_ERR_INVALID, "flag --dp-threads %d: data-parallel threads share one process's CPU; with "
+                      "--device cuda run one rank per GPU instead", o->dp_threads);
+    if (cuda && o->dist.grad_comm_dtype != 0)
+        return DT_ERR(DT_ERR_INVALID, "grad_comm_dtype %s with --device cuda: compressed gradient wires are "
+                      "host-memory only (use f32; from --grad-comm-dtype, DTRAIN_GRAD_COMM_DTYPE or --config)",
+                      o->dist.grad_comm_dtype == 1 ? "bf16" : "f16");
+    return DT_OK;
+}
+
 static int check_conflicts(const dt_train_options *o, unsigned given) {
-    int sgd = strcmp(o->optimizer, "sgd") == 0;
+    int rc, sgd = strcmp(o->optimizer, "sgd") == 0;
     if ((given & G_MOMENTUM) && !sgd)
         return DT_ERR(DT_ERR_INVALID, "flag --momentum applies to --optimizer sgd only (%s has no momentum setting: "
                       "its betas are fixed)", o->optimizer);
@@ -203,6 +227,7 @@ static int check_conflicts(const dt_train_options *o, unsigned given) {
             return DT_ERR(DT_ERR_INVALID, "flag %s: gpt trains on random text windows (a keyed permutation per "
                           "epoch, dtrain/text.h); it applies to the image data sets",
                           given & G_SHUFFLE ? "--shuffle" : "--drop-last");
+        if (m->gpt && (rc = check_device(o))) return rc;
         if (m->gpt) return check_gpt_sizes(o, given);
     }
     return DT_OK;
@@ -214,6 +239,8 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
     static const char *const presets[] = {"gpt-test", "gpt-demo", "gpt2-124m", NULL};
     static const char *const optims[] = {"sgd", "adam", "adamw", NULL};
     static const char *const scheds[] = {"const", "cosine", NULL};
+    static const char *const devices[] = {"cpu", "cuda", NULL};
+    static const char *const precisions[] = {"fp32", "bf16", NULL};
     /* pass 1: --config FILE, then the environment, so flags win */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -261,6 +288,8 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
             else if (!strcmp(f, "--n-embd")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->n_embd = (int)l; }
             else if (!strcmp(f, "--block-size")) { rc = parse_long(f, v, 1, 1 << 20, &l); o->block_size = (int)l; }
             else if (!strcmp(f, "--recompute")) { rc = parse_long(f, v, 0, 1, &l); o->recompute = (int)l; }
+            else if (!strcmp(f, "--device")) rc = parse_choice(f, v, devices, o->device, sizeof o->device);
+            else if (!strcmp(f, "--precision")) rc = parse_choice(f, v, precisions, o->precision, sizeof o->precision);
             else if (!strcmp(f, "--sample-temperature")) rc = parse_double(f, v, 0, 100, &o->sample_temperature);
             else if (!strcmp(f, "--sample-length")) { rc = parse_long(f, v, 0, 1 << 20, &l); o->sample_length = (int)l; }
             else if (strlen(v) >= sizeof o->sample_prompt)
@@ -282,6 +311,7 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
         else if (!strcmp(f, "--test-limit")) rc = parse_long(f, v, 0, 1L << 40, &o->test_limit);
         else if (!strcmp(f, "--max-steps")) rc = parse_long(f, v, 0, 1L << 40, &o->max_steps);
         else if (!strcmp(f, "--clip-grad-norm")) rc = parse_double(f, v, 0, 1e9, &o->clip_grad_norm);
+        else if (!strcmp(f, "--peak-tflops")) rc = parse_double(f, v, 0, 1e6, &o->peak_tflops);
         else if (!strcmp(f, "--accum-steps")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->accum_steps = (int)l; }
         else if (!strcmp(f, "--threads")) { rc = parse_long(f, v, 1, 1024, &l); o->threads = (int)l; }
         else if (!strcmp(f, "--dp-threads")) { rc = parse_long(f, v, 1, 1024, &l); o->dp_threads = (int)l; }

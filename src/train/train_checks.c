@@ -110,6 +110,8 @@ int dt_trainer_check_flags(dt_trainer *t) {
     add(&fs, "--n-embd", "%d", o->n_embd);
     add(&fs, "--block-size", "%d", o->block_size);
     add(&fs, "--recompute", "%d", o->recompute);
+    add(&fs, "--device", "%s", o->device);
+    add(&fs, "--precision", "%s", o->precision);
     add(&fs, "--epochs", "%d", o->epochs);
     add(&fs, "--batch-size", "%d", o->batch_size);
     add(&fs, "--lr", "%.17g", o->lr);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "core/device.h"
 #include "core/error.h"
 #include "dtrain/coll.h"
 #include "dtrain/optim.h"
@@ -19,11 +20,42 @@ static volatile sig_atomic_t g_stop_requested;
 
 void dt_trainer_request_stop(void) { g_stop_requested = 1; }
 
-/* 1 if any rank was asked to stop (all ranks get the same answer). */
+/* The step whose loss or gradient norm was not finite on some rank (the
+ * ranks agree: the first such step over all ranks), or 0: nothing may be
+ * saved after it. */
+static int nonfinite_agreed(dt_trainer *t, long *step) {
+    long v = t->nonfinite_step ? t->nonfinite_step : -1;
+    int rc = t->ci.size > 1 ? dt_allreduce(&v, &v, 1, DT_I64, DT_MAX, t->comm) : DT_OK;
+    *step = v > 0 ? v : 0;
+    return rc;
+}
+
+static int nonfinite_error(dt_trainer *t, long step) {
+    char what[96];
+    if (t->nonfinite_step == step) snprintf(what, sizeof what, "the %s is not finite", t->nonfinite_what);
+    else snprintf(what, sizeof what, "another rank's loss or gradient norm is not finite");
+    return DT_ERR(DT_ERR_STATE, "step %ld: %s; stopping before anything more is saved (the last checkpoint, if any, "
+                  "holds the last good state)", step, what);
+}
+
+/* Before a checkpoint or the model is written: every rank's steps so far were
+ * finite (collective). */
+static int check_finite(dt_trainer *t) {
+    long bad;
+    int rc = nonfinite_agreed(t, &bad);
+    return rc ? rc : bad ? nonfinite_error(t, bad) : DT_OK;
+}
+
+/* 1 if any rank was asked to stop (all ranks get the same answer); with a
+ * non-finite step on some rank, *rc says so. One collective per step. */
 static int stop_agreed(dt_trainer *t, int *rc) {
-    int v = g_stop_requested ? 1 : 0;
-    if (t->ci.size > 1 && (*rc = dt_allreduce(&v, &v, 1, DT_I32, DT_MAX, t->comm))) return 1;
-    return v;
+    long v[2] = {g_stop_requested ? 1 : 0, t->nonfinite_step ? t->nonfinite_step : -1};
+    if (t->ci.size > 1 && (*rc = dt_allreduce(v, v, 2, DT_I64, DT_MAX, t->comm))) return 1;
+    if (v[1] > 0) {
+        *rc = nonfinite_error(t, v[1]);
+        return 1;
+    }
+    return v[0] != 0;
 }
 
 /* Training statistics over some steps: predictions, correct ones, loss sum. */
@@ -55,8 +87,10 @@ static int train_step(dt_trainer *t, tally *ep, tally *win, double *step_loss) {
     *step_loss = 0;
     /* the gradient norm costs a pass over the gradients: computed when
      * clipping, and on the last planned step for the result */
+    /* and before a checkpoint: a non-finite gradient must not be saved */
+    const int ckpt_due = *t->o.checkpoint_dir && t->o.checkpoint_every > 0 && (t->step + 1) % t->o.checkpoint_every == 0;
     dt_strategy_step st = {.lr = dt_lr_at(&t->sched, t->step), .clip = t->o.clip_grad_norm,
-                           .want_norm = t->o.clip_grad_norm > 0 || t->step + 1 >= t->planned_steps,
+                           .want_norm = t->o.clip_grad_norm > 0 || t->step + 1 >= t->planned_steps || ckpt_due,
                            .norm = -1, .opt_t0 = -1};
     const double P = (double)t->positions;
     for (int m = 0; m < k; m++) {
@@ -86,10 +120,16 @@ static int train_step(dt_trainer *t, tally *ep, tally *win, double *step_loss) {
             for (int layer = t->table.nlayers - 1; layer >= 0; layer--)
                 if (t->l_cnt[layer] && (rc = dt_strategy_grad_ready(t->st, layer))) return rc;
         } else {
-            if ((rc = dt_model_forward(t->model, t->x, t->y, B, 1, &l))) return rc;
-            if ((c = dt_model_correct(t->model, t->y, B)) < 0) return c;
+            /* the loss and the predictions are read after the backward: a
+             * device model's forward and backward are enqueued without a
+             * wait between them */
+            double cd = 0;
+            if ((rc = dt_model_forward(t->model, t->x, t->y, B, 1, NULL))) return rc;
             b0 = dt_trace_now_us();
-            if ((rc = dt_model_backward_scaled(t->model, scale))) return rc;
+            if ((rc = dt_model_backward_scaled(t->model, scale)) || (rc = dt_model_loss(t->model, &l)) ||
+                (rc = dt_model_row_stats(t->model, (long)B * t->positions, &cd, NULL)))
+                return rc;
+            c = (int)cd;
         }
         for (tally *s = ep; s; s = s == ep ? win : NULL) {
             s->loss_sum += (double)l * B * P;
@@ -103,6 +143,11 @@ static int train_step(dt_trainer *t, tally *ep, tally *win, double *step_loss) {
     int rc = dt_strategy_update(t->st, &st);
     if (rc) return rc;
     t->grad_norm = st.want_norm ? st.norm : -1;
+    if (!t->nonfinite_step && (!isfinite(*step_loss) || (st.want_norm && !isfinite(st.norm)))) {
+        t->nonfinite_step = t->step + 1;
+        snprintf(t->nonfinite_what, sizeof t->nonfinite_what, "%s (%g)",
+                 !isfinite(*step_loss) ? "training loss" : "gradient norm", !isfinite(*step_loss) ? *step_loss : st.norm);
+    }
     double t1 = dt_trace_now_us();
     if (t->tracing) dt_trace_event("optimizer step", "optimizer", DT_TRACE_COMPUTE, st.opt_t0 >= 0 ? st.opt_t0 : o0, t1);
     if (t->nstep_s == t->cap_step_s) {
@@ -175,13 +220,26 @@ static int sample_text(dt_trainer *t) {
     if (!prompt || !outb) rc = DT_ERR(DT_ERR_NOMEM, "out of memory for the sample");
     for (int i = 0; !rc && i < plen; i++) prompt[i] = (unsigned char)o->sample_prompt[i];
     if (!plen && prompt) prompt[0] = '\n', plen = 1;
-    /* every layer reads the full copy while generating, then its pointer is
-     * the strategy's again (set by the hooks of the next pass) */
+    /* every layer reads the full copy while generating (a device model: a
+     * copy in its memory), then its pointer is the strategy's again (set by
+     * the hooks of the next pass) */
+    float *resident = full;
+    if (!rc && dt_model_device(t->model) != DT_DEVICE_CPU) {
+        resident = NULL;
+        rc = dt_dev()->dev_alloc(P * sizeof(float), (void **)&resident);
+        if (!rc) rc = dt_model_copy_from_host(t->model, resident, full, P);
+        if (rc) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", dt_last_error());
+            rc = dt_error(rc, "dtrain-train", "the sample's parameters on the device: %s", why);
+        }
+    }
     for (int l = 0; !rc && l < L; l++)
-        if (t->l_cnt[l]) rc = dt_model_set_layer_params(t->model, l, full + t->l_off[l]);
+        if (t->l_cnt[l]) rc = dt_model_set_layer_params(t->model, l, resident + t->l_off[l]);
     if (!rc) rc = dt_model_generate(t->model, prompt, plen, n, (float)o->sample_temperature, o->seed, outb);
     for (int l = 0; l < L; l++)
         if (t->l_cnt[l]) dt_model_set_layer_params(t->model, l, NULL);
+    if (resident && resident != full) dt_dev()->dev_free(resident);
     if (!rc) {
         char *txt = malloc((size_t)n + 1);
         if (!txt) rc = DT_ERR(DT_ERR_NOMEM, "out of memory for the sample");
@@ -265,7 +323,7 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
             if (o->eval_every > 0 && t->step % o->eval_every == 0 && (rc = periodic_eval(t, &win, &t_win, &r)))
                 return rc;
             if (*o->checkpoint_dir && o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0 &&
-                (rc = dt_trainer_save_checkpoint(t, o->checkpoint_dir)))
+                ((rc = check_finite(t)) || (rc = dt_trainer_save_checkpoint(t, o->checkpoint_dir))))
                 return rc;
         }
         if (epoch_complete) { /* a checkpoint from here on starts at the next epoch */
@@ -303,6 +361,7 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
                   r.test_acc, r.tokens_per_s);
     }
     r.steps = t->step;
+    if ((*o->checkpoint_dir || *o->save_model) && (rc = check_finite(t))) return rc;
     if (*o->checkpoint_dir && (o->checkpoint_every <= 0 || t->step % o->checkpoint_every != 0)) {
         /* the final state */
         if ((rc = dt_trainer_save_checkpoint(t, o->checkpoint_dir))) return rc;

@@ -87,7 +87,8 @@ static int build_table(dt_trainer *t) {
     t->table = (dt_layer_table){.nlayers = L, .offset = t->l_off, .count = t->l_cnt, .owner = t->l_owner,
                                 .num_params = dt_model_num_params(m), .params = dt_model_params(m),
                                 .grads = dt_model_grads(m), .buffers = dt_model_buffers(m),
-                                .num_buffers = dt_model_num_buffers(m), .model = m,
+                                .num_buffers = dt_model_num_buffers(m), .device = dt_model_device(m),
+                                .stream = dt_model_stream(m), .model = m,
                                 .set_layer_params = tb_set_params, .set_layer_grads = tb_set_grads,
                                 .use_grad_buffer = tb_use_grads, .release_flat = tb_release,
                                 .zero_grad = tb_zero_grad};
@@ -142,10 +143,26 @@ static int setup_schedule(dt_trainer *t) {
     return dt_lr_schedule_validate(&t->sched);
 }
 
+/* --device cuda: this rank's GPU is local_rank % the devices it sees (the
+ * model and optimizer are created on it) */
+static int setup_device(dt_trainer *t, int *device, int *precision) {
+    int rc = dt_device_kind_parse(t->o.device, device);
+    if (!rc) rc = dt_precision_parse(t->o.precision, precision);
+    if (rc || *device != DT_DEVICE_CUDA) return rc;
+    char why[512];
+    int n = dt_cuda_device_count(why, sizeof why);
+    if (n == 0) return DT_ERR(DT_ERR_UNSUPPORTED, "--device cuda, but rank %d has no CUDA device: %s", t->ci.rank, why);
+    dt_comm_info wi;
+    if ((rc = dt_comm_info_get(dt_comm_world(), &wi))) return rc;
+    t->cuda_dev = wi.local_rank % n;
+    return dt_cuda_use_device(t->cuda_dev);
+}
+
 static int setup_model(dt_trainer *t) {
     dt_model_config mc;
     int rc = dt_model_config_default(&mc, dt_train_model_name(&t->o));
     if (!rc) rc = t->fam->configure(&mc, &t->o);
+    if (!rc) rc = setup_device(t, &mc.device, &mc.precision);
     /* a size that cannot make a model is the flags' fault: exit 2 */
     if (!rc && (rc = dt_model_create(&mc, &t->model))) return rc == DT_ERR_INVALID ? dt_trainer_mark_input(rc) : rc;
     if (!rc) rc = dt_model_seed_dropout(t->model, t->o.seed * 1000003ull + (uint64_t)t->ci.rank);
@@ -210,6 +227,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     *out = NULL;
     dt_trainer *t = calloc(1, sizeof *t);
     if (!t) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    t->cuda_dev = -1;
     t->o = *o;
     t->comm = o->comm ? o->comm : dt_comm_world();
     int rc = dt_comm_info_get(t->comm, &t->ci);
@@ -320,7 +338,7 @@ int dt_trainer_evaluate(dt_trainer *t, double *acc, double *loss) {
      * gathers parameters collectively in forward): ranks with fewer samples
      * pad their last batch with sample 0, whose rows are not counted. */
     double v[3] = {0, 0, 0}; /* correct, count, loss sum (over predictions) */
-    const int N = t->st->dp_size, r = t->st->dp_rank, C = t->io.num_classes, P = t->positions;
+    const int N = t->st->dp_size, r = t->st->dp_rank, P = t->positions;
     const int64_t n = t->src->ops->eval_count(t->src), per_rank = (n + N - 1) / N;
     for (int64_t i = 0; i < per_rank;) {
         int B = 0, valid = 0;
@@ -330,20 +348,14 @@ int dt_trainer_evaluate(dt_trainer *t, double *acc, double *loss) {
             if (s < n) valid = B + 1;
         }
         int rc = t->src->ops->eval_batch(t->src, t->eval_idx, B, t->x, t->y);
-        if (!rc) rc = dt_model_forward(t->model, t->x, NULL, B, 0, NULL);
+        if (!rc) rc = dt_model_forward(t->model, t->x, t->y, B, 0, NULL);
+        /* the valid rows' predictions (a device model computed them there) */
+        double c = 0, l = 0;
+        if (!rc) rc = dt_model_row_stats(t->model, (long)valid * P, &c, &l);
         if (rc) return rc;
-        const float *lp = dt_model_log_probs(t->model); /* [B, P, C] log-probabilities */
-        if (!lp) return DT_ERR(DT_ERR_INTERNAL, "no log-probabilities after an evaluation forward");
-        for (int b = 0; b < valid; b++)
-            for (int p = 0; p < P; p++) {
-                const size_t k = (size_t)b * (size_t)P + (size_t)p;
-                const float *row = lp + k * (size_t)C;
-                int best = 0;
-                for (int c = 1; c < C; c++) if (row[c] > row[best]) best = c;
-                v[0] += best == t->y[k];
-                v[1] += 1;
-                v[2] -= row[t->y[k]];
-            }
+        v[0] += c;
+        v[1] += (double)valid * P;
+        v[2] += l;
     }
     if (t->ci.size > 1) {
         int rc = dt_allreduce(v, v, 3, DT_F64, DT_SUM, t->comm);

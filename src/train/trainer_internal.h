@@ -17,6 +17,7 @@ struct dt_trainer {
     dt_comm_info ci;
     const dt_train_family *fam; /* the model family's data and config */
     dt_model *model;
+    int cuda_dev;            /* --device cuda: this rank's CUDA device; else -1 */
     dt_model_io io;
     int positions;           /* predictions per sample: max(1, io.max_seq) */
     dt_source *src;          /* the training and evaluation data */
@@ -40,6 +41,9 @@ struct dt_trainer {
     int tracing;
     double t_layer;          /* start of the current layer (trace) */
     double grad_norm;        /* of the last step, before clipping; -1 if not computed */
+    long nonfinite_step;     /* the first step (1-based) with a non-finite loss or gradient norm
+                              * on this rank, 0 if none: nothing is saved after it */
+    char nonfinite_what[64]; /* what was not finite, with its value */
     long planned_steps;      /* optimizer steps the run will make if not stopped */
     double *step_s;          /* per-step wall times */
     long nstep_s, cap_step_s;

@@ -516,6 +516,18 @@ static void test_memory(ctx *c) {
     CHECK_ERR(c->k->alloc(c->be, (size_t)1 << 50, "blocks.7.attn.saved", &p), DT_ERR_NOMEM, "blocks.7.attn.saved");
     CHECK(p == NULL, "%s alloc failure leaves *p NULL", c->pn);
     CHECK_OK(c->k->sync(c->be));
+    /* a failed launch names its kernel: only on the fake runtime, whose twins
+     * refuse host memory at once (on a GPU it would be a sticky fault) */
+    struct cudaDeviceProp prop;
+    int dev = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess &&
+        strncmp(prop.name, "dtrain fakegpu", 14) == 0) {
+        float host[8];
+        CHECK_ERR(c->k->gelu_forward(c->be, host, b, 8), DT_ERR_BACKEND,
+                  c->prec == GPT_BF16 ? "dtk_gelu_fwd_bf16: launch failed" : "dtk_gelu_fwd_f32: launch failed");
+        CHECK_ERR(c->k->matmul_forward(c->be, host, NULL, b, b, NULL, 2, 2, 2, 2), DT_ERR_BACKEND, "cublasLtMatmul");
+        CHECK_OK(c->k->sync(c->be));
+    }
     /* the cast of master parameters (bf16): dt_f32_to_bf16's bits */
     if (c->prec == GPT_BF16) {
         const size_t m = 10007;

@@ -153,6 +153,9 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS)
 
 /* ---- one query against the cache (generation) -------------------------------------------------- */
 
+/* out [C] (act) = per head h (one block each) softmax(q_h . k_h,j * scale over
+ * j < n) v; q [C], kc, vc [n, C] (act); scratch [NH, n] (f32): the scores,
+ * then the probabilities */
 template <typename T>
 __device__ void att_step(T *out, float *scratch, const T *q, const T *kc, const T *vc, int n, int C, int NH) {
     const int h = blockIdx.x;

@@ -22,6 +22,9 @@ __device__ __forceinline__ void argmax_merge(float &av, int &ai, float bv, int b
     if (bv > av || (bv == av && bi < ai)) av = bv, ai = bi;
 }
 
+/* lse [N] (f32) = log-sum-exp of each row of logits [N, ldl] (act, columns
+ * < V); with targets [N] (int32): tlogit [N] (f32) = the target's logit,
+ * hit [N] (int32) = the first maximum is at the target (either may be NULL) */
 template <typename T>
 __device__ void ce_fwd(float *lse, float *tlogit, int32_t *hit, const T *logits, const int32_t *targets, int N,
                        int V, int ldl) {
@@ -78,8 +81,9 @@ __device__ void ce_fwd(float *lse, float *tlogit, int32_t *hit, const T *logits,
     }
 }
 
-/* dlogits[n, i] = exp(logits[n, i] - lse[n]) * dscale, minus dscale at the
- * target; dlogits may equal logits (each element read, then written, by
+/* dlogits [N, ldl] (act, columns < V) = exp(logits [N, ldl] (act) - lse [N]
+ * (f32)) * dscale, minus dscale at the target (targets [N], int32); dlogits
+ * may equal logits (each element read, then written, by
  * one thread: plain loads) */
 template <typename T>
 __device__ void ce_bwd(T *dlogits, const T *logits, const float *lse, const int32_t *targets, int N, int V, int ldl,

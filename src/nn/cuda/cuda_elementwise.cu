@@ -11,7 +11,7 @@
 
 /* ---- GELU ------------------------------------------------------------------------------ */
 
-/* out[n] = gelu(inp[n]); out may equal inp (each element is read, then
+/* out [n] (act) = gelu(inp [n] (act)); out may equal inp (each element is read, then
  * written, by one thread: plain loads, not the read-only path) */
 template <typename T> __device__ void gelu_fwd(T *out, const T *inp, size_t n) {
     const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
@@ -26,7 +26,7 @@ template <typename T> __device__ void gelu_fwd(T *out, const T *inp, size_t n) {
     for (size_t i = nv * P + tid; i < n; i += step) out[i] = stf<T>(dt_gelu_tanh(ldf(inp[i])));
 }
 
-/* dinp[n] = gelu'(inp[n]) * dout[n]; dinp may equal dout */
+/* dinp [n] (act) = gelu'(inp [n]) * dout [n] (act); dinp may equal dout */
 template <typename T> __device__ void gelu_bwd(T *dinp, const T *inp, const T *dout, size_t n) {
     const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
     constexpr int P = pack16<T>::n;
@@ -57,7 +57,7 @@ extern "C" __global__ void __launch_bounds__(EW_THREADS) dtk_gelu_bwd_bf16(bf16 
 
 /* ---- the cast of the master parameters ------------------------------------------------------ */
 
-/* dst[n] (bf16) = src[n] (f32) rounded to nearest even */
+/* dst [n] (bf16) = src [n] (f32) rounded to nearest even */
 extern "C" __global__ void __launch_bounds__(EW_THREADS) dtk_cast_f32_bf16(bf16 *dst, const float *src, size_t n) {
     const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
     /* 8 floats (two 16-byte loads) -> 8 bf16 (one 16-byte store) */

@@ -22,6 +22,7 @@
 
 #define ENC_THREADS 256
 
+/* out [B*T, C] (act) = wte [V, C] (act) at tok [B*T] (int32) + wpe [>=T, C] (act) */
 template <typename T>
 __device__ void enc_fwd(T *__restrict__ out, const int32_t *__restrict__ tok, const T *__restrict__ wte,
                         const T *__restrict__ wpe, int B, int T_, int C) {
@@ -48,8 +49,9 @@ __device__ void enc_fwd(T *__restrict__ out, const int32_t *__restrict__ tok, co
     }
 }
 
-/* idx: uniq[U] tokens, start[U+1] offsets into pos, pos[N] positions n =
- * b*T + t, grouped by token (increasing within a group) */
+/* dwte [V, C] (f32) += the rows of dout [B*T, C] (act) by token; idx
+ * (int32): uniq[U] tokens, start[U+1] offsets into pos, pos[N] positions n
+ * = b*T + t, grouped by token (increasing within a group) */
 template <typename T>
 __device__ void enc_bwd_wte(float *__restrict__ dwte, const T *__restrict__ dout, const int32_t *__restrict__ idx,
                             int U, int C) {
@@ -65,6 +67,7 @@ __device__ void enc_bwd_wte(float *__restrict__ dwte, const T *__restrict__ dout
     }
 }
 
+/* dwpe [>=T, C] (f32) += the sum over b of dout [B, T, C] (act) at t */
 template <typename T>
 __device__ void enc_bwd_wpe(float *__restrict__ dwpe, const T *__restrict__ dout, int B, int T_, int C) {
     const int t = blockIdx.x;

@@ -13,7 +13,8 @@
 #define LN_WARPS 8
 #define LN_EPS 1e-5f
 
-/* out[N,C] = (inp - mean) * rstd * weight + bias; mean, rstd [N] */
+/* out [N,C] (act) = (inp - mean) * rstd * weight + bias; mean, rstd [N] (f32,
+ * written); inp [N,C] (act); weight, bias [C] (act) */
 template <typename T>
 __device__ void ln_fwd(T *__restrict__ out, float *__restrict__ mean, float *__restrict__ rstd,
                        const T *__restrict__ inp, const T *__restrict__ weight, const T *__restrict__ bias, int N,
@@ -69,8 +70,10 @@ __device__ void ln_fwd(T *__restrict__ out, float *__restrict__ mean, float *__r
     }
 }
 
-/* dinp[N,C] += (w dy - mean(w dy) - nrm mean(w dy nrm)) rstd, nrm = (inp -
- * mean) rstd: the input gradient (the parameters' are dtk_lnparams_*) */
+/* dinp [N,C] (act) += (w dy - mean(w dy) - nrm mean(w dy nrm)) rstd, nrm =
+ * (inp - mean) rstd: the input gradient (the parameters' are
+ * dtk_lnparams_*); dout, inp [N,C] (act); weight [C] (act); mean, rstd [N]
+ * (f32) of the forward */
 template <typename T>
 __device__ void ln_bwd(T *dinp, const T *__restrict__ dout, const T *__restrict__ inp, const T *__restrict__ weight,
                        const float *__restrict__ mean, const float *__restrict__ rstd, int N, int C) {

@@ -92,6 +92,17 @@ typedef struct fk_twin {
  * define them: tests/fakegpu/twin_*.c). */
 extern const fk_twin fk_twins_gpt[];
 extern const fk_twin fk_twins_optim[];
+/* The tables a launch searches (twin_tables.c): NULL-terminated. A new
+ * table is one file twin_NAME.c in tests/fakegpu (dt_fakegpu compiles every
+ * twin_*.c) and one line in this list. A test program adds tables of its own
+ * with fk_twins_add. A kernel has at most one twin: a launch of a kernel
+ * whose name is in two tables fails (cudaErrorInvalidDeviceFunction). */
+extern const fk_twin *const fk_twin_tables[];
+/* Adds a table (ending with {NULL, NULL}; it must stay valid while kernels
+ * run) that launches search after fk_twin_tables. 0, or -1 with the reason
+ * on stderr: a name that has a twin already, a NULL twin, more than 16
+ * tables. */
+int fk_twins_add(const fk_twin *table);
 
 /* Argument i of a launch as device memory of the current device holding at
  * least `bytes` from the pointer on (0: any): the host address of its shadow,
@@ -107,5 +118,14 @@ size_t fk_size_arg(const fk_launch *l, int i);
 float fk_float_arg(const fk_launch *l, int i);
 /* Threads in the launch (grid x block, all three dimensions). */
 size_t fk_threads(const fk_launch *l);
+
+/* The fake's copy of the __device__ or __constant__ variable registered as
+ * `name` (at file scope: its plain name), holding at least `bytes`; NULL
+ * (with the reason on stderr) if there is none. One copy per process, shared
+ * by all devices; zeroed at load (an initialiser in the variable's
+ * definition lives in the device image, which the fake does not read):
+ * cudaMemcpyToSymbol and cudaMemcpyFromSymbol copy into and out of it.
+ * cudaGetSymbolAddress is not supported (cudaErrorNotSupported). */
+void *fk_var(const char *name, size_t bytes);
 
 #endif

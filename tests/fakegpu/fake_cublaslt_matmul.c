@@ -274,7 +274,12 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     if (count) *count = 0;
     if (!fk_lt_handle_ok(h, NULL, who)) return CUBLAS_STATUS_NOT_INITIALIZED;
     fk_lt_pref pr;
-    if (requested <= 0 || !results || !count || fk_lt_pref_read(pref, &pr, who)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (fk_lt_pref_read(pref, &pr, who)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (requested <= 0 || !results || !count) {
+        fprintf(stderr, "fakegpu: %s: %d results asked for, into %p (count %p)\n", who, requested, (void *)results,
+                (void *)count);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
     problem p;
     cublasStatus_t st = problem_init(&p, desc, A, B, C, D, who);
     if (st != CUBLAS_STATUS_SUCCESS) return st;
@@ -313,7 +318,7 @@ static int operand_check(operand *x, int dev, size_t align, const char *who) {
         else if (kind == FK_DEVICE && d != dev)
             why = "is device memory of another device than the handle's";
         else if (rc)
-            why = "has less room than its layout needs";
+            why = "runs past the end of its allocation";
     }
     if (why) {
         fprintf(stderr, "fakegpu: %s: %s (%p, %zu bytes) %s\n", who, x->name, (const void *)x->dev, x->bytes, why);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "fakegpu.h"
+#include "test_capture.h"
 #include "testutil.h"
 
 /* test_launch_kernels.cu */
@@ -95,39 +96,6 @@ static const fk_twin k_twins[] = {
     {"fkt_scale", twin_scale},
     {NULL, NULL},
 };
-
-/* ---- stderr, captured around a call ------------------------------------------------------------ */
-
-static FILE *cap_file;
-static int cap_saved = -1;
-static char cap_text[4096];
-
-static void cap_begin(void) {
-    fflush(stderr);
-    cap_file = tmpfile();
-    cap_saved = dup(2);
-    if (cap_file) dup2(fileno(cap_file), 2);
-}
-
-/* what was written to stderr since cap_begin (also passed on to stderr) */
-static const char *cap_end(void) {
-    fflush(stderr);
-    cap_text[0] = 0;
-    if (cap_saved >= 0) {
-        dup2(cap_saved, 2);
-        close(cap_saved);
-        cap_saved = -1;
-    }
-    if (cap_file) {
-        rewind(cap_file);
-        size_t n = fread(cap_text, 1, sizeof cap_text - 1, cap_file);
-        cap_text[n] = 0;
-        fclose(cap_file);
-        cap_file = NULL;
-    }
-    fputs(cap_text, stderr);
-    return cap_text;
-}
 
 /* ---- the checks ------------------------------------------------------------------------------------ */
 

@@ -1,8 +1,13 @@
 /* tests/fakegpu/fakegpu.h - a CPU stand-in for the parts of CUDA's runtime
- * (libcudart) and of NCCL (libnccl) that dtrain calls, for tests on machines
- * without a GPU. Test programs link it in place of the real libraries, so that
- * dtrain's own CUDA and NCCL code (src/core/cuda, src/transport/nccl) runs
- * unchanged against it: the real headers' declarations, implemented here.
+ * (libcudart), of cuBLASLt (libcublasLt) and of NCCL (libnccl) that dtrain
+ * calls, for tests on machines without a GPU. Test programs link it in place
+ * of the real libraries (the dtrain_fakegpu archive: the library's objects and
+ * the fake's), so that dtrain's own CUDA and NCCL code (src/core/cuda,
+ * src/transport/nccl, the kernels' launchers in src/nn/cuda, src/optim/cuda)
+ * runs unchanged against it: the real headers' declarations, implemented
+ * here. Kernels run as CPU twins (below); cuBLASLt's matmul runs on OpenBLAS
+ * with dtrain's CPU GELU, bit for bit what the CPU GPT computes for f32
+ * (fake_cublaslt_matmul.c says what is supported and how).
  *
  * It is strict where the real libraries are, and stricter where a mistake on
  * a GPU would be undefined behaviour:
@@ -65,7 +70,18 @@ int fk_device_count(void);
  * runs that twin on the CPU, at once (streams run at once). Kernels with a
  * twin are declared extern "C" so that the name is the plain one. A launch of
  * a kernel without a twin fails with cudaErrorInvalidDeviceFunction (and the
- * fake says which kernel on stderr). */
+ * fake says which kernel on stderr).
+ *
+ * Before the twin, a launch checks as CUDA does: a live stream
+ * (cudaErrorInvalidResourceHandle), the geometry (no dimension 0; a block of
+ * at most 1024 threads, x, y <= 1024, z <= 64; a grid x < 2^31, y, z <=
+ * 65535: cudaErrorInvalidConfiguration), the dynamic shared memory (48 KiB,
+ * or what cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize)
+ * allowed, up to 227 KiB: cudaErrorInvalidValue). Every failure, the twin's
+ * included, is the calling thread's last error (cudaGetLastError,
+ * cudaPeekAtLastError), as a launch's is: nvcc's <<<>>> code ignores the
+ * launch's return value. The fake does not know a kernel's static shared
+ * memory or registers, and runs no device code: a twin is what is tested. */
 
 /* One launch as its twin sees it: args[i] points at the value of argument i. */
 typedef struct fk_launch {

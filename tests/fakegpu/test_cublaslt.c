@@ -550,6 +550,29 @@ static void check_errors(void) {
     CHECK_LT(mm(&x, g_h, dg, &one, x.a, x.la, x.b, x.c, x.lc, x.d, x.ld, NULL, 0, NULL), CUBLAS_STATUS_INVALID_VALUE,
              "D and the aux matrix overlap");
 
+    /* the epilogues' types and strides */
+    cublasLtMatmulDesc_t db = mdesc(CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    e = CUBLASLT_EPILOGUE_BIAS;
+    cublasLtMatmulDescSetAttribute(db, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+    cublasLtMatmulDescSetAttribute(db, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &x.bias, sizeof x.bias);
+    set_i32(db, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, CUDA_R_16BF);
+    CHECK_LT(mm(&x, g_h, db, &one, x.a, x.la, x.b, x.c, x.lc, x.d, x.ld, NULL, 0, NULL), CUBLAS_STATUS_NOT_SUPPORTED,
+             "a bf16 bias with a f32 D");
+    set_i32(db, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, CUDA_R_32F);
+    int64_t neg = -16;
+    cublasLtMatmulDescSetAttribute(db, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &neg, sizeof neg);
+    CHECK_LT(mm(&x, g_h, db, &one, x.a, x.la, x.b, x.c, x.lc, x.d, x.ld, NULL, 0, NULL), CUBLAS_STATUS_INVALID_VALUE,
+             "bias batch stride -16");
+    set_i32(dg, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, CUDA_R_16BF);
+    CHECK_LT(mm(&x, g_h, dg, &one, x.a, x.la, x.b, x.c, x.lc, x.d, x.ld, NULL, 0, NULL), CUBLAS_STATUS_NOT_SUPPORTED,
+             "aux type bf16, D f32");
+    CHECK_LT(cublasLtMatmulAlgoGetHeuristic(NULL, x.desc, x.la, x.lb, x.lc, x.ld, pref, 1, &res, &nres),
+             CUBLAS_STATUS_NOT_INITIALIZED, "the handle is NULL");
+    setenv("DTRAIN_FAKEGPU_DEVICES", "0", 1);
+    cublasLtHandle_t none = NULL;
+    CHECK_LT(cublasLtCreate(&none), CUBLAS_STATUS_NOT_INITIALIZED, "no device");
+    setenv("DTRAIN_FAKEGPU_DEVICES", "2", 1);
+
     /* descriptors and their attributes */
     int32_t v32 = 0;
     size_t written = 0;
@@ -574,6 +597,12 @@ static void check_errors(void) {
     CHECK(cublasLtMatmulPreferenceGetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsmax, sizeof wsmax,
                                                &written) == 0 && wsmax == 0,
           "the workspace preference defaults to 0");
+    cublasLtMatrixLayoutOpaque_t small_layout;
+    CHECK(cublasLtMatrixLayoutInit_internal(&small_layout, sizeof small_layout - 8, CUDA_R_32F, 4, 4, 4) ==
+              CUBLAS_STATUS_ALLOC_FAILED &&
+              cublasLtMatmulPreferenceGetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsmax, 4,
+                                                   &written) == CUBLAS_STATUS_INVALID_VALUE,
+          "Init in too little storage; an attribute read into the wrong size");
     cublasLtMatmulDescOpaque_t on_stack;
     CHECK(cublasLtMatmulDescInit(&on_stack, CUBLAS_COMPUTE_32F, CUDA_R_32F) == 0 &&
               mm(&x, g_h, &on_stack, &one, x.a, x.la, x.b, x.c, x.lc, x.d, x.ld, NULL, 0, NULL) == 0,
@@ -597,7 +626,7 @@ static void check_errors(void) {
 int main(void) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 2) {
-        printf("fakegpu_cublaslt: skipped: needs DTRAIN_FAKEGPU_DEVICES >= 2 (%d devices)\n", ndev);
+        printf("fakegpu_cublaslt: skipped: needs DTRAIN_FAKEGPU_DEVICES >= 2 (this process has %d)\n", ndev);
         return 77;
     }
     CHECK(cublasLtCreate(&g_h) == CUBLAS_STATUS_SUCCESS && cudaMalloc(&g_ws, WS_BYTES) == cudaSuccess,

@@ -30,8 +30,15 @@ cudaError_t fkt_get_coef(float *c);
 const void *fkt_coef_symbol(void);
 const void *fkt_axpy_fn(void);
 const void *fkt_no_twin_fn(void);
-/* cudart's entry point for nvcc's launch stubs (fake_launch.c) */
+/* cudart's entry points for nvcc's host code (fake_launch.c) */
 cudaError_t __cudaPopCallConfiguration(dim3 *grid, dim3 *block, size_t *shmem, void *stream);
+unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shmem, cudaStream_t stream);
+void **__cudaRegisterFatBinary(void *fatCubin);
+void __cudaRegisterFatBinaryEnd(void **h);
+void __cudaUnregisterFatBinary(void **h);
+char __cudaInitModule(void **h);
+void __cudaRegisterFunction(void **h, const char *hostFun, char *deviceFun, const char *deviceName, int thread_limit,
+                            uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize);
 
 /* ---- the twins: what they saw -------------------------------------------------------------- */
 
@@ -262,6 +269,69 @@ static void check_refusals(float *y, float *x, float *y_dev1, cudaStream_t dead)
     cudaGetLastError();
 }
 
+/* a module registered by hand, as nvcc's code does at load, and its end at
+ * exit; the configuration stack's depth; the twin tables' limit; no device */
+static void check_lifecycle(float *y) {
+    static const char stub = 0; /* the "host stub" of the hand-registered kernel */
+    int junk = 1234;
+    cap_begin();
+    void **h = __cudaRegisterFatBinary(&junk);
+    const char *msg = cap_end();
+    CHECK(h && strstr(msg, "is not nvcc's fat binary wrapper"), "a fat binary without the magic is said: '%s'", msg);
+    static char name[] = "fkt_axpy"; /* kept by the fake, as nvcc's string literals are */
+    __cudaRegisterFunction(h, &stub, name, name, -1, NULL, NULL, NULL, NULL, NULL);
+    __cudaRegisterFatBinaryEnd(h);
+    CHECK(__cudaInitModule(h) == 1, "the module is live");
+    /* a second kernel named fkt_axpy runs fkt_axpy's twin; without arguments the twin is told */
+    cap_begin();
+    cudaError_t e = cudaLaunchKernel(&stub, (dim3){1, 1, 1}, (dim3){32, 1, 1}, NULL, 0, NULL);
+    msg = cap_end();
+    CHECK(e == cudaErrorIllegalAddress && strstr(msg, "kernel fkt_axpy: argument 2 was not passed") &&
+              strstr(msg, "argument 0 was not passed"),
+          "a launch without arguments: the twin's readers say so: '%s'", msg);
+    __cudaUnregisterFatBinary(h);
+    CHECK(__cudaInitModule(h) == 0, "the module is gone");
+    cap_begin();
+    e = cudaLaunchKernel(&stub, (dim3){1, 1, 1}, (dim3){32, 1, 1}, NULL, 0, NULL);
+    msg = cap_end();
+    CHECK(e == cudaErrorInvalidDeviceFunction && strstr(msg, "kernel fkt_axpy after its module was unregistered"),
+          "a launch after the module's end: '%s'", msg);
+    cudaGetLastError();
+    fkt_launch_axpy((dim3){4, 1, 1}, (dim3){256, 1, 1}, 0, NULL, y, y, 10, 0.0f);
+    CHECK(cudaGetLastError() == cudaSuccess, "the real fkt_axpy still runs");
+
+    int pushed = 0;
+    while (pushed < 64 && __cudaPushCallConfiguration((dim3){1, 1, 1}, (dim3){1, 1, 1}, 0, NULL) == 0) pushed++;
+    CHECK(pushed == 16 && cudaGetLastError() == cudaErrorInvalidConfiguration,
+          "launches nest 16 deep, the 17th is refused (%d)", pushed);
+    dim3 g, b;
+    size_t sh;
+    cudaStream_t st;
+    while (pushed > 0 && __cudaPopCallConfiguration(&g, &b, &sh, &st) == cudaSuccess) pushed--;
+    CHECK(pushed == 0, "and pop again");
+
+    static fk_twin extra[16][2];
+    static char names[16][24];
+    int added = 0;
+    for (int i = 0; i < 16; i++) {
+        snprintf(names[i], sizeof names[i], "fkt_extra_%d", i);
+        extra[i][0] = (fk_twin){names[i], twin_axpy};
+        extra[i][1] = (fk_twin){NULL, NULL};
+        added += fk_twins_add(extra[i]) == 0;
+    }
+    CHECK(added == 15, "16 tables at most: the test's and 15 more (%d)", added);
+
+    CHECK(cudaFuncSetAttribute(fkt_axpy_fn(), cudaFuncAttributePreferredSharedMemoryCarveout, 50) == cudaSuccess &&
+              cudaFuncSetAttribute(fkt_axpy_fn(), cudaFuncAttributePreferredSharedMemoryCarveout, 101) ==
+                  cudaErrorInvalidValue &&
+              cudaFuncSetAttribute(fkt_axpy_fn(), cudaFuncAttributeRequiredClusterWidth, 2) == cudaErrorInvalidValue,
+          "the carveout in -1..100, cluster attributes refused");
+    setenv("DTRAIN_FAKEGPU_DEVICES", "0", 1);
+    fkt_launch_axpy((dim3){4, 1, 1}, (dim3){256, 1, 1}, 0, NULL, y, y, 10, 0.0f);
+    CHECK(cudaGetLastError() == cudaErrorNoDevice, "no device: cudaErrorNoDevice");
+    setenv("DTRAIN_FAKEGPU_DEVICES", "2", 1);
+}
+
 static void check_symbols(float *y, float *dev_coef) {
     const float c[2] = {1.5f, 0.5f};
     float back[2] = {0, 0}, hy[N], res[N];
@@ -386,7 +456,7 @@ static void check_runtime(void) {
 int main(void) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 2) {
-        printf("fakegpu_launch: skipped: needs DTRAIN_FAKEGPU_DEVICES >= 2 (%d devices)\n", ndev);
+        printf("fakegpu_launch: skipped: needs DTRAIN_FAKEGPU_DEVICES >= 2 (this process has %d)\n", ndev);
         return 77;
     }
     check_tables();
@@ -409,6 +479,7 @@ int main(void) {
     check_args(out, one, s);
     check_refusals(y, x, y_dev1, dead);
     check_symbols(y, coef);
+    check_lifecycle(y);
     check_runtime();
     cudaStreamDestroy(s);
     cudaFree(y);

@@ -10,9 +10,10 @@
  * COL and ROW (C and D the same); strided batches; the epilogues DEFAULT,
  * RELU, BIAS, RELU_BIAS, GELU, GELU_AUX, GELU_BIAS, GELU_AUX_BIAS, DGELU,
  * DGELU_BGRAD, BGRADA, BGRADB. The bias (and bias gradient) type defaults to
- * D's and may be f32 (or bf16 with a bf16 D); the aux matrix has D's type and
+ * D's and may be f32 (or bf16 with a bf16 D); it has one element per row of D
+ * (BGRADB: per column), in ROW order too; the aux matrix has D's type and
  * D's order, with its own leading dimension (>= D's rows for COL, cols for
- * ROW; a multiple of 8).
+ * ROW; a multiple of 8). Bias gradients are written, not accumulated.
  *
  * HOW (bit parity with dtrain's CPU kernels, gpt_kernels.c): bf16 operands
  * are widened to float; a bias epilogue first fills D with beta*C + bias
@@ -31,7 +32,8 @@
  * sizes and leading dimensions, every matrix, the bias, the aux and the
  * workspace as device memory of the handle's device, aligned to its element
  * and with room for its layout and batches, no output overlapping another
- * operand (C == D in place with the same layout aside): CUBLAS_STATUS_INVALID_VALUE;
+ * operand or the workspace (C == D in place with the same layout aside):
+ * CUBLAS_STATUS_INVALID_VALUE;
  * the stream live (CUBLAS_STATUS_EXECUTION_FAILED). The one algorithm needs no
  * workspace. */
 #define _GNU_SOURCE
@@ -498,9 +500,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     float sc[2];
     const void *sp[2] = {alpha, beta};
     for (int i = 0; i < 2; i++) {
-        int kind, d;
-        void *host;
-        if (!sp[i] || (fk_mem(sp[i], sizeof(float), &kind, &d, &host), kind == FK_DEVICE)) {
+        int kind = FK_UNREG, d;
+        void *host = NULL;
+        if (sp[i]) fk_mem(sp[i], sizeof(float), &kind, &d, &host);
+        if (!sp[i] || kind == FK_DEVICE) {
             fprintf(stderr, "fakegpu: %s: %s is %s (pointer mode host)\n", who, i ? "beta" : "alpha",
                     sp[i] ? "device memory" : "NULL");
             return CUBLAS_STATUS_INVALID_VALUE;
@@ -520,7 +523,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
         {"D", D, p.dd.bytes, NULL, 1},
         {"the bias", p.d.bias, p.bias_bytes, NULL, (p.what & E_BGRAD) != 0},
         {"the aux matrix", p.d.aux, p.aux_bytes, NULL, (p.what & E_AUX_OUT) != 0},
-        {"the workspace", workspace, workspaceSizeInBytes, NULL, 0},
+        {"the workspace", workspace, workspaceSizeInBytes, NULL, 1},
     };
     int used[7] = {1, 1, C != NULL || sc[1] != 0.0f, 1, (p.what & E_BIAS_PTR) != 0, (p.what & E_AUX) != 0,
                    workspaceSizeInBytes > 0};
@@ -532,8 +535,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
         fprintf(stderr, "fakegpu: %s: C == D (in place) with layouts that differ\n", who);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
-    for (int i = 0; i < 6; i++)
-        for (int j = i + 1; j < 6; j++)
+    for (int i = 0; i < 7; i++)
+        for (int j = i + 1; j < 7; j++)
             if (used[i] && used[j] && (ops[i].out || ops[j].out) && !(i == 2 && j == 3 && c_is_d) &&
                 overlap(&ops[i], &ops[j])) {
                 fprintf(stderr, "fakegpu: %s: %s and %s overlap, and %s written\n", who, ops[i].name, ops[j].name,

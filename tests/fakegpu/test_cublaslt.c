@@ -446,6 +446,8 @@ static void check_errors(void) {
               mm(&x, g_h, x.desc, &one, x.a, x.la, x.b, x.c, x.lc, x.d, x.ld, x.ws, 4096, NULL) ==
                   CUBLAS_STATUS_SUCCESS,
           "no workspace is needed (the heuristic says 0 bytes), and one that is there is taken");
+    CHECK_LT(mm(&x, g_h, x.desc, &one, x.a, x.la, x.b, x.c, x.lc, x.d, x.ld, x.b, 256, NULL),
+             CUBLAS_STATUS_INVALID_VALUE, "B and the workspace overlap");
     CHECK_LT(mm(&x, g_h, x.desc, x.a, x.a, x.la, x.b, x.c, x.lc, x.d, x.ld, NULL, 0, NULL),
              CUBLAS_STATUS_INVALID_VALUE, "alpha is device memory");
     CHECK_LT(mm(&x, g_h, x.desc, &one, x.a, x.la, x.b, NULL, x.lc, x.d, x.ld, NULL, 0, NULL),

@@ -4,7 +4,7 @@
 #include "fakegpu.h"
 
 const fk_twin *const fk_twin_tables[] = {
-    /* fk_twins_gpt,    twin_gpt.c: src/nn/cuda's kernels */
-    /* fk_twins_optim,  twin_optim.c: src/optim/cuda's kernels */
+    fk_twins_gpt,   /* twin_gpt.c: src/nn/cuda's kernels */
+    fk_twins_optim, /* twin_optim.c: src/optim/cuda's kernels */
     NULL,
 };

@@ -187,7 +187,42 @@ typedef struct dt_model_config {
     int vocab_size;   /* V: 256 for bytes */
     int recompute;    /* 0/1: activation recomputation (gpt only; 1 is
                          DT_ERR_INVALID for the sequential family) */
+    int device;       /* where the model computes (see DEVICES): DT_DEVICE_CPU
+                         (0, the default) or DT_DEVICE_CUDA (gpt only) */
+    int precision;    /* DT_PRECISION_FP32 (0, the default) or
+                         DT_PRECISION_BF16 (gpt on DT_DEVICE_CUDA only) */
 } dt_model_config;
+
+/* DEVICES. A model computes on the CPU (DT_DEVICE_CPU) or on the process's
+ * current CUDA device (DT_DEVICE_CUDA, at dt_model_create: a gpt model
+ * only, in a build with CUDA). A device model's flat buffers (params,
+ * grads, buffers) and activations are DEVICE memory: dt_model_params,
+ * dt_model_grads, dt_model_layer_param_ptr/_grad_ptr return device pointers,
+ * redirected layers (dt_model_set_layer_params/_grads) and
+ * dt_model_use_grad_buffer take device memory of that device, and
+ * dt_model_copy_to_host / _from_host move values between it and the host.
+ * Its work is enqueued on one stream of its own (dt_model_stream) and the
+ * calls return before the device has finished, except those that hand
+ * values to the host (the loss, dt_model_row_stats, log-probabilities,
+ * scores, layer outputs, generation: they wait). The outputs a host model
+ * returns as pointers into itself (log-probabilities, scores, layer
+ * outputs) are, for a device model, host copies valid until the next such
+ * call or the next forward.
+ * PRECISION. DT_PRECISION_FP32 computes in float32 throughout (a device
+ * model's results equal the CPU model's to rounding: tests/train). 
+ * DT_PRECISION_BF16 (device only) computes with bfloat16 activations and a
+ * bfloat16 copy of the parameters (rounded from the float32 parameters at
+ * each forward), with float32 parameters, gradients, LayerNorm statistics,
+ * loss and accumulation: the mixed precision of llm.c and PyTorch's bf16
+ * autocast. */
+typedef enum dt_device_kind { DT_DEVICE_CPU = 0, DT_DEVICE_CUDA = 1 } dt_device_kind;
+typedef enum dt_precision { DT_PRECISION_FP32 = 0, DT_PRECISION_BF16 = 1 } dt_precision;
+/* "cpu", "cuda"; "fp32", "bf16"; "?" if unknown. */
+const char *dt_device_kind_name(int device);
+const char *dt_precision_name(int precision);
+/* Parse those names into *out; DT_ERR_INVALID listing the valid ones. */
+int dt_device_kind_parse(const char *name, int *out);
+int dt_precision_parse(const char *name, int *out);
 
 /* What a model takes and gives (see MODEL FAMILIES above). */
 typedef struct dt_model_io {
@@ -304,6 +339,21 @@ int dt_model_release_flat(dt_model *m, int params, int grads);
  * and the model never frees it. Layers redirected with
  * dt_model_set_layer_grads keep their pointers. DT_ERR_INVALID on NULL. */
 int dt_model_use_grad_buffer(dt_model *m, float *grads);
+/* (For a device model, grads is device memory of its device: see DEVICES.) */
+
+/* Where the model computes (dt_device_kind) and in which precision; for
+ * DT_DEVICE_CUDA the stream its work is enqueued on (a cudaStream_t; NULL
+ * for a CPU model). DT_DEVICE_CPU / DT_PRECISION_FP32 / NULL for NULL. */
+int dt_model_device(const dt_model *m);
+int dt_model_precision(const dt_model *m);
+void *dt_model_stream(const dt_model *m);
+/* Copy n floats between the host and the model's memory (its flat buffers,
+ * or memory of its place such as redirected layers): host memory for a CPU
+ * model (a memcpy), device memory for a device model (in stream order;
+ * to_host waits until dst holds the values). DT_ERR_INVALID for NULL with
+ * n > 0; a device error names the copy. */
+int dt_model_copy_to_host(const dt_model *m, float *host_dst, const float *src, size_t n);
+int dt_model_copy_from_host(const dt_model *m, float *dst, const float *host_src, size_t n);
 
 /* Current parameter / gradient location of layer (NULL if the layer has no
  * parameters or the index is bad). */
@@ -406,6 +456,18 @@ const float *dt_model_log_probs(const dt_model *m);
  * logits [B,T,V]. Gpt's backward overwrites them with their gradient (NULL
  * afterwards, with DT_ERR_STATE). */
 const float *dt_model_scores(const dt_model *m);
+/* The mean loss of the last forward with labels (dt_model_forward's *loss:
+ * a device model's forward returns before the loss is known, so that a
+ * trainer can ask for it after the backward without a wait between the two).
+ * DT_ERR_STATE if the last forward had no labels or there was none. */
+int dt_model_loss(const dt_model *m, float *loss);
+/* Over the first `rows` predictions (samples; gpt: positions, B*T of them in
+ * row-major order) of the last forward with labels: *correct = how many have
+ * their first maximum at the label, *loss_sum = the sum of their losses
+ * (-log p(label)); either may be NULL. Valid after that forward's backward
+ * too. DT_ERR_STATE without such a forward, DT_ERR_INVALID for rows outside
+ * [0, B*T]. */
+int dt_model_row_stats(const dt_model *m, long rows, double *correct, double *loss_sum);
 /* Batch size of the last forward (0 if none). */
 int dt_model_batch_size(const dt_model *m);
 /* Sequence length of the last forward (1 for the sequential family; 0 if

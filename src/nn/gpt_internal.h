@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "nn/gpt_backend.h"
 #include "nn/model_internal.h"
 #include "nn/nn_internal.h"
 
@@ -126,17 +127,20 @@ void gpt_matmul_backward(float *dinp, float *dweight, float *dbias, const float 
 void gpt_gelu_forward(float *out, const float *inp, size_t n);
 /* dinp[n] = gelu_tanh'(inp[n]) * dout[n]; dinp may equal dout (in place). */
 void gpt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
-/* Cross-entropy of logits [N,V] against targets [N]: lse[N] = log-sum-exp
- * of each row (saved for backward); returns the SUM over rows of
- * lse - logit[target], in double. */
-double gpt_crossentropy_forward(float *lse, const float *logits, const int32_t *targets, int N,
-                                int V);
+/* Cross-entropy of logits [N,V] (row stride ldl >= V) against targets [N]:
+ * lse[N] = log-sum-exp of each row (saved for backward); with targets (else
+ * NULL and tlogit/hit unused): tlogit[N] = the logit at the target, hit[N]
+ * = 1 if the row's first maximum is at the target. The loss of row n is
+ * lse[n] - tlogit[n]. */
+void gpt_crossentropy_forward(float *lse, float *tlogit, int32_t *hit, const float *logits,
+                              const int32_t *targets, int N, int V, int ldl);
 /* dlogits[N,V] = (softmax(logits) - onehot(target)) * dscale, computed
  * from logits and lse; dlogits may equal logits (in place). */
 void gpt_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
-                               const int32_t *targets, int N, int V, float dscale);
-/* logp[N,V] = logits - lse (log-softmax from the saved lse). */
-void gpt_log_softmax(float *logp, const float *logits, const float *lse, int N, int V);
+                               const int32_t *targets, int N, int V, int ldl, float dscale);
+/* logp[N,V] = logits - lse (log-softmax from the saved lse); logits have
+ * row stride ldl, logp V. */
+void gpt_log_softmax(float *logp, const float *logits, const float *lse, int N, int V, int ldl);
 
 /* ---- attention (gpt_attention.c) ---------------------------------------------- */
 
@@ -163,50 +167,66 @@ void gpt_attention_backward(float *dqkv, float *scratch, const float *dout, cons
 void gpt_attention_step(float *out, float *scratch, const float *q, const float *kc,
                         const float *vc, int n, int C, int NH);
 
-/* ---- the family's state (gpt_model.c) ------------------------------------------ */
+/* ---- the family's state (gpt_model.c, gpt_arena.c) ----------------------------------
+ * Activations live in backend memory (gpt_backend.h): `void *` tensors are in
+ * the compute precision (element size g->es), `float *` ones are f32. */
 
 /* Activations one block keeps from forward to backward (recompute: one shared
  * set, refilled in backward). */
 typedef struct gpt_block_acts {
-    float *ln1;              /* [N,C] ln_1 output */
+    void *ln1;               /* [N,C] ln_1 output */
     float *ln1_mean, *ln1_rstd; /* [N] */
-    float *qkv;              /* [N,3C] c_attn output */
-    float *att;              /* [B,NH,T,T] attention probabilities */
-    float *atty;             /* [N,C] attention output (c_proj input) */
-    float *res2;             /* [N,C] x + attention branch (the mid residual) */
-    float *ln2;              /* [N,C] ln_2 output */
+    void *qkv;               /* [N,3C] c_attn output */
+    void *att;               /* the attention's saved state (backend: attention_sizes) */
+    void *atty;              /* [N,C] attention output (c_proj input) */
+    void *res2;              /* [N,C] x + attention branch (the mid residual) */
+    void *ln2;               /* [N,C] ln_2 output */
     float *ln2_mean, *ln2_rstd; /* [N] */
-    float *fch;              /* [N,4C] c_fc output (pre-GELU) */
-    float *fchg;             /* [N,4C] GELU output (mlp.c_proj input) */
+    void *fch;               /* [N,4C] c_fc output (pre-GELU) */
+    void *fchg;              /* [N,4C] GELU output (mlp.c_proj input) */
 } gpt_block_acts;
 
 typedef struct dt_gpt {
     int L, NH, C, V, maxT;   /* n_layer, n_head, n_embd, vocab_size, block_size */
+    int Vp;                  /* the logits' row stride (backend's vocab_pad(V)) */
     int recompute;           /* current setting */
+    /* the kernels and their instance, the compute precision */
+    const struct gpt_backend *K;
+    struct gpt_be *be;
+    int prec;                /* gpt_prec */
+    size_t es;               /* bytes of an activation / compute-precision weight */
+    void *wc;                /* GPT_BF16: [P] the parameters in bf16, cast per unit at
+                                its forward; NULL for GPT_F32 (the f32 parameters) */
     /* the arena, laid out for (bmax, tmax, arena_recompute) */
     int bmax, tmax, arena_recompute;
-    float *arena;
-    int32_t *tok;            /* [bmax*tmax] tokens of the last forward */
-    int32_t *tgt;            /* [bmax*tmax] targets */
-    float **res;             /* [L+1] residual stream [N,C]: res[0] the embedding
+    void *arena;             /* backend memory */
+    int32_t *tok, *tgt;      /* host [bmax*tmax]: tokens and targets of the last forward */
+    int32_t *tok_b, *tgt_b;  /* the same in backend memory (== tok, tgt for cpu) */
+    void **res;              /* [L+1] residual stream [N,C]: res[0] the embedding
                                 output, res[l+1] block l's output = block l+1's input */
     gpt_block_acts *acts;    /* [L]; with recompute all equal to acts[0] */
-    float *lnf;              /* [N,C] ln_f output */
+    void *lnf;               /* [N,C] ln_f output */
     float *lnf_mean, *lnf_rstd; /* [N] */
-    float *logits;           /* [N,V]; overwritten by their gradient in backward */
+    void *logits;            /* [N,Vp]; overwritten by their gradient in backward */
     float *lse;              /* [N] log-sum-exp of each logits row */
+    float *tlogit;           /* [N] the logit at the target (with labels) */
+    int32_t *hit;            /* [N] 1: the row's first maximum is the target */
     /* backward scratch */
-    float *dres;             /* [N,C] gradient of the residual stream */
-    float *dln;              /* [N,C] gradient of a LayerNorm output */
-    float *datty;            /* [N,C] */
-    float *dqkv;             /* [N,3C] */
-    float *dfch;             /* [N,4C] */
-    float *dscratch;         /* [min(T,GPT_ATT_ROWS), T] attention backward */
+    void *dres;              /* [N,C] gradient of the residual stream */
+    void *dln;               /* [N,C] gradient of a LayerNorm output */
+    void *datty;             /* [N,C] */
+    void *dqkv;              /* [N,3C] */
+    void *dfch;              /* [N,4C] */
+    void *att_scratch;       /* the attention's workspace (backend: attention_sizes) */
     int scores_valid;        /* logits hold the last forward's logits */
-    /* dt_model_log_probs: built lazily */
-    float *logp;             /* [logp_cap] */
+    int stats_valid;         /* lse/tlogit/hit hold the last forward's (with labels) */
+    /* host copies handed out by the outputs of the last forward (built
+     * lazily; a device model's are downloaded) */
+    float *logp;             /* [logp_cap] dt_model_log_probs */
     size_t logp_cap;
     int logp_valid;
+    float *view;             /* [view_cap] a device model's scores / layer output */
+    size_t view_cap;
 } dt_gpt;
 
 static inline dt_gpt *gpt_of(dt_model *m) { return (dt_gpt *)m->impl; }
@@ -218,29 +238,49 @@ static inline const dt_gpt *gpt_ofc(const dt_model *m) { return (const dt_gpt *)
 #define GPT_UNIT_LNF(L) ((L) + 1)
 #define GPT_UNIT_HEAD(L) ((L) + 2)
 
-/* Parameters of one block inside its unit's range (offsets in elements). */
+/* Parameters (or gradients) of one block inside its unit's range, for
+ * elements of `es` bytes from `base`. */
 typedef struct gpt_block_params {
-    float *ln1w, *ln1b;      /* [C] */
-    float *qkvw, *qkvb;      /* [3C,C], [3C] */
-    float *attprojw, *attprojb; /* [C,C], [C] */
-    float *ln2w, *ln2b;      /* [C] */
-    float *fcw, *fcb;        /* [4C,C], [4C] */
-    float *fcprojw, *fcprojb; /* [C,4C], [C] */
+    void *ln1w, *ln1b;       /* [C] */
+    void *qkvw, *qkvb;       /* [3C,C], [3C] */
+    void *attprojw, *attprojb; /* [C,C], [C] */
+    void *ln2w, *ln2b;       /* [C] */
+    void *fcw, *fcb;         /* [4C,C], [4C] */
+    void *fcprojw, *fcprojb; /* [C,4C], [C] */
 } gpt_block_params;
 
-/* Point p's tensors into a block's range `base` (parameters or gradients). */
-void gpt_block_params_at(gpt_block_params *p, float *base, int C);
+void gpt_block_params_at(gpt_block_params *p, void *base, size_t es, int C);
+
+/* The compute-precision parameters of unit u (the f32 ones for GPT_F32; for
+ * GPT_BF16 the bf16 copy, valid after the unit's forward cast them). */
+void *gpt_wgt(dt_model *m, int u);
+/* GPT_BF16: cast unit u's current f32 parameters into the bf16 copy (no-op
+ * for GPT_F32 and for units without parameters). */
+int gpt_cast_unit(dt_model *m, int u);
 
 /* Make the arena fit (B, T) with the current recompute setting. */
 int gpt_ensure_arena(dt_model *m, int B, int T);
+/* The family's outputs of the last forward and its arena's size (gpt_arena.c). */
+int gpt_activation_bytes(const dt_model *m, int B, int T, int recompute, size_t *bytes);
+const float *gpt_scores(const dt_model *m);
+const float *gpt_log_probs(dt_model *m);
+const float *gpt_layer_output(const dt_model *m, int layer);
+size_t gpt_layer_output_size(const dt_model *m, int layer);
+int gpt_loss(dt_model *m, float *loss);
+int gpt_row_stats(dt_model *m, size_t rows, double *correct, double *loss_sum);
+void gpt_free_arena(dt_gpt *g);
+
+/* A failed kernel's message, with the tensor (or unit) it was computing
+ * prefixed: "transformer.h.3 attention forward: cublasLtMatmul: ...". */
+int gpt_fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The passes (gpt_pass.c). */
 int gpt_forward(dt_model *m, const void *x, const int32_t *labels, int B, int T, int train);
 int gpt_backward(dt_model *m, float scale);
 /* One block's forward (gpt_pass.c): res_out may be NULL (recompute: the
- * last projection is skipped). */
-void gpt_block_forward(float *res_out, gpt_block_acts *a, const float *x,
-                       const gpt_block_params *p, int B, int T, int C, int NH);
+ * last projection is skipped); p in the compute precision. */
+int gpt_block_forward(dt_gpt *g, void *res_out, gpt_block_acts *a, const void *x,
+                      const gpt_block_params *p, int B, int T, int l);
 
 /* Generation (gpt_generate.c). */
 int gpt_generate(dt_model *m, const int32_t *prompt, int prompt_len, int n_new,

@@ -171,11 +171,19 @@ GPT_SIMD void gpt_gelu_backward(float *dinp, const float *inp, const float *dout
 
 /* ---- softmax cross-entropy ---------------------------------------------------------------- */
 
-GPT_SIMD double gpt_crossentropy_forward(float *lse, const float *logits, const int32_t *targets, int N,
-                                int V) {
-    double total = 0.0;
+/* 1 if x's first maximum (value mx) is at t: x[t] == mx and no earlier x[i]
+ * equals it (the scan runs only for rows that hit). */
+static inline int row_first_max_at(const float *x, float mx, int t) {
+    if (x[t] != mx) return 0;
+    for (int i = 0; i < t; i++)
+        if (x[i] == mx) return 0;
+    return 1;
+}
+
+GPT_SIMD void gpt_crossentropy_forward(float *lse, float *tlogit, int32_t *hit, const float *logits,
+                                       const int32_t *targets, int N, int V, int ldl) {
     for (int n = 0; n < N; n++) {
-        const float *x = logits + (size_t)n * (size_t)V;
+        const float *x = logits + (size_t)n * (size_t)ldl;
         float mx = gpt_row_max(x, V);
         /* sum of exp(x - max) without storing it */
         float acc[GPT_LANES] = {0};
@@ -186,25 +194,26 @@ GPT_SIMD double gpt_crossentropy_forward(float *lse, const float *logits, const 
         for (; i < V; i++) s += dt_nn_expf(x[i] - mx);
         for (int k = 0; k < GPT_LANES; k++) s += acc[k];
         lse[n] = mx + logf(s);
-        if (targets) total += (double)lse[n] - (double)x[targets[n]];
+        if (!targets) continue;
+        tlogit[n] = x[targets[n]];
+        hit[n] = row_first_max_at(x, mx, targets[n]);
     }
-    return total;
 }
 
 GPT_SIMD void gpt_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
-                               const int32_t *targets, int N, int V, float dscale) {
+                                        const int32_t *targets, int N, int V, int ldl, float dscale) {
     for (int n = 0; n < N; n++) {
-        const float *x = logits + (size_t)n * (size_t)V;
-        float *d = dlogits + (size_t)n * (size_t)V;
+        const float *x = logits + (size_t)n * (size_t)ldl;
+        float *d = dlogits + (size_t)n * (size_t)ldl;
         const float l = lse[n];
         for (int i = 0; i < V; i++) d[i] = dt_nn_expf(x[i] - l) * dscale;
         d[targets[n]] -= dscale;
     }
 }
 
-GPT_SIMD void gpt_log_softmax(float *logp, const float *logits, const float *lse, int N, int V) {
+GPT_SIMD void gpt_log_softmax(float *logp, const float *logits, const float *lse, int N, int V, int ldl) {
     for (int n = 0; n < N; n++) {
-        const float *x = logits + (size_t)n * (size_t)V;
+        const float *x = logits + (size_t)n * (size_t)ldl;
         float *o = logp + (size_t)n * (size_t)V;
         for (int i = 0; i < V; i++) o[i] = x[i] - lse[n];
     }

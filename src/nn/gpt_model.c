@@ -1,9 +1,9 @@
 /* src/nn/gpt_model.c - the "gpt" model family (GPT-2, see dtrain/model.h):
- * presets, the unit and parameter layout, GPT-2 initialisation, the
- * activation arena (with and without recomputation), the outputs of the
- * last forward, and the family's table entry. The passes are in
- * gpt_pass.c, generation in gpt_generate.c, the kernels in gpt_kernels.c
- * and gpt_attention.c. */
+ * presets, the unit and parameter layout, the kernel backend and the
+ * model's memory on it, GPT-2 initialisation, and the family's table entry.
+ * The activation arena and the outputs of the last forward are in
+ * gpt_arena.c, the passes in gpt_pass.c, generation in gpt_generate.c; the
+ * kernels behind the backend table (gpt_backend.h) in gpt_cpu.c and cuda/. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,21 +43,23 @@ static int gpt_config_default(dt_model_config *cfg) {
 
 /* ---- layout --------------------------------------------------------------------- */
 
-void gpt_block_params_at(gpt_block_params *p, float *base, int C) {
+void gpt_block_params_at(gpt_block_params *p, void *base, size_t es, int C) {
     const size_t c = (size_t)C;
-    float *q = base;
-    p->ln1w = q; q += c;
-    p->ln1b = q; q += c;
-    p->qkvw = q; q += 3 * c * c;
-    p->qkvb = q; q += 3 * c;
-    p->attprojw = q; q += c * c;
-    p->attprojb = q; q += c;
-    p->ln2w = q; q += c;
-    p->ln2b = q; q += c;
-    p->fcw = q; q += 4 * c * c;
-    p->fcb = q; q += 4 * c;
-    p->fcprojw = q; q += 4 * c * c;
-    p->fcprojb = q;
+    char *q = base;
+#define NEXT(field, n) do { p->field = q; q += (n) * es; } while (0)
+    NEXT(ln1w, c);
+    NEXT(ln1b, c);
+    NEXT(qkvw, 3 * c * c);
+    NEXT(qkvb, 3 * c);
+    NEXT(attprojw, c * c);
+    NEXT(attprojb, c);
+    NEXT(ln2w, c);
+    NEXT(ln2b, c);
+    NEXT(fcw, 4 * c * c);
+    NEXT(fcb, 4 * c);
+    NEXT(fcprojw, 4 * c * c);
+    NEXT(fcprojb, c);
+#undef NEXT
 }
 
 static int add_block(dt_model *m, int l, int C) {
@@ -85,6 +87,50 @@ static int add_block(dt_model *m, int l, int C) {
     return rc;
 }
 
+/* ---- the backend and the model's memory on it ------------------------------------- */
+
+static int mem_alloc(dt_model *m, size_t bytes, const char *what, void **p) {
+    const dt_gpt *g = gpt_ofc(m);
+    return g->K->alloc(g->be, bytes, what, p);
+}
+static void mem_free(dt_model *m, void *p) { gpt_ofc(m)->K->free(gpt_ofc(m)->be, p); }
+static int mem_upload(dt_model *m, void *dst, const void *src, size_t bytes) {
+    return gpt_ofc(m)->K->upload(gpt_ofc(m)->be, dst, src, bytes);
+}
+static int mem_download(dt_model *m, void *dst, const void *src, size_t bytes) {
+    return gpt_ofc(m)->K->download(gpt_ofc(m)->be, dst, src, bytes);
+}
+static int mem_copy(dt_model *m, void *dst, const void *src, size_t bytes) {
+    return gpt_ofc(m)->K->copy(gpt_ofc(m)->be, dst, src, bytes);
+}
+static int mem_zero(dt_model *m, void *p, size_t bytes) { return gpt_ofc(m)->K->zero(gpt_ofc(m)->be, p, bytes); }
+static void *mem_stream(dt_model *m) { return gpt_ofc(m)->K->stream(gpt_ofc(m)->be); }
+
+static const dtm_mem k_device_mem = {.alloc = mem_alloc, .free = mem_free, .upload = mem_upload,
+                                     .download = mem_download, .copy = mem_copy, .zero = mem_zero,
+                                     .stream = mem_stream};
+
+static int open_backend(dt_model *m, dt_gpt *g, const dt_model_config *cfg) {
+    g->K = gpt_backend_find(dt_device_kind_name(cfg->device));
+    if (!g->K) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", dt_last_error());
+        return dt_error(DT_ERR_UNSUPPORTED, CREATE_FN, "model %s on device %s: %s", cfg->name,
+                        dt_device_kind_name(cfg->device), why);
+    }
+    g->prec = cfg->precision == DT_PRECISION_BF16 ? GPT_BF16 : GPT_F32;
+    if (!(g->K->precisions & (1u << g->prec)))
+        return dt_error(DT_ERR_UNSUPPORTED, CREATE_FN, "model %s: precision %s is not computed by the %s backend%s",
+                        cfg->name, dt_precision_name(cfg->precision), g->K->name,
+                        g->prec == GPT_BF16 ? " (bf16 needs device cuda)" : "");
+    g->es = g->prec == GPT_BF16 ? 2 : sizeof(float);
+    int rc = g->K->open(&g->be, (gpt_prec)g->prec);
+    if (rc) return rc;
+    g->Vp = g->K->vocab_pad(cfg->vocab_size);
+    if (g->K->device) m->mem = &k_device_mem;
+    return DT_OK;
+}
+
 static int gpt_build(dt_model *m, const dt_model_config *cfg) {
     const struct {
         const char *name;
@@ -103,6 +149,8 @@ static int gpt_build(dt_model *m, const dt_model_config *cfg) {
     dt_gpt *g = calloc(1, sizeof *g);
     if (!g) return dt_error(DT_ERR_NOMEM, CREATE_FN, "out of memory");
     m->impl = g;
+    int rc = open_backend(m, g, cfg);
+    if (rc) return rc;
     g->L = cfg->n_layer;
     g->NH = cfg->n_head;
     g->C = cfg->n_embd;
@@ -120,7 +168,7 @@ static int gpt_build(dt_model *m, const dt_model_config *cfg) {
 
     const int64_t C = g->C;
     int64_t wte[2] = {g->V, C}, wpe[2] = {g->maxT, C}, c1[1] = {C};
-    int rc = dtm_add_unit(m, "transformer.embed", "embedding");
+    rc = dtm_add_unit(m, "transformer.embed", "embedding");
     if (!rc) rc = dtm_add_param(m, "transformer.wte.weight", 2, wte);
     if (!rc) rc = dtm_add_param(m, "transformer.wpe.weight", 2, wpe);
     for (int l = 0; !rc && l < g->L; l++) rc = add_block(m, l, g->C);
@@ -129,6 +177,9 @@ static int gpt_build(dt_model *m, const dt_model_config *cfg) {
     if (!rc) rc = dtm_add_param(m, "transformer.ln_f.bias", 1, c1);
     if (!rc) rc = dtm_add_unit(m, "lm_head", "lm_head");
     if (!rc) m->units[GPT_UNIT_HEAD(g->L)].owner = GPT_UNIT_EMBED; /* tied to wte */
+    /* bf16: the parameters the kernels compute with (cast per unit at its forward) */
+    if (!rc && g->prec == GPT_BF16)
+        rc = g->K->alloc(g->be, m->nparams * g->es, "the bf16 copy of the parameters", &g->wc);
     return rc;
 }
 
@@ -161,7 +212,7 @@ static void gpt_init(dt_model *m) {
     for (int l = 0; l < g->L; l++) {
         const int u = GPT_UNIT_BLOCK(l);
         gpt_block_params p;
-        gpt_block_params_at(&p, m->params + m->units[u].param_off, g->C);
+        gpt_block_params_at(&p, m->params + m->units[u].param_off, sizeof(float), g->C);
         dt_rng_seed2(&rng, m->cfg.seed, (uint64_t)u);
         /* in layout order; biases stay 0 (the buffer is zeroed) */
         fill(p.ln1w, C, 1.0f);
@@ -174,153 +225,21 @@ static void gpt_init(dt_model *m) {
     fill(m->params + m->units[GPT_UNIT_LNF(g->L)].param_off, C, 1.0f);
 }
 
-/* ---- the activation arena ---------------------------------------------------------- */
-
-static size_t r16(size_t n) { return (n + 15) & ~(size_t)15; } /* 64-byte granules */
-
-/* Size in floats of the arena for (B, T, recompute); with base != NULL the
- * pointers of g are set into base as well. */
-static size_t layout(dt_gpt *g, int B, int T, int recompute, float *base) {
-    const size_t N = (size_t)B * (size_t)T, C = (size_t)g->C, NC = N * C;
-    size_t off = 0;
-#define TAKE(ptr, n)                      \
-    do {                                  \
-        if (base) (ptr) = base + off;     \
-        off += r16(n);                    \
-    } while (0)
-    for (int l = 0; l <= g->L; l++) TAKE(g->res[l], NC);
-    const int nsets = recompute ? 1 : g->L;
-    for (int l = 0; l < nsets; l++) {
-        gpt_block_acts *a = &g->acts[l];
-        TAKE(a->ln1, NC);
-        TAKE(a->ln1_mean, N);
-        TAKE(a->ln1_rstd, N);
-        TAKE(a->qkv, 3 * NC);
-        TAKE(a->att, (size_t)B * (size_t)g->NH * (size_t)T * (size_t)T);
-        TAKE(a->atty, NC);
-        TAKE(a->res2, NC);
-        TAKE(a->ln2, NC);
-        TAKE(a->ln2_mean, N);
-        TAKE(a->ln2_rstd, N);
-        TAKE(a->fch, 4 * NC);
-        TAKE(a->fchg, 4 * NC);
-    }
-    if (base)
-        for (int l = nsets; l < g->L; l++) g->acts[l] = g->acts[0];
-    TAKE(g->lnf, NC);
-    TAKE(g->lnf_mean, N);
-    TAKE(g->lnf_rstd, N);
-    TAKE(g->logits, N * (size_t)g->V);
-    TAKE(g->lse, N);
-    TAKE(g->dres, NC);
-    TAKE(g->dln, NC);
-    TAKE(g->datty, NC);
-    TAKE(g->dqkv, 3 * NC);
-    TAKE(g->dfch, 4 * NC);
-    TAKE(g->dscratch, (size_t)(T < GPT_ATT_ROWS ? T : GPT_ATT_ROWS) * (size_t)T);
-#undef TAKE
-    return off;
-}
-
-int gpt_ensure_arena(dt_model *m, int B, int T) {
-    dt_gpt *g = gpt_of(m);
-    if (g->arena && B <= g->bmax && T <= g->tmax && g->arena_recompute == g->recompute)
-        return DT_OK;
-    const int bmax = B > g->bmax ? B : g->bmax, tmax = T > g->tmax ? T : g->tmax;
-    const size_t n = layout(g, bmax, tmax, g->recompute, NULL);
-    const size_t nt = (size_t)bmax * (size_t)tmax;
-    free(g->arena);
-    free(g->tok);
-    g->arena = NULL;
-    g->tok = g->tgt = NULL;
-    g->bmax = g->tmax = 0;
-    float *arena = aligned_alloc(64, r16(n) * sizeof(float));
-    int32_t *tok = malloc(2 * nt * sizeof(int32_t));
-    if (!arena || !tok) {
-        free(arena);
-        free(tok);
-        return DT_ERR(DT_ERR_NOMEM,
-                      "out of memory for the activations of batch %d x T %d (%.1f MiB%s)", B, T,
-                      (double)n * 4.0 / 1048576.0, g->recompute ? ", recompute" : "");
-    }
-    /* zeroed once, so that nothing uninitialised is ever read */
-    memset(arena, 0, r16(n) * sizeof(float));
-    layout(g, bmax, tmax, g->recompute, arena);
-    g->arena = arena;
-    g->tok = tok;
-    g->tgt = tok + nt;
-    g->bmax = bmax;
-    g->tmax = tmax;
-    g->arena_recompute = g->recompute;
-    return DT_OK;
-}
-
-static int gpt_activation_bytes(const dt_model *m, int B, int T, int recompute, size_t *bytes) {
-    /* layout() with base NULL only reads the sizes */
-    size_t n = layout((dt_gpt *)gpt_ofc(m), B, T, recompute, NULL);
-    *bytes = r16(n) * sizeof(float) + 2 * (size_t)B * (size_t)T * sizeof(int32_t);
-    return DT_OK;
-}
-
 static int gpt_set_recompute(dt_model *m, int on) {
     gpt_of(m)->recompute = on; /* the arena is re-laid out by the next forward */
     return DT_OK;
 }
 
-/* ---- outputs of the last forward ------------------------------------------------------ */
-
-static const float *gpt_scores(const dt_model *m) {
-    const dt_gpt *g = gpt_ofc(m);
-    if (!g->scores_valid) {
-        DT_ERR(DT_ERR_STATE, "the logits of the last forward were consumed by its backward");
-        return NULL;
-    }
-    return g->logits;
-}
-
-static const float *gpt_log_probs(dt_model *m) {
-    dt_gpt *g = gpt_of(m);
-    if (g->logp_valid) return g->logp;
-    if (!g->scores_valid) {
-        DT_ERR(DT_ERR_STATE,
-               "the log-probabilities must be asked for before the forward's backward");
-        return NULL;
-    }
-    const size_t n = (size_t)m->B * (size_t)m->T * (size_t)g->V;
-    if (n > g->logp_cap) {
-        float *p = aligned_alloc(64, r16(n) * sizeof(float));
-        if (!p) {
-            DT_ERR(DT_ERR_NOMEM, "out of memory for %zu log-probabilities", n);
-            return NULL;
-        }
-        free(g->logp);
-        g->logp = p;
-        g->logp_cap = r16(n);
-    }
-    gpt_log_softmax(g->logp, g->logits, g->lse, m->B * m->T, g->V);
-    g->logp_valid = 1;
-    return g->logp;
-}
-
-static const float *gpt_layer_output(const dt_model *m, int layer) {
-    const dt_gpt *g = gpt_ofc(m);
-    if (layer == GPT_UNIT_HEAD(g->L)) return gpt_scores(m);
-    if (layer == GPT_UNIT_LNF(g->L)) return g->lnf;
-    return g->res[layer]; /* 0: embeddings; 1 + l: block l's output */
-}
-
-static size_t gpt_layer_output_size(const dt_model *m, int layer) {
-    const dt_gpt *g = gpt_ofc(m);
-    const size_t T = (size_t)(m->T ? m->T : g->maxT);
-    return T * (size_t)(layer == GPT_UNIT_HEAD(g->L) ? g->V : g->C);
-}
-
 static void gpt_free(void *impl) {
     dt_gpt *g = impl;
     if (!g) return;
-    free(g->arena);
-    free(g->tok);
+    gpt_free_arena(g);
+    if (g->K) {
+        g->K->free(g->be, g->wc);
+        g->K->close(g->be);
+    }
     free(g->logp);
+    free(g->view);
     free(g->res);
     free(g->acts);
     free(g);
@@ -339,6 +258,8 @@ const dtm_family dt_family_gpt = {
     .backward = gpt_backward,
     .log_probs = gpt_log_probs,
     .scores = gpt_scores,
+    .loss = gpt_loss,
+    .row_stats = gpt_row_stats,
     .layer_output = gpt_layer_output,
     .layer_output_size = gpt_layer_output_size,
     .seed_dropout = NULL,

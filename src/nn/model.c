@@ -57,7 +57,34 @@ int dt_model_forward_seq(dt_model *m, const void *x, const int32_t *labels, int 
     m->B = B;
     m->T = T;
     m->can_backward = train && labels;
-    if (loss) *loss = labels ? m->loss : NAN;
+    if (loss) {
+        *loss = NAN;
+        if (labels) return dt_model_loss(m, loss);
+    }
+    return DT_OK;
+}
+
+int dt_model_loss(const dt_model *m, float *loss) {
+    if (!m || !loss) return DT_ERR(DT_ERR_INVALID, "NULL model or loss");
+    if (!m->B || !m->has_labels)
+        return DT_ERR(DT_ERR_STATE, "the last forward %s", m->B ? "had no labels" : "did not happen (or failed)");
+    if (m->fam->loss) return m->fam->loss((dt_model *)m, loss);
+    *loss = m->loss;
+    return DT_OK;
+}
+
+int dt_model_row_stats(const dt_model *m, long rows, double *correct, double *loss_sum) {
+    if (!m) return DT_ERR(DT_ERR_INVALID, "NULL model");
+    if (!m->B || !m->has_labels)
+        return DT_ERR(DT_ERR_STATE, "the last forward %s", m->B ? "had no labels" : "did not happen (or failed)");
+    const size_t all = (size_t)m->B * (size_t)m->T;
+    if (rows < 0 || (size_t)rows > all)
+        return DT_ERR(DT_ERR_INVALID, "rows %ld not in [0, %zu] (the last forward's predictions)", rows, all);
+    double c = 0, s = 0;
+    int rc = m->fam->row_stats((dt_model *)m, (size_t)rows, &c, &s);
+    if (rc) return rc;
+    if (correct) *correct = c;
+    if (loss_sum) *loss_sum = s;
     return DT_OK;
 }
 
@@ -83,9 +110,10 @@ int dt_model_backward(dt_model *m) { return dt_model_backward_scaled(m, 1.0f); }
 
 void dt_model_zero_grad(dt_model *m) {
     if (!m) return;
+    /* a device model's zeroing is enqueued in its stream; an error shows at
+     * its next synchronising call */
     for (int l = 0; l < m->nlayers; l++)
-        if (m->units[l].param_count)
-            memset(dtm_grads(m, l), 0, m->units[l].param_count * sizeof(float));
+        if (m->units[l].param_count) dtm_buf_zero(m, dtm_grads(m, l), m->units[l].param_count);
 }
 
 int dt_model_set_hooks(dt_model *m, const dt_model_hooks *hooks) {

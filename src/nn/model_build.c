@@ -104,13 +104,29 @@ int dtm_add_buffer(dt_model *m, const char *name, int ndim, const int64_t *shape
 
 /* ---- creation ------------------------------------------------------------ */
 
-/* 64-byte aligned, zeroed, at least one element. */
-static void *alloc_aligned(size_t n, size_t esize) {
-    size_t bytes = (n ? n : 1) * esize;
-    bytes = (bytes + 63) & ~(size_t)63;
-    void *p = aligned_alloc(64, bytes);
-    if (p) memset(p, 0, bytes);
-    return p;
+/* The flat buffers, initialised by the family (on the host: a device model's
+ * are initialised in host memory and uploaded). */
+static int make_buffers(dt_model *m) {
+    int rc = dtm_buf_alloc(m, m->nparams, "the parameters", &m->params);
+    if (!rc) rc = dtm_buf_alloc(m, m->nparams, "the gradients", &m->grads);
+    if (!rc) rc = dtm_buf_alloc(m, m->nbuffers, "the buffers", &m->buffers);
+    if (rc || !m->mem) {
+        if (!rc) m->fam->init(m);
+        return rc;
+    }
+    dt_model host = *m; /* the family's init writes host memory */
+    host.mem = NULL;
+    host.params = host.buffers = NULL;
+    rc = dtm_buf_alloc(&host, m->nparams, "the initial parameters", &host.params);
+    if (!rc) rc = dtm_buf_alloc(&host, m->nbuffers, "the initial buffers", &host.buffers);
+    if (!rc) {
+        m->fam->init(&host);
+        rc = m->mem->upload(m, m->params, host.params, m->nparams * sizeof(float));
+        if (!rc) rc = m->mem->upload(m, m->buffers, host.buffers, m->nbuffers * sizeof(float));
+    }
+    free(host.params);
+    free(host.buffers);
+    return rc;
 }
 
 int dt_model_create(const dt_model_config *cfg, dt_model **out) {
@@ -129,6 +145,11 @@ int dt_model_create(const dt_model_config *cfg, dt_model **out) {
         return DT_ERR(DT_ERR_INVALID, "dropout %g must be in [0,1)", (double)cfg->dropout);
     if (cfg->recompute != 0 && cfg->recompute != 1)
         return DT_ERR(DT_ERR_INVALID, "recompute=%d must be 0 or 1", cfg->recompute);
+    if (cfg->device != DT_DEVICE_CPU && cfg->device != DT_DEVICE_CUDA)
+        return DT_ERR(DT_ERR_INVALID, "device %d is not DT_DEVICE_CPU (0) or DT_DEVICE_CUDA (1)", cfg->device);
+    if (cfg->precision != DT_PRECISION_FP32 && cfg->precision != DT_PRECISION_BF16)
+        return DT_ERR(DT_ERR_INVALID, "precision %d is not DT_PRECISION_FP32 (0) or DT_PRECISION_BF16 (1)",
+                      cfg->precision);
     dt_nn_blas_init();
     dt_model *m = calloc(1, sizeof *m);
     if (!m) return DT_ERR(DT_ERR_NOMEM, "out of memory");
@@ -137,29 +158,22 @@ int dt_model_create(const dt_model_config *cfg, dt_model **out) {
     m->cfg = *cfg;
     m->cfg.name = m->name;
     int rc = fam->build(m, &m->cfg);
+    if (!rc) rc = make_buffers(m);
     if (rc) {
         dt_model_free(m);
         return rc;
     }
-    m->params = alloc_aligned(m->nparams, sizeof(float));
-    m->grads = alloc_aligned(m->nparams, sizeof(float));
-    m->buffers = alloc_aligned(m->nbuffers, sizeof(float));
-    if (!m->params || !m->grads || !m->buffers) {
-        size_t np = m->nparams;
-        dt_model_free(m);
-        return DT_ERR(DT_ERR_NOMEM, "out of memory for %zu parameters", np);
-    }
-    fam->init(m);
     *out = m;
     return DT_OK;
 }
 
 void dt_model_free(dt_model *m) {
     if (!m) return;
+    /* the flat buffers first: a device model's go back through its family */
+    dtm_buf_free(m, m->params);
+    if (!m->grads_external) dtm_buf_free(m, m->grads);
+    dtm_buf_free(m, m->buffers);
     if (m->impl && m->fam) m->fam->free_impl(m->impl);
-    free(m->params);
-    if (!m->grads_external) free(m->grads);
-    free(m->buffers);
     free(m->slices);
     free(m->bslices);
     free(m->units);

@@ -22,6 +22,20 @@ typedef struct dt_unit {
 
 typedef struct dtm_family dtm_family;
 
+/* Where a model's flat buffers (params, grads, buffers) live when not in
+ * host memory: a family whose model computes on a device sets m->mem in its
+ * build, and the generic code allocates, zeroes and copies through it (in
+ * the family's stream order). NULL: host memory (malloc, memset, memcpy). */
+typedef struct dtm_mem {
+    int (*alloc)(dt_model *m, size_t bytes, const char *what, void **p); /* zeroed */
+    void (*free)(dt_model *m, void *p);
+    int (*upload)(dt_model *m, void *dst, const void *src, size_t bytes);   /* host -> model */
+    int (*download)(dt_model *m, void *dst, const void *src, size_t bytes); /* model -> host, waits */
+    int (*copy)(dt_model *m, void *dst, const void *src, size_t bytes);     /* model -> model */
+    int (*zero)(dt_model *m, void *p, size_t bytes);
+    void *(*stream)(dt_model *m);                                          /* cudaStream_t */
+} dtm_mem;
+
 struct dt_model {
     const dtm_family *fam;
     char name[32];
@@ -32,6 +46,7 @@ struct dt_model {
     size_t nparams, nbuffers;
     float *params, *grads, *buffers;
     int grads_external;          /* grads is the caller's (dt_model_use_grad_buffer) */
+    const dtm_mem *mem;          /* device memory: set by the family's build; NULL: host */
     dt_param_slice *slices, *bslices;
     int nslices, nbslices, cap_slices, cap_bslices;
     dt_model_hooks hooks;
@@ -70,6 +85,13 @@ struct dtm_family {
     const float *(*scores)(const dt_model *m);
     const float *(*layer_output)(const dt_model *m, int layer);
     size_t (*layer_output_size)(const dt_model *m, int layer);
+    /* Optional: the mean loss of the last forward with labels (NULL: m->loss,
+     * set by forward), for families whose loss waits on a device. */
+    int (*loss)(dt_model *m, float *loss);
+    /* Over the first `rows` predictions of the last forward with labels
+     * (rows validated), the number whose first maximum is the label and the
+     * sum of their losses; valid also after that forward's backward. */
+    int (*row_stats)(dt_model *m, size_t rows, double *correct, double *loss_sum);
     /* Optional (NULL: not supported). */
     int (*seed_dropout)(dt_model *m, uint64_t seed);
     int (*set_recompute)(dt_model *m, int on);
@@ -77,6 +99,14 @@ struct dtm_family {
     int (*generate)(dt_model *m, const int32_t *prompt, int prompt_len, int n_new,
                     float temperature, uint64_t seed, int32_t *out);
 };
+
+/* The model's memory (model_mem.c): host memory, or the family's through
+ * m->mem. n in floats; alloc zeroes (at least one element); copy within the
+ * model's memory. */
+int dtm_buf_alloc(dt_model *m, size_t n, const char *what, float **p);
+void dtm_buf_free(dt_model *m, float *p);
+int dtm_buf_zero(dt_model *m, float *p, size_t n);
+int dtm_buf_copy(dt_model *m, float *dst, const float *src, size_t n);
 
 /* The families (model_family.c). */
 const dtm_family *dtm_family_of(const char *model_name);

@@ -237,6 +237,22 @@ int dt_seq_backward(dt_model *mm, float scale) {
 
 const float *dt_seq_log_probs(dt_model *m) { return seq_of(m)->logp; }
 
+int dt_seq_row_stats(dt_model *mm, size_t rows, double *correct, double *loss_sum) {
+    const dt_seq *m = seq_of(mm);
+    double c = 0, s = 0;
+    for (size_t r = 0; r < rows; r++) {
+        const float *row = m->logp + r * (size_t)m->ncls;
+        int best = 0;
+        for (int v = 1; v < m->ncls; v++)
+            if (row[v] > row[best]) best = v;
+        c += best == m->labels[r];
+        s -= row[m->labels[r]];
+    }
+    *correct = c;
+    *loss_sum = s;
+    return DT_OK;
+}
+
 const float *dt_seq_scores(const dt_model *m) {
     const dt_seq *S = seq_ofc(m);
     return S->layers[S->nlayers - 1].out;

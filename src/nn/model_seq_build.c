@@ -235,6 +235,14 @@ static int seq_build(dt_model *m, const dt_model_config *cfg) {
                         "recompute=%d: model %s (family sequential) has no activation "
                         "recomputation",
                         cfg->recompute, cfg->name);
+    if (cfg->device != DT_DEVICE_CPU)
+        return dt_error(DT_ERR_UNSUPPORTED, CREATE_FN,
+                        "device %s: model %s (family sequential) computes on the cpu only (the gpt family has "
+                        "a cuda backend)", dt_device_kind_name(cfg->device), cfg->name);
+    if (cfg->precision != DT_PRECISION_FP32)
+        return dt_error(DT_ERR_UNSUPPORTED, CREATE_FN,
+                        "precision %s: model %s (family sequential) computes in fp32 only",
+                        dt_precision_name(cfg->precision), cfg->name);
     dt_seq *S = calloc(1, sizeof *S);
     if (!S) return dt_error(DT_ERR_NOMEM, CREATE_FN, "out of memory");
     m->impl = S;
@@ -268,6 +276,7 @@ const dtm_family dt_family_sequential = {
     .backward = dt_seq_backward,
     .log_probs = dt_seq_log_probs,
     .scores = dt_seq_scores,
+    .row_stats = dt_seq_row_stats,
     .layer_output = dt_seq_layer_output,
     .layer_output_size = dt_seq_layer_output_size,
     .seed_dropout = dt_seq_seed_dropout,

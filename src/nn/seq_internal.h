@@ -86,6 +86,7 @@ int dt_seq_forward(dt_model *m, const void *x, const int32_t *labels, int B, int
 int dt_seq_backward(dt_model *m, float scale);
 const float *dt_seq_log_probs(dt_model *m);
 const float *dt_seq_scores(const dt_model *m);
+int dt_seq_row_stats(dt_model *m, size_t rows, double *correct, double *loss_sum);
 const float *dt_seq_layer_output(const dt_model *m, int layer);
 size_t dt_seq_layer_output_size(const dt_model *m, int layer);
 int dt_seq_seed_dropout(dt_model *m, uint64_t seed);

@@ -240,15 +240,21 @@ static void test_crossentropy(void) {
     dt_rng r;
     dt_rng_seed(&r, 5);
     float *lg = malloc((size_t)N * V * 4), *d = malloc((size_t)N * V * 4), lse[19];
-    float *lp = malloc((size_t)N * V * 4);
-    int32_t tg[19];
+    float *lp = malloc((size_t)N * V * 4), tl[19];
+    int32_t tg[19], hit[19];
     rand_fill(lg, (size_t)N * V, 3.0f, &r);
     lg[5] = 80.0f; /* a large logit: the max subtraction must hold it */
     for (int n = 0; n < N; n++) tg[n] = (int32_t)dt_rng_below(&r, V);
-    double tot = gpt_crossentropy_forward(lse, lg, tg, N, V);
+    tg[0] = 5;                 /* row 0's maximum is its target */
+    lg[2 * V + 9] = 50.0f;     /* row 2: two equal maxima, the first (9) is not the target */
+    lg[2 * V + 11] = 50.0f;
+    tg[2] = 11;
+    gpt_crossentropy_forward(lse, tl, hit, lg, tg, N, V, V);
+    double tot = 0.0;
+    for (int n = 0; n < N; n++) tot += (double)lse[n] - (double)tl[n];
     const float scale = 0.37f;
-    gpt_crossentropy_backward(d, lg, lse, tg, N, V, scale);
-    gpt_log_softmax(lp, lg, lse, N, V);
+    gpt_crossentropy_backward(d, lg, lse, tg, N, V, V, scale);
+    gpt_log_softmax(lp, lg, lse, N, V, V);
     double rtot = 0.0, *rd = malloc(sizeof(double) * (size_t)N * V);
     double *rlp = malloc(sizeof(double) * (size_t)N * V);
     for (int n = 0; n < N; n++) {
@@ -258,6 +264,11 @@ static void test_crossentropy(void) {
         for (int i = 0; i < V; i++) s += exp(x[i] - mx);
         double l = mx + log(s);
         rtot += l - x[tg[n]];
+        int first = 0;
+        for (int i = 1; i < V; i++)
+            if (x[i] > x[first]) first = i;
+        CHECK(hit[n] == (first == tg[n]) && tl[n] == x[tg[n]], "row %d: hit %d (argmax %d, target %d), tlogit %g",
+              n, hit[n], first, tg[n], (double)tl[n]);
         for (int i = 0; i < V; i++) {
             rd[(size_t)n * V + i] = (exp(x[i] - l) - (i == tg[n])) * scale;
             rlp[(size_t)n * V + i] = x[i] - l;
@@ -267,7 +278,8 @@ static void test_crossentropy(void) {
     double e = rel_err_d(d, rd, (size_t)N * V), el = rel_err_d(lp, rlp, (size_t)N * V);
     CHECK(e < TOL && el < TOL, "cross-entropy backward err %.3g, log-softmax %.3g", e, el);
     /* in place, as the model uses it */
-    gpt_crossentropy_backward(lg, lg, lse, tg, N, V, scale);
+    CHECK(hit[0] == 1 && hit[2] == 0, "the first maximum decides: row 0 hit %d, row 2 hit %d", hit[0], hit[2]);
+    gpt_crossentropy_backward(lg, lg, lse, tg, N, V, V, scale);
     CHECK(memcmp(lg, d, (size_t)N * V * 4) == 0, "cross-entropy backward in place differs");
     printf("  cross-entropy: loss rel err %.2e, dlogits %.2e\n", fabs(tot - rtot) / rtot, e);
     free(lg);

@@ -457,8 +457,8 @@ BOTH(att_step)
 static int ce_block_ok(const fk_launch *l) { return warps_1d(l) && l->block.x <= 512; }
 
 /* dtk_crossentropy_fwd_*(lse, tlogit, hit, logits, targets, N, V, ldl):
- * gpt_crossentropy_forward's lse per row; the target's logit; whether the
- * row's first maximum is the target */
+ * gpt_crossentropy_forward (lse; with targets the target's logit and
+ * whether the row's first maximum is the target), row by row */
 static cudaError_t ce_fwd(const fk_launch *l, size_t es) {
     const int N = fk_int_arg(l, 5), V = fk_int_arg(l, 6), ldl = fk_int_arg(l, 7);
     if (!ce_block_ok(l)) return geometry(l, "blocks of whole warps, at most 512 threads");
@@ -486,13 +486,11 @@ static cudaError_t ce_fwd(const fk_launch *l, size_t es) {
         const float *x = es == 4 ? (const float *)logits + o : tmp;
         if (es != 4)
             for (int i = 0; i < V; i++) tmp[i] = get(logits, es, o + (size_t)i);
-        gpt_crossentropy_forward(&lse[n], x, NULL, 1, V);
-        if (!with_t) continue;
-        int best = 0;
-        for (int i = 1; i < V; i++)
-            if (x[i] > x[best]) best = i;
-        if (tlogit) tlogit[n] = x[tg[n]];
-        if (hit) hit[n] = best == tg[n];
+        float tl = 0.0f;
+        int32_t h = 0;
+        gpt_crossentropy_forward(&lse[n], &tl, &h, x, with_t ? &tg[n] : NULL, 1, V, V);
+        if (tlogit) tlogit[n] = tl;
+        if (hit) hit[n] = h;
     }
     free(tmp);
     return cudaSuccess;
@@ -500,7 +498,7 @@ static cudaError_t ce_fwd(const fk_launch *l, size_t es) {
 BOTH(ce_fwd)
 
 /* dtk_crossentropy_bwd_*(dlogits, logits, lse, targets, N, V, ldl, dscale):
- * gpt_crossentropy_backward per row (in place allowed) */
+ * gpt_crossentropy_backward (in place allowed) */
 static cudaError_t ce_bwd(const fk_launch *l, size_t es) {
     const int N = fk_int_arg(l, 4), V = fk_int_arg(l, 5), ldl = fk_int_arg(l, 6);
     const float dscale = fk_float_arg(l, 7);
@@ -517,16 +515,16 @@ static cudaError_t ce_bwd(const fk_launch *l, size_t es) {
             fprintf(stderr, "fakegpu: kernel %s: target %d of row %d outside [0, %d)\n", l->name, tg[n], n, V);
             return cudaErrorIllegalAddress;
         }
-    float *tmp = es == 4 ? NULL : malloc((size_t)(V ? V : 1) * sizeof(float));
-    if (es != 4 && !tmp) return nomem(l);
+    if (es == 4) {
+        gpt_crossentropy_backward(dlogits, logits, lse, tg, N, V, ldl, dscale);
+        return cudaSuccess;
+    }
+    float *tmp = malloc((size_t)(V ? V : 1) * sizeof(float));
+    if (!tmp) return nomem(l);
     for (int n = 0; n < N; n++) {
         const size_t o = (size_t)n * (size_t)ldl;
-        if (es == 4) {
-            gpt_crossentropy_backward((float *)dlogits + o, (const float *)logits + o, &lse[n], &tg[n], 1, V, dscale);
-            continue;
-        }
         for (int i = 0; i < V; i++) tmp[i] = get(logits, es, o + (size_t)i);
-        gpt_crossentropy_backward(tmp, tmp, &lse[n], &tg[n], 1, V, dscale);
+        gpt_crossentropy_backward(tmp, tmp, &lse[n], &tg[n], 1, V, V, dscale);
         for (int i = 0; i < V; i++) put(dlogits, es, o + (size_t)i, tmp[i]);
     }
     free(tmp);

@@ -1,10 +1,9 @@
 /* tests/gpu/test_gpt_kernels.c - every op of gpt_backend_cuda against the
  * same op of gpt_backend_cpu (the CPU GPT's kernels; for bf16, which the cpu
  * backend does not compute, its f32 ops on the same bf16-rounded inputs), in
- * both precisions, at several shapes: T not a
- * multiple of 32, N = 1, C = 36 (heads of 12: no 16-byte packs in bf16,
- * unaligned rows), GPT-2's vocabulary 50257 with its padding to 50304, and
- * whole 64-wide heads.
+ * both precisions, at several shapes: T not a multiple of 32, N = 1, C = 36
+ * (heads of 12: no 16-byte packs in bf16, unaligned rows), GPT-2's
+ * vocabulary 50257 with its padding to 50304, and whole 64-wide heads.
  *
  * For each call: fresh random inputs; outputs that are written ("=") are
  * poisoned with NaN first, so an element left unwritten fails; outputs
@@ -19,15 +18,17 @@
  *         also rounds its scores, probabilities and head outputs, as llm.c).
  * Also: memory (zeroed allocation, copies, an allocation too large naming
  * its tensor), the f32 -> bf16 cast (dt_f32_to_bf16's bits), vocab_pad and
- * attention_sizes. Built twice (tests/gpu, tests/fakegpu): on a GPU, and on
- * the fake runtime, whose twins compute with the CPU kernels. Without a
- * device: skipped (77) naming why. */
+ * attention_sizes. Last, a small GPT trained two steps on this backend
+ * against the CPU model (test_model). Built twice (tests/gpu,
+ * tests/fakegpu): on a GPU, and on the fake runtime, whose twins compute
+ * with the CPU kernels. Without a device: skipped (77) naming why. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "gpu_common.h"
 #include "testutil.h"
 #include "dtrain/dtype.h"
+#include "dtrain/model.h"
 #include "dtrain/rng.h"
 #include "nn/gpt_backend.h"
 
@@ -549,6 +550,59 @@ static void test_memory(ctx *c) {
     dfree_all(c);
 }
 
+/* ---- the GPT on this backend -------------------------------------------------------------------------- */
+
+/* two training steps of a small GPT (2 blocks, C 64, T 37 of 40, V 300) on
+ * `device` in `prec`: its loss and accumulated gradients (host copy) */
+static float *train_two(int device, int prec, int recompute, float *loss, size_t *np) {
+    dt_model_config cfg;
+    CHECK_OK(dt_model_config_default(&cfg, "gpt-demo"));
+    cfg.seed = 7, cfg.device = device, cfg.precision = prec, cfg.recompute = recompute;
+    cfg.n_layer = 2, cfg.n_head = 4, cfg.n_embd = 64, cfg.block_size = 40, cfg.vocab_size = 300;
+    dt_model *m = NULL;
+    CHECK_OK(dt_model_create(&cfg, &m));
+    if (!m) return NULL;
+    enum { B = 3, T = 37 };
+    int32_t x[B * T], y[B * T];
+    for (int i = 0; i < B * T; i++) x[i] = (i * 37 + 11) % 300, y[i] = (i * 91 + 5) % 300;
+    for (int step = 0; step < 2; step++) {
+        CHECK_OK(dt_model_forward_seq(m, x, y, B, T, 1, NULL));
+        CHECK_OK(dt_model_backward(m));
+    }
+    CHECK_OK(dt_model_loss(m, loss));
+    *np = dt_model_num_params(m);
+    float *g = malloc(*np * sizeof(float));
+    CHECK_OK(dt_model_copy_to_host(m, g, dt_model_grads(m), *np));
+    dt_model_free(m);
+    return g;
+}
+
+/* The GPT trained through gpt_backend_cuda against the CPU model: f32 within
+ * 1e-4 (two steps of accumulated gradients, reductions in other orders;
+ * on the fake runtime, whose twins and cuBLASLt compute as the CPU kernels,
+ * the same bits), bf16 within 2e-2; recomputation changes no bit. */
+static void test_model(int on_fake) {
+    float l_cpu = 0, l32 = 0, l16 = 0, lrc = 0;
+    size_t n = 0;
+    float *g_cpu = train_two(DT_DEVICE_CPU, DT_PRECISION_FP32, 0, &l_cpu, &n);
+    float *g32 = train_two(DT_DEVICE_CUDA, DT_PRECISION_FP32, 0, &l32, &n);
+    float *grc = train_two(DT_DEVICE_CUDA, DT_PRECISION_FP32, 1, &lrc, &n);
+    float *g16 = train_two(DT_DEVICE_CUDA, DT_PRECISION_BF16, 0, &l16, &n);
+    if (!g_cpu || !g32 || !grc || !g16) return;
+    const double e32 = rel_l2(g32, g_cpu, n), e16 = rel_l2(g16, g_cpu, n);
+    printf("gpt on cuda: loss cpu %.7g, f32 %.7g (gradients %.3g), bf16 %.7g (gradients %.3g)\n", l_cpu, l32, e32, l16,
+           e16);
+    if (on_fake)
+        CHECK(l32 == l_cpu && memcmp(g32, g_cpu, n * sizeof(float)) == 0,
+              "the fake's f32 model is not the CPU's bits (loss %.9g vs %.9g, gradients %.3g)", l32, l_cpu, e32);
+    CHECK(fabs(l32 - l_cpu) <= 1e-5 * fabs(l_cpu) && e32 <= 1e-4, "f32 model: loss %.9g vs %.9g, gradients %.3g", l32,
+          l_cpu, e32);
+    CHECK(fabs(l16 - l_cpu) <= 2e-2 * fabs(l_cpu) && e16 <= 2e-2, "bf16 model: loss %.7g vs %.7g, gradients %.3g",
+          l16, l_cpu, e16);
+    CHECK(lrc == l32 && memcmp(grc, g32, n * sizeof(float)) == 0, "recompute changes the f32 model's bits");
+    free(g_cpu), free(g32), free(grc), free(g16);
+}
+
 static void run_prec(const gpt_backend *k, gpt_prec prec, ctx *c) {
     c->k = k;
     c->prec = prec;
@@ -598,6 +652,11 @@ int main(int argc, char **argv) {
     CHECK(k->vocab_pad(50257) == 50304 && k->vocab_pad(128) == 128 && k->vocab_pad(1) == 128, "vocab_pad");
     run_prec(k, GPT_F32, &c);
     run_prec(k, GPT_BF16, &c);
+    struct cudaDeviceProp prop;
+    int dev = 0;
+    const int on_fake = cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess &&
+                        strncmp(prop.name, "dtrain fakegpu", 14) == 0;
+    test_model(on_fake);
     printf("%s: worst relative L2 error: f32 %.3g (bound %.0e), bf16 %.3g (bound %.0e)\n", name, c.worst[GPT_F32],
            TOL_F32, c.worst[GPT_BF16], TOL_BF16);
     return dt_test_finish(name);

@@ -108,14 +108,20 @@ DT_HD dt_softmax_acc dt_softmax_push(dt_softmax_acc a, float x) {
     return a;
 }
 
-/* the pair of the union of a's and b's values */
+/* the pair of the union of a's and b's values. Symmetric to the bit
+ * (merge(a, b) == merge(b, a), also where a compiler contracts into a fused
+ * multiply-add): the pair with the larger maximum keeps its sum, the other's
+ * is scaled and added; so the lanes of a warp that merge with each other
+ * (butterfly shuffles) all end with the same pair. */
 DT_HD dt_softmax_acc dt_softmax_merge(dt_softmax_acc a, dt_softmax_acc b) {
-    float m = b.m > a.m ? b.m : a.m;
-    if (m == -INFINITY) return a; /* both empty */
-    dt_softmax_acc r;
-    r.m = m;
-    r.s = a.s * expf(a.m - m) + b.s * expf(b.m - m);
-    return r;
+    if (b.m > a.m) {
+        dt_softmax_acc t = a;
+        a = b;
+        b = t;
+    }
+    if (a.m == -INFINITY) return a; /* both empty */
+    a.s = a.s + b.s * expf(b.m - a.m); /* b empty: + 0 * 0 */
+    return a;
 }
 
 /* log(sum of exp(x)) over the values (-inf for none) */

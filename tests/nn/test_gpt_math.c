@@ -16,8 +16,9 @@
  *    order of 0.2, cancel and their rounding, not the exp, sets the error);
  *  - the online softmax pairs (push, merge in random groupings) against a
  *    float64 log-sum-exp: within 2e-6 + 1e-6 |lse| for rows up to 5000
- *    values of spread up to 100, and the special cases (empty, -inf
- *    values, a NaN). */
+ *    values of spread up to 100, the special cases (empty, -inf values, a
+ *    NaN), and merge(a, b) == merge(b, a) to the bit (what a warp's
+ *    butterfly merges rely on for every lane to end with the same pair). */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -159,6 +160,15 @@ static void test_softmax(void) {
     dt_softmax_acc m1 = dt_softmax_merge(a, e), m2 = dt_softmax_merge(e, a);
     CHECK(m1.m == 2.0f && m1.s == 1.0f && m2.m == 2.0f && m2.s == 1.0f, "merge with empty");
     CHECK(isnan(dt_softmax_push(a, NAN).s), "NaN propagates");
+    /* symmetric to the bit */
+    long asym = 0;
+    for (int i = 0; i < 100000; i++) {
+        dt_softmax_acc p = {(float)dt_rng_normal(&r), (float)(1.0 + 100.0 * dt_rng_uniform_f64(&r))};
+        dt_softmax_acc q = {i % 7 ? (float)dt_rng_normal(&r) : p.m, (float)(1.0 + 100.0 * dt_rng_uniform_f64(&r))};
+        dt_softmax_acc pq = dt_softmax_merge(p, q), qp = dt_softmax_merge(q, p);
+        asym += pq.m != qp.m || pq.s != qp.s;
+    }
+    CHECK(asym == 0, "merge(a, b) != merge(b, a) for %ld pairs", asym);
     free(x);
 }
 

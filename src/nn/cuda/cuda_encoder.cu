@@ -1,10 +1,10 @@
 /* src/nn/cuda/cuda_encoder.cu - the token + position embedding, forward and
  * a deterministic backward.
  *
- * Forward (dtk_encoder_fwd_*): out[n,:] = wte[tok[n],:] + wpe[t,:]; one
- * thread per 16-byte pack of a row (element by element when C is not a
- * multiple of the pack or a pointer is not aligned), grid-stride over the
- * N * C / P packs.
+ * Forward (dtk_encoder_fwd_*): out[n,:] = wte[tok[n],:] + wpe[t,:]; a block
+ * per row (grid-stride over the N rows, up to 8 blocks per SM), a thread per
+ * 16-byte pack of the row (element by element when C is not a multiple of
+ * the pack or a pointer is not aligned).
  *
  * Backward: the tokens' positions are bucketed on the host (a counting sort
  * of tok_host: positions in increasing order within each token) and
@@ -27,24 +27,22 @@ template <typename T>
 __device__ void enc_fwd(T *__restrict__ out, const int32_t *__restrict__ tok, const T *__restrict__ wte,
                         const T *__restrict__ wpe, int B, int T_, int C) {
     constexpr int P = pack16<T>::n;
-    const size_t N = (size_t)B * (size_t)T_;
-    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
+    const int N = B * T_;
     const bool vec = C % P == 0 && aligned16(out) && aligned16(wte) && aligned16(wpe);
-    const int per_row = vec ? C / P : C, w = vec ? P : 1;
-    const size_t total = N * (size_t)per_row;
-    for (size_t i = tid; i < total; i += step) {
-        const size_t n = i / (size_t)per_row;
-        const int c = (int)(i - n * (size_t)per_row) * w;
-        const int t = (int)(n % (size_t)T_);
-        const T *we = wte + (size_t)tok[n] * (size_t)C + c, *pe = wpe + (size_t)t * (size_t)C + c;
-        T *o = out + n * (size_t)C + c;
-        if (vec) {
-            pack16<T> a = ld16(we), b = ld16(pe), y;
+    const int w = vec ? P : 1;
+    for (int n = blockIdx.x; n < N; n += gridDim.x) {
+        const int t = n % T_;
+        const T *we = wte + (size_t)tok[n] * (size_t)C, *pe = wpe + (size_t)t * (size_t)C;
+        T *o = out + (size_t)n * (size_t)C;
+        for (int c = threadIdx.x * w; c < C; c += blockDim.x * w) {
+            if (vec) {
+                pack16<T> a = ld16(we + c), b = ld16(pe + c), y;
 #pragma unroll
-            for (int k = 0; k < P; k++) y.v[k] = stf<T>(ldf(a.v[k]) + ldf(b.v[k]));
-            st16(o, y);
-        } else {
-            *o = stf<T>(ldf(*we) + ldf(*pe));
+                for (int k = 0; k < P; k++) y.v[k] = stf<T>(ldf(a.v[k]) + ldf(b.v[k]));
+                st16(o + c, y);
+            } else {
+                o[c] = stf<T>(ldf(we[c]) + ldf(pe[c]));
+            }
         }
     }
 }
@@ -111,11 +109,14 @@ extern "C" int gpt_cuda_encoder_forward(gpt_be *be, void *out, const int32_t *to
                                         int B, int T, int C) {
     const size_t N = (size_t)B * (size_t)T;
     if (N == 0 || C <= 0) return DT_OK;
-    const unsigned g = gpt_cuda_grid(be, N * (size_t)C / (be->prec == GPT_BF16 ? 8 : 4) + 1, ENC_THREADS);
+    /* a block per row (grid-stride), a thread per pack of the row */
+    const int P = be->prec == GPT_BF16 ? 8 : 4, per = (C + P - 1) / P;
+    const int threads = per < ENC_THREADS ? (per + 31) / 32 * 32 : ENC_THREADS;
+    const unsigned g = gpt_cuda_grid(be, N * (size_t)threads, threads);
     if (be->prec == GPT_BF16)
-        return GPT_LAUNCH(dtk_encoder_fwd_bf16, g, ENC_THREADS, 0, be->stream, (bf16 *)out, tok, (const bf16 *)wte,
+        return GPT_LAUNCH(dtk_encoder_fwd_bf16, g, threads, 0, be->stream, (bf16 *)out, tok, (const bf16 *)wte,
                           (const bf16 *)wpe, B, T, C);
-    return GPT_LAUNCH(dtk_encoder_fwd_f32, g, ENC_THREADS, 0, be->stream, (float *)out, tok, (const float *)wte,
+    return GPT_LAUNCH(dtk_encoder_fwd_f32, g, threads, 0, be->stream, (float *)out, tok, (const float *)wte,
                       (const float *)wpe, B, T, C);
 }
 

@@ -283,8 +283,10 @@ static void test_matmul_fwd(ctx *c, const shape *s, int OC, int ldo, int with_bi
     dfree_all(c);
 }
 
-static void test_matmul_gelu(ctx *c, const shape *s) {
-    const int N = s->B * s->T, C = s->C, OC = 4 * C;
+/* OC a multiple of 8: cuBLASLt's GELU_AUX_BIAS epilogue where it has one;
+ * else the two steps (matmul, then GELU) */
+static void test_matmul_gelu(ctx *c, const shape *s, int OC) {
+    const int N = s->B * s->T, C = s->C;
     float *x = rnd(c, (size_t)N * C, 1.0, 1), *w = rnd(c, (size_t)OC * C, 0.2, 1), *b = rnd(c, (size_t)OC, 0.5, 1);
     float *pre = malloc((size_t)N * OC * 4), *ref = malloc((size_t)N * OC * 4);
     CHECK_OK(c->r->matmul_forward(c->rbe, pre, NULL, x, w, b, N, C, OC, OC)); /* cpu: no fused op */
@@ -626,7 +628,8 @@ static void run_prec(const gpt_backend *k, gpt_prec prec, ctx *c) {
         test_matmul_fwd(c, s, s->C, s->C, 1, 1);          /* projection: bias, resid */
         test_matmul_fwd(c, s, s->C, s->C, 0, 2);          /* in place on the residual */
         test_matmul_fwd(c, s, s->V, ldl, 0, 0);           /* the head: padded rows */
-        test_matmul_gelu(c, s);
+        test_matmul_gelu(c, s, 4 * s->C);
+        test_matmul_gelu(c, s, 4 * s->C - 2);
         test_matmul_bwd(c, s, 4 * s->C, 4 * s->C, 1, 1);
         test_matmul_bwd(c, s, s->C, s->C, 0, 1);          /* no dinp */
         test_matmul_bwd(c, s, s->V, ldl, 1, 0);           /* the head: padded dout, no dbias */

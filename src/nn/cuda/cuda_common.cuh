@@ -39,6 +39,7 @@ struct gpt_be {
     size_t lt_ws_bytes;
     struct lt_plan *plans; /* [GPT_CUDA_PLANS] */
     int plan_next;     /* the next slot to replace when full */
+    int gelu_unfused;  /* cuBLASLt had no fused GELU epilogue: matmul, then GELU */
     /* deterministic column reductions (cuda_reduce.cu): partial sums and one
      * arrival counter per column tile, zero between launches */
     float *red;

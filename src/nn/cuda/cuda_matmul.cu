@@ -247,12 +247,13 @@ extern "C" int gpt_cuda_matmul_gelu_forward(gpt_be *be, void *out, void *pre, co
                                             const void *bias, int N, int C, int OC) {
     /* fused: out = gelu(pre) with pre kept through the GELU_AUX(_BIAS)
      * epilogue (its leading dimension must be a multiple of 8) */
-    if (OC % 8 == 0) {
+    if (OC % 8 == 0 && !be->gelu_unfused) {
         gpt_lt_mm mm = forward_mm(be, out, inp, weight, bias, N, C, OC, OC);
         mm.aux = pre, mm.ldaux = OC;
         int rc = gpt_cuda_lt(be, "matmul_gelu_forward", &mm);
         if (rc != DT_ERR_UNSUPPORTED) return rc;
-        dt_clear_error(); /* no fused algorithm here: the two steps */
+        dt_clear_error(); /* no fused algorithm here: the two steps, from now on */
+        be->gelu_unfused = 1;
     }
     int rc = gpt_cuda_matmul_forward(be, pre, NULL, inp, weight, bias, N, C, OC, OC);
     if (rc) return rc;

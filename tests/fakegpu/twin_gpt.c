@@ -428,7 +428,8 @@ BOTH(att_softmax_bwd)
  * gpt_attention_step (its scratch: the first n floats of the kernel's) */
 static cudaError_t att_step(const fk_launch *l, size_t es) {
     const int n = fk_int_arg(l, 5), C = fk_int_arg(l, 6), NH = fk_int_arg(l, 7);
-    if (l->grid.x < (unsigned)NH) return geometry(l, "%d heads, a block each", NH);
+    if (l->grid.x < (unsigned)NH || !warps_1d(l) || l->block.x > 128)
+        return geometry(l, "%d heads, a block each of whole warps, at most 128 threads (its shared arrays)", NH);
     DEV(out, 0, (size_t)C * es);
     DEV(scratch, 1, (size_t)NH * (size_t)n * 4);
     DEV(q, 2, (size_t)C * es);

@@ -83,7 +83,8 @@ extern "C" __global__ void __launch_bounds__(EL_THREADS)
             int first) {
     const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
     float dummy = 0.0f;
-    for (size_t i = tid; i < n; i += step) dt_sgd_update(&p[i], g[i], buf ? &buf[i] : &dummy, lr, wd, mom, nesterov, first);
+    for (size_t i = tid; i < n; i += step)
+        dt_sgd_update(&p[i], g[i], buf ? &buf[i] : &dummy, lr, wd, mom, nesterov, first);
 }
 
 extern "C" __global__ void __launch_bounds__(EL_THREADS) dtk_scale(float *g, size_t n, float s) {

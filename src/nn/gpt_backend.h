@@ -190,7 +190,7 @@ typedef struct gpt_backend {
  * NULL with DT_ERR_UNSUPPORTED naming what this build has. */
 const gpt_backend *gpt_backend_find(const char *name);
 extern const gpt_backend gpt_backend_cpu;
-#ifdef DTRAIN_HAVE_CUDA_KERNELS
+#ifdef DTRAIN_HAVE_CUDA
 extern const gpt_backend gpt_backend_cuda;
 #endif
 

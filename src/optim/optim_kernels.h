@@ -44,7 +44,7 @@ typedef struct dt_optim_kernels {
 /* The kernels for device memory of this build (NULL with DT_ERR_UNSUPPORTED
  * and the reason in a build without CUDA). */
 const dt_optim_kernels *dt_optim_kernels_device(void);
-#ifdef DTRAIN_HAVE_CUDA_KERNELS
+#ifdef DTRAIN_HAVE_CUDA
 extern const dt_optim_kernels dt_optim_kernels_cuda;
 #endif
 

@@ -1,7 +1,8 @@
 /* tests/fakegpu/fake_cudart.c - the CUDA runtime calls dtrain makes, on the
  * CPU (fakegpu.h): memory with its kinds, streams and events as checked
- * handles, copies that check their direction, devices from
- * DTRAIN_FAKEGPU_DEVICES. */
+ * handles (events with timestamps), copies that check their direction,
+ * devices from DTRAIN_FAKEGPU_DEVICES with an H100's limits (fake_rt.h).
+ * Kernel launches are fake_launch.c's. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
@@ -10,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
+#include "fake_rt.h"
 #include "fakegpu.h"
 
 /* ---- errors and devices ---------------------------------------------------------- */
@@ -22,6 +25,8 @@ static cudaError_t err(cudaError_t e) {
     if (e != cudaSuccess) t_last = e;
     return e;
 }
+
+cudaError_t fk_error(cudaError_t e) { return err(e); }
 
 int fk_device_count(void) {
     const char *v = getenv("DTRAIN_FAKEGPU_DEVICES");
@@ -58,9 +63,74 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
     /* the same device on every process of the machine: the same uuid */
     memcpy(prop->uuid.bytes, "dtfakegpu-dev", 13);
     prop->uuid.bytes[15] = (char)device;
-    prop->totalGlobalMem = (size_t)16 << 30;
-    prop->major = 9;
-    prop->multiProcessorCount = 1;
+    prop->totalGlobalMem = FK_TOTAL_MEM;
+    prop->major = FK_CC_MAJOR;
+    prop->minor = FK_CC_MINOR;
+    prop->multiProcessorCount = FK_SM_COUNT;
+    prop->warpSize = FK_WARP;
+    prop->maxThreadsPerBlock = FK_MAX_THREADS_PER_BLOCK;
+    prop->maxThreadsDim[0] = FK_MAX_BLOCK_X;
+    prop->maxThreadsDim[1] = FK_MAX_BLOCK_Y;
+    prop->maxThreadsDim[2] = FK_MAX_BLOCK_Z;
+    prop->maxGridSize[0] = FK_MAX_GRID_X;
+    prop->maxGridSize[1] = FK_MAX_GRID_Y;
+    prop->maxGridSize[2] = FK_MAX_GRID_Z;
+    prop->sharedMemPerBlock = FK_SMEM_PER_BLOCK;
+    prop->sharedMemPerBlockOptin = FK_SMEM_PER_BLOCK_OPTIN;
+    prop->sharedMemPerMultiprocessor = FK_SMEM_PER_SM;
+    prop->reservedSharedMemPerBlock = FK_SMEM_RESERVED_PER_BLOCK;
+    prop->maxThreadsPerMultiProcessor = FK_THREADS_PER_SM;
+    prop->maxBlocksPerMultiProcessor = FK_BLOCKS_PER_SM;
+    prop->regsPerBlock = FK_REGS_PER_BLOCK;
+    prop->regsPerMultiprocessor = FK_REGS_PER_SM;
+    prop->totalConstMem = FK_CONST_MEM;
+    prop->l2CacheSize = FK_L2_BYTES;
+    prop->unifiedAddressing = 1;
+    prop->concurrentKernels = 1;
+    prop->managedMemory = 1;
+    prop->memoryPoolsSupported = 1;
+    return cudaSuccess;
+}
+
+/* The attributes of the device that kernels and their launchers ask for
+ * (those of cudaGetDeviceProperties); any other is refused with
+ * cudaErrorInvalidValue and a line on stderr, so that a kernel relying on
+ * one the fake does not know is noticed. */
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
+    if (!value) return err(cudaErrorInvalidValue);
+    if (device < 0 || device >= fk_device_count()) return err(cudaErrorInvalidDevice);
+    int v;
+    switch (attr) {
+    case cudaDevAttrMaxThreadsPerBlock: v = FK_MAX_THREADS_PER_BLOCK; break;
+    case cudaDevAttrMaxBlockDimX: v = FK_MAX_BLOCK_X; break;
+    case cudaDevAttrMaxBlockDimY: v = FK_MAX_BLOCK_Y; break;
+    case cudaDevAttrMaxBlockDimZ: v = FK_MAX_BLOCK_Z; break;
+    case cudaDevAttrMaxGridDimX: v = FK_MAX_GRID_X; break;
+    case cudaDevAttrMaxGridDimY: v = FK_MAX_GRID_Y; break;
+    case cudaDevAttrMaxGridDimZ: v = FK_MAX_GRID_Z; break;
+    case cudaDevAttrMaxSharedMemoryPerBlock: v = FK_SMEM_PER_BLOCK; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: v = FK_SMEM_PER_BLOCK_OPTIN; break;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: v = FK_SMEM_PER_SM; break;
+    case cudaDevAttrReservedSharedMemoryPerBlock: v = FK_SMEM_RESERVED_PER_BLOCK; break;
+    case cudaDevAttrTotalConstantMemory: v = FK_CONST_MEM; break;
+    case cudaDevAttrWarpSize: v = FK_WARP; break;
+    case cudaDevAttrMaxRegistersPerBlock: v = FK_REGS_PER_BLOCK; break;
+    case cudaDevAttrMaxRegistersPerMultiprocessor: v = FK_REGS_PER_SM; break;
+    case cudaDevAttrMultiProcessorCount: v = FK_SM_COUNT; break;
+    case cudaDevAttrMaxThreadsPerMultiProcessor: v = FK_THREADS_PER_SM; break;
+    case cudaDevAttrMaxBlocksPerMultiprocessor: v = FK_BLOCKS_PER_SM; break;
+    case cudaDevAttrComputeCapabilityMajor: v = FK_CC_MAJOR; break;
+    case cudaDevAttrComputeCapabilityMinor: v = FK_CC_MINOR; break;
+    case cudaDevAttrL2CacheSize: v = FK_L2_BYTES; break;
+    case cudaDevAttrConcurrentKernels:
+    case cudaDevAttrUnifiedAddressing:
+    case cudaDevAttrManagedMemory:
+    case cudaDevAttrMemoryPoolsSupported: v = 1; break;
+    default:
+        fprintf(stderr, "fakegpu: cudaDeviceGetAttribute: attribute %d is not one the fake knows\n", (int)attr);
+        return err(cudaErrorInvalidValue);
+    }
+    *value = v;
     return cudaSuccess;
 }
 
@@ -69,6 +139,8 @@ cudaError_t cudaGetLastError(void) {
     t_last = cudaSuccess;
     return e;
 }
+
+cudaError_t cudaPeekAtLastError(void) { return t_last; }
 
 const char *cudaGetErrorName(cudaError_t e) {
     switch (e) {
@@ -80,6 +152,12 @@ const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDeviceFunction: return "cudaErrorInvalidDeviceFunction";
+    case cudaErrorInvalidSymbol: return "cudaErrorInvalidSymbol";
+    case cudaErrorMissingConfiguration: return "cudaErrorMissingConfiguration";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorNotSupported: return "cudaErrorNotSupported";
     default: return "cudaErrorUnknown";
     }
 }
@@ -94,6 +172,12 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy (fakegpu: the kinds do not match)";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDeviceFunction: return "invalid device function (fakegpu: or a kernel without a CPU twin)";
+    case cudaErrorInvalidSymbol: return "invalid device symbol";
+    case cudaErrorMissingConfiguration: return "__global__ function call is not configured";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorNotSupported: return "operation not supported";
     default: return "unknown error";
     }
 }
@@ -262,6 +346,34 @@ cudaError_t cudaFreeHost(void *p) {
     return cudaSuccess;
 }
 
+/* Stream-ordered allocation: streams run at once, so it is cudaMalloc and
+ * cudaFree on a live stream. */
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t s) {
+    if (!fk_stream_ok(s)) return err(cudaErrorInvalidResourceHandle);
+    return cudaMalloc(p, bytes);
+}
+
+cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
+    if (!fk_stream_ok(s)) return err(cudaErrorInvalidResourceHandle);
+    return cudaFree(p);
+}
+
+/* total: every fake device's FK_TOTAL_MEM; free: that less the bytes of the
+ * current device's live allocations (not less than 0: the fake hands out
+ * more than its total if asked) */
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) {
+    if (!free_bytes || !total) return err(cudaErrorInvalidValue);
+    if (fk_device_count() == 0) return err(cudaErrorNoDevice);
+    size_t used = 0;
+    pthread_mutex_lock(&g_mu);
+    for (size_t i = 0; i < g_nreg; i++)
+        if (g_reg[i].kind == FK_DEVICE && g_reg[i].dev == t_dev) used += g_reg[i].len;
+    pthread_mutex_unlock(&g_mu);
+    *total = FK_TOTAL_MEM;
+    *free_bytes = used < FK_TOTAL_MEM ? FK_TOTAL_MEM - used : 0;
+    return cudaSuccess;
+}
+
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p) {
     if (!a) return err(cudaErrorInvalidValue);
     int kind, dev;
@@ -285,6 +397,9 @@ enum { STREAM_LIVE = 0x5717ea, EVENT_LIVE = 0xe7e27, DEAD = 0xdead };
 typedef struct handle {
     int magic;               /* STREAM_LIVE, EVENT_LIVE or DEAD */
     _Atomic int pending;     /* events: recorded and not yet queried */
+    unsigned flags;          /* events: cudaEventCreateWithFlags' */
+    int recorded;            /* events: recorded at least once */
+    double ms;               /* events: when last recorded (CLOCK_MONOTONIC, ms) */
     struct handle *next;
 } handle;
 struct CUstream_st { handle h; };
@@ -345,21 +460,61 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 
+/* a live stream is always idle: its work ran when it was enqueued */
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+    return fk_stream_ok(s) ? cudaSuccess : err(cudaErrorInvalidResourceHandle);
+}
+
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
     if (!e) return err(cudaErrorInvalidValue);
+    if (flags & ~(unsigned)(cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess))
+        return err(cudaErrorInvalidValue);
     handle *q = handle_new(EVENT_LIVE);
     if (!q) return err(cudaErrorMemoryAllocation);
+    q->flags = flags;
     *e = (struct CUevent_st *)q;
     return cudaSuccess;
 }
+
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
     return handle_live(e, EVENT_LIVE, 1) ? cudaSuccess : err(cudaErrorInvalidResourceHandle);
 }
 
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (!event_ok(e) || !fk_stream_ok(s)) return err(cudaErrorInvalidResourceHandle);
+    e->h.ms = now_ms();
+    e->h.recorded = 1;
     e->h.pending = 1;
+    return cudaSuccess;
+}
+
+/* waits for the event: afterwards it is complete (no "not ready" to come) */
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    if (!event_ok(e)) return err(cudaErrorInvalidResourceHandle);
+    e->h.pending = 0;
+    return cudaSuccess;
+}
+
+/* As CUDA: both events recorded (else cudaErrorInvalidResourceHandle), with
+ * timing (not cudaEventDisableTiming: cudaErrorInvalidResourceHandle), and
+ * complete: an event not yet seen complete by a query or a synchronize since
+ * its record gives cudaErrorNotReady, as a GPU may still be running the work
+ * before it. */
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    if (!ms) return err(cudaErrorInvalidValue);
+    if (!event_ok(start) || !event_ok(end)) return err(cudaErrorInvalidResourceHandle);
+    if (!start->h.recorded || !end->h.recorded) return err(cudaErrorInvalidResourceHandle);
+    if ((start->h.flags | end->h.flags) & cudaEventDisableTiming) return err(cudaErrorInvalidResourceHandle);
+    if (start->h.pending || end->h.pending) return err(cudaErrorNotReady);
+    *ms = (float)(end->h.ms - start->h.ms);
     return cudaSuccess;
 }
 

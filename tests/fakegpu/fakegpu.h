@@ -1,8 +1,13 @@
 /* tests/fakegpu/fakegpu.h - a CPU stand-in for the parts of CUDA's runtime
- * (libcudart) and of NCCL (libnccl) that dtrain calls, for tests on machines
- * without a GPU. Test programs link it in place of the real libraries, so that
- * dtrain's own CUDA and NCCL code (src/core/cuda, src/transport/nccl) runs
- * unchanged against it: the real headers' declarations, implemented here.
+ * (libcudart), of cuBLASLt (libcublasLt) and of NCCL (libnccl) that dtrain
+ * calls, for tests on machines without a GPU. Test programs link it in place
+ * of the real libraries (the dtrain_fakegpu archive: the library's objects and
+ * the fake's), so that dtrain's own CUDA and NCCL code (src/core/cuda,
+ * src/transport/nccl, the kernels' launchers in src/nn/cuda, src/optim/cuda)
+ * runs unchanged against it: the real headers' declarations, implemented
+ * here. Kernels run as CPU twins (below); cuBLASLt's matmul runs on OpenBLAS
+ * with dtrain's CPU GELU, bit for bit what the CPU GPT computes for f32
+ * (fake_cublaslt_matmul.c says what is supported and how).
  *
  * It is strict where the real libraries are, and stricter where a mistake on
  * a GPU would be undefined behaviour:
@@ -65,7 +70,18 @@ int fk_device_count(void);
  * runs that twin on the CPU, at once (streams run at once). Kernels with a
  * twin are declared extern "C" so that the name is the plain one. A launch of
  * a kernel without a twin fails with cudaErrorInvalidDeviceFunction (and the
- * fake says which kernel on stderr). */
+ * fake says which kernel on stderr).
+ *
+ * Before the twin, a launch checks as CUDA does: a live stream
+ * (cudaErrorInvalidResourceHandle), the geometry (no dimension 0; a block of
+ * at most 1024 threads, x, y <= 1024, z <= 64; a grid x < 2^31, y, z <=
+ * 65535: cudaErrorInvalidConfiguration), the dynamic shared memory (48 KiB,
+ * or what cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize)
+ * allowed, up to 227 KiB: cudaErrorInvalidValue). Every failure, the twin's
+ * included, is the calling thread's last error (cudaGetLastError,
+ * cudaPeekAtLastError), as a launch's is: nvcc's <<<>>> code ignores the
+ * launch's return value. The fake does not know a kernel's static shared
+ * memory or registers, and runs no device code: a twin is what is tested. */
 
 /* One launch as its twin sees it: args[i] points at the value of argument i. */
 typedef struct fk_launch {
@@ -92,6 +108,17 @@ typedef struct fk_twin {
  * define them: tests/fakegpu/twin_*.c). */
 extern const fk_twin fk_twins_gpt[];
 extern const fk_twin fk_twins_optim[];
+/* The tables a launch searches (twin_tables.c): NULL-terminated. A new
+ * table is one file twin_NAME.c in tests/fakegpu (dt_fakegpu compiles every
+ * twin_*.c) and one line in this list. A test program adds tables of its own
+ * with fk_twins_add. A kernel has at most one twin: a launch of a kernel
+ * whose name is in two tables fails (cudaErrorInvalidDeviceFunction). */
+extern const fk_twin *const fk_twin_tables[];
+/* Adds a table (ending with {NULL, NULL}; it must stay valid while kernels
+ * run) that launches search after fk_twin_tables. 0, or -1 with the reason
+ * on stderr: a name that has a twin already, a NULL twin, more than 16
+ * tables. */
+int fk_twins_add(const fk_twin *table);
 
 /* Argument i of a launch as device memory of the current device holding at
  * least `bytes` from the pointer on (0: any): the host address of its shadow,
@@ -107,5 +134,14 @@ size_t fk_size_arg(const fk_launch *l, int i);
 float fk_float_arg(const fk_launch *l, int i);
 /* Threads in the launch (grid x block, all three dimensions). */
 size_t fk_threads(const fk_launch *l);
+
+/* The fake's copy of the __device__ or __constant__ variable registered as
+ * `name` (at file scope: its plain name), holding at least `bytes`; NULL
+ * (with the reason on stderr) if there is none. One copy per process, shared
+ * by all devices; zeroed at load (an initialiser in the variable's
+ * definition lives in the device image, which the fake does not read):
+ * cudaMemcpyToSymbol and cudaMemcpyFromSymbol copy into and out of it.
+ * cudaGetSymbolAddress is not supported (cudaErrorNotSupported). */
+void *fk_var(const char *name, size_t bytes);
 
 #endif

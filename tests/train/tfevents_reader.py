@@ -199,8 +199,12 @@ def main(argv):
     if len(argv) == 4 and argv[1] == "check":
         return check(argv[2], argv[3])
     if len(argv) == 3 and argv[1] == "dump":
-        for e in read(argv[2]):
-            print(json.dumps(e))
+        try:
+            for e in read(argv[2]):
+                print(json.dumps(e))
+            sys.stdout.flush()
+        except BrokenPipeError:  # | head
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     print(__doc__, file=sys.stderr)
     return 2

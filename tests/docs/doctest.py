@@ -33,6 +33,7 @@ and oversubscribe. Blocks that need MPI are skipped in a build without it.
 
   doctest.py --src DIR --build DIR --python PY --cc CC [--cflags F] [--have-mpi 0|1]
              [--list] [FILE.md ...]
+Also checks every page's relative links (the file, and the heading of a #anchor).
 Prints one line per block and "N passed, N failed, N skipped"; exit 1 on a failure.
 """
 import argparse
@@ -105,6 +106,31 @@ def shorten(script, steps):
     if cur:
         out.append(cur)
     return "\n".join(out)
+
+
+def _anchors(path):
+    """GitHub's anchors of a page's headings"""
+    out = set()
+    for h in re.findall(r"^#+ (.*)$", re.sub(r"```.*?```", "", open(path, encoding="utf-8").read(), flags=re.S),
+                        re.M):
+        out.add(re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-"))
+    return out
+
+
+def broken_links(md):
+    """relative links of a page whose file or heading does not exist"""
+    text = re.sub(r"```.*?```", "", open(md, encoding="utf-8").read(), flags=re.S)
+    bad = []
+    for link in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", link):
+            continue
+        path, _, anchor = link.partition("#")
+        target = os.path.normpath(os.path.join(os.path.dirname(md), path)) if path else md
+        if not os.path.exists(target):
+            bad.append(link + " (no such file)")
+        elif anchor and target.endswith(".md") and anchor not in _anchors(target):
+            bad.append(link + " (no such heading)")
+    return bad
 
 
 def uses_mpi(lang, tags, text):
@@ -202,6 +228,9 @@ class Runner:
 
     def page(self, md):
         rel = os.path.relpath(md, self.a.src)
+        bad = broken_links(md)
+        if bad:
+            self.fail(rel, "links to nothing: " + ", ".join(bad))
         wd, pybin = self.workdir()
         env = self.env(pybin)
         try:

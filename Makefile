@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 # Debian packages the build and tests need (installed with apt-get when missing).
 DEB_PKGS = cmake make gcc libopenmpi-dev openmpi-bin libopenblas-dev zlib1g-dev libjansson-dev \
-           dataset-fashion-mnist fortunes python3 python3-numpy python3-torch iproute2
+           dataset-fashion-mnist fortunes python3 python3-numpy python3-torch iproute2 python3-matplotlib
 export OMPI_ALLOW_RUN_AS_ROOT = 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
 MPIRUN = mpirun --oversubscribe

@@ -91,7 +91,7 @@
  *    copies on the stream); else "staged": device -> pinned host memory, the
  *    host path above (the world's transport: MPI), pinned host -> device,
  *    with the host path's results. DTRAIN_DEVICE_PATH=staged forces staging
- *    (README).
+ *    (docs/gpu.md).
  *  - Over NCCL, the operation is enqueued on dt_coll_opts.stream (NULL: the
  *    default stream), after the work already queued there; buffers must lie
  *    on the device of the communicator (the current device at dt_init) and

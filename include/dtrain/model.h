@@ -172,7 +172,7 @@ typedef struct dt_model_config {
     /* mlp: hidden1/hidden2, the widths of fc1 and fc2 (1024, 1024);
      * cnn: conv_channels1/conv_channels2, the output channels of conv1 and
      * conv2 (32, 64). Each pair shares its storage: for cnn, hidden1/hidden2
-     * are DEPRECATED names of conv_channels1/2 (README "Deprecated names"). */
+     * are DEPRECATED names of conv_channels1/2 (docs/c-api.md, "Deprecated names"). */
     union { int hidden1; int conv_channels1; };
     union { int hidden2; int conv_channels2; };
     int hidden3;      /* cnn: width of fc1 (128);   unused by mlp/lenet */
@@ -509,7 +509,7 @@ void dt_model_zero_grad(dt_model *m);
 int dt_model_generate(dt_model *m, const int32_t *prompt, int prompt_len, int n_new,
                       float temperature, uint64_t seed, int32_t *out);
 
-/* DEPRECATED names (README "Deprecated names"): kept for one release, then
+/* DEPRECATED names (docs/c-api.md, "Deprecated names"): kept for one release, then
  * removed. Each behaves exactly as the function it was renamed to. */
 /* DEPRECATED: dt_model_config_default (one verb, _default, fills a config). */
 int dt_model_config_init(dt_model_config *cfg, const char *name);

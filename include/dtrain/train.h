@@ -130,6 +130,9 @@ typedef struct dt_train_options {
     char resume_dir[256];    /* continue from this checkpoint ("" = start fresh) */
     dt_config dist;          /* enable_data_parallel, zero_opt_level, buckets, overlap, sync_bn */
     dt_comm *comm;           /* communicator to train over; NULL = world */
+    char tensorboard_dir[256]; /* TensorBoard event file written here by rank 0 ("" = off;
+                              * created with its parents): the --json records' numbers
+                              * as scalars tagged "<record type>/<key>" (docs/trainer.md) */
 } dt_train_options;
 
 typedef struct dt_train_result {
@@ -185,13 +188,14 @@ size_t dt_train_options_size(void);
 /* Build everything (loads data, creates model, optimizer, data parallelism)
  * over o->comm. Collective over the communicator. Every output path is
  * checked first, before anything is trained (rank 0: checkpoint_dir with
- * dt_ckpt_prepare, save_model with dt_st_writer_check, json_path opened;
+ * dt_ckpt_prepare, save_model with dt_st_writer_check, json_path opened,
+ * tensorboard_dir created and its event file opened;
  * every rank: its timeline opened); a failure on any rank is returned on
  * every rank with that rank's message ("rank R: ..."). */
 int dt_trainer_create(const dt_train_options *o, dt_trainer **out);
 /* Train for o->epochs (or until max_steps); fills *res (may be NULL). At the
- * end (after the checkpoint and the model were saved) the JSON lines file and
- * the timeline are closed: a write of either that failed at any time (full
+ * end (after the checkpoint and the model were saved) the JSON lines file, the
+ * TensorBoard event file and the timeline are closed: a write of any that failed at any time (full
  * disk) makes it return DT_ERR_IO naming the file and the reason; training
  * itself is never stopped by a failed metrics write (reported once on stderr
  * when it happens). */

@@ -1,4 +1,5 @@
-/* src/train/metrics.c - the trainer's JSON-lines metrics file (see metrics.h). */
+/* src/train/metrics.c - the trainer's metrics: the JSON-lines file and the
+ * TensorBoard event file (see metrics.h). */
 #include "train/metrics.h"
 
 #include <errno.h>
@@ -9,19 +10,37 @@
 #include "dtrain/mem.h"
 #include "io/json.h"
 
-/* ---- one record: a flat JSON object, encoded by jansson ------------------------ */
+#define JSON_OK(m) ((m)->f && !(m)->err)
+#define TB_OK(m) ((m)->tb.f && !(m)->tb.err)
+#define WRITABLE(m) (JSON_OK(m) || TB_OK(m))
+
+/* ---- one record: a flat JSON object, encoded by jansson, and the same
+ * numbers as one TensorBoard event of scalars tagged "<type>/<key>" -------- */
 typedef struct rec {
-    json_t *o;
-    int bad; /* out of memory */
+    dt_metrics *m;
+    json_t *o;        /* NULL: no JSON sink */
+    int bad;          /* out of memory */
+    int curves;       /* its numbers go to TensorBoard too */
+    const char *type;
 } rec;
 
 static void field(rec *r, const char *k, json_t *v) { r->bad |= json_object_set_new(r->o, k, v) != 0; }
+
+/* A number of a curve: to TensorBoard as a scalar (the value as computed;
+ * TensorBoard keeps float32) */
+static void scalar(rec *r, const char *k, double v) {
+    if (!r->curves) return;
+    char tag[96];
+    snprintf(tag, sizeof tag, "%s/%s", r->type, k);
+    dtio_tfe_scalar(&r->m->tb, tag, v);
+}
 
 /* Any bytes as a JSON string: each byte is the code point of the same value
  * (bytes >= 0x80 become U+0080..U+00FF, encoded as UTF-8, which jansson
  * requires), so no byte of a generated sample is lost or makes the line
  * invalid; jansson escapes quotes, backslashes and control characters. */
 static void field_bytes(rec *r, const char *k, const char *s, size_t n) {
+    if (!r->o) return;
     char *u = malloc(2 * n + 1);
     if (!u) {
         r->bad = 1;
@@ -40,20 +59,42 @@ static void field_bytes(rec *r, const char *k, const char *s, size_t n) {
     free(u);
 }
 
-static void begin(rec *r, const char *type) {
-    r->o = json_object();
+/* step: the event's step (TensorBoard's x axis); curves: whether its numbers
+ * are curves (not the summary's one-off figures, some of which are -1 for
+ * "not measured") */
+static void begin(rec *r, dt_metrics *m, const char *type, long step, int curves) {
+    r->m = m;
+    r->type = type;
     r->bad = 0;
-    field(r, "type", json_string(type));
+    r->curves = curves && TB_OK(m);
+    r->o = JSON_OK(m) ? json_object() : NULL;
+    if (r->o) field(r, "type", json_string(type));
+    else if (JSON_OK(m)) r->bad = 1;
+    if (r->curves) dtio_tfe_begin(&m->tb, step);
 }
 
-static void field_int(rec *r, const char *k, long long v) { field(r, k, json_integer(v)); }
+/* an integer of the record (a counter: JSON only) */
+static void field_int(rec *r, const char *k, long long v) {
+    if (r->o) field(r, k, json_integer(v));
+}
+
+/* an integer that is also a curve (bytes of memory) */
+static void field_int_scalar(rec *r, const char *k, long long v) {
+    field_int(r, k, v);
+    scalar(r, k, (double)v);
+}
 
 /* fmt: the printf conversion ("%.9g", "%.6f") that gives the value its
- * resolution, as the records always had; NaN and infinities, which JSON lacks,
- * are written as null. */
-static void field_num(rec *r, const char *k, const char *fmt, double v) { field(r, k, dtj_real_as(v, fmt)); }
+ * resolution in the JSON, as the records always had; NaN and infinities,
+ * which JSON lacks, are written as null there (TensorBoard takes them). */
+static void field_num(rec *r, const char *k, const char *fmt, double v) {
+    if (r->o) field(r, k, dtj_real_as(v, fmt));
+    scalar(r, k, v);
+}
 
-static void field_str(rec *r, const char *k, const char *v) { field(r, k, json_string(v)); }
+static void field_str(rec *r, const char *k, const char *v) {
+    if (r->o) field(r, k, json_string(v));
+}
 
 static void fail(dt_metrics *m, int e) {
     if (m->err) return;
@@ -63,9 +104,21 @@ static void fail(dt_metrics *m, int e) {
     fflush(stderr);
 }
 
+static void tb_failed(const dt_metrics *m) {
+    fprintf(stderr, "dtrain: writing the TensorBoard event file '%s' failed: %s; training goes on without it and "
+                    "the run will end with an error\n", m->tb.path, strerror(m->tb.err));
+    fflush(stderr);
+}
+
 /* One line, compact, written and flushed at once: a full disk is noticed at
- * the record that hit it. */
-static void end(dt_metrics *m, rec *r) {
+ * the record that hit it; the event likewise. */
+static void end(rec *r) {
+    dt_metrics *m = r->m;
+    if (r->curves && TB_OK(m) && dtio_tfe_end(&m->tb)) tb_failed(m);
+    if (!JSON_OK(m)) {
+        if (r->o) json_decref(r->o);
+        return;
+    }
     char buf[2048];
     size_t n = r->bad ? 0 : json_dumpb(r->o, buf, sizeof buf - 1, JSON_COMPACT | DTJ_REAL_DIGITS);
     json_decref(r->o);
@@ -77,23 +130,41 @@ static void end(dt_metrics *m, rec *r) {
 }
 
 /* ---- the file --------------------------------------------------------------- */
-int dtm_open(dt_metrics *m, const char *path) {
+int dtm_open(dt_metrics *m, const char *json_path, const char *tb_dir) {
     memset(m, 0, sizeof *m);
-    snprintf(m->path, sizeof m->path, "%s", path);
-    m->f = fopen(path, "w");
-    if (!m->f) return DT_ERR(DT_ERR_IO, "cannot open JSON output '%s': %s", path, strerror(errno));
+    if (json_path && *json_path) {
+        snprintf(m->path, sizeof m->path, "%s", json_path);
+        m->f = fopen(json_path, "w");
+        if (!m->f) return DT_ERR(DT_ERR_IO, "cannot open JSON output '%s': %s", json_path, strerror(errno));
+    }
+    if (tb_dir && *tb_dir) {
+        int rc = dtio_tfe_open(&m->tb, tb_dir);
+        if (rc) {
+            if (m->f) fclose(m->f);
+            m->f = NULL;
+            return rc;
+        }
+    }
     return DT_OK;
 }
 
-int dtm_is_open(const dt_metrics *m) { return m->f != NULL; }
+int dtm_is_open(const dt_metrics *m) { return m->f != NULL || m->tb.f != NULL; }
 
 int dtm_status(const dt_metrics *m) {
-    if (!m->err) return DT_OK;
-    return DT_ERR(DT_ERR_IO, "writing the JSON metrics file '%s' failed: %s (records after the failure are missing)",
-                  m->path, strerror(m->err));
+    if (m->err)
+        return DT_ERR(DT_ERR_IO, "writing the JSON metrics file '%s' failed: %s (records after the failure are "
+                                 "missing)", m->path, strerror(m->err));
+    if (m->tb.err)
+        return DT_ERR(DT_ERR_IO, "writing the TensorBoard event file '%s' failed: %s (events after the failure are "
+                                 "missing)", m->tb.path, strerror(m->tb.err));
+    return DT_OK;
 }
 
 int dtm_close(dt_metrics *m) {
+    if (m->tb.f) {
+        int had = m->tb.err;
+        if (dtio_tfe_close(&m->tb) && !had) tb_failed(m);
+    }
     if (!m->f) return dtm_status(m);
     errno = 0;
     if (fflush(m->f) != 0 || ferror(m->f)) fail(m, errno);
@@ -104,26 +175,26 @@ int dtm_close(dt_metrics *m) {
 }
 
 /* ---- the records ------------------------------------------------------------ */
-#define WRITABLE(m) ((m)->f && !(m)->err)
-
-void dtm_step(dt_metrics *m, long step, int epoch, long long epoch_pos, double loss, double lr, double time_s) {
+void dtm_step(dt_metrics *m, long step, int epoch, long long epoch_pos, double loss, double lr, double time_s,
+              double grad_norm) {
     if (!WRITABLE(m)) return;
     rec r;
-    begin(&r, "step");
+    begin(&r, m, "step", step, 1);
     field_int(&r, "step", step);
     field_int(&r, "epoch", epoch);
     field_int(&r, "epoch_pos", epoch_pos);
     field_num(&r, "loss", "%.9g", loss);
     field_num(&r, "lr", "%.9g", lr);
     field_num(&r, "time_s", "%.6f", time_s);
-    end(m, &r);
+    if (grad_norm >= 0) field_num(&r, "grad_norm", "%.6g", grad_norm);
+    end(&r);
 }
 
 void dtm_epoch(dt_metrics *m, int epoch, long steps, double loss, double train_acc, double samples_per_s,
                double time_s, int eval, double test_loss, double test_acc, double tokens_per_s) {
     if (!WRITABLE(m)) return;
     rec r;
-    begin(&r, "epoch");
+    begin(&r, m, "epoch", steps, 1);
     field_int(&r, "epoch", epoch);
     field_int(&r, "steps", steps);
     field_num(&r, "loss", "%.9g", loss);
@@ -135,14 +206,14 @@ void dtm_epoch(dt_metrics *m, int epoch, long steps, double loss, double train_a
         field_num(&r, "test_loss", "%.9g", test_loss);
         field_num(&r, "test_acc", "%.6f", test_acc);
     }
-    end(m, &r);
+    end(&r);
 }
 
 void dtm_eval(dt_metrics *m, long step, int epoch, double train_loss, double tokens_per_s, int eval,
               double test_loss, double test_acc) {
     if (!WRITABLE(m)) return;
     rec r;
-    begin(&r, "eval");
+    begin(&r, m, "eval", step, 1);
     field_int(&r, "step", step);
     field_int(&r, "epoch", epoch);
     field_num(&r, "loss", "%.9g", train_loss);
@@ -151,27 +222,27 @@ void dtm_eval(dt_metrics *m, long step, int epoch, double train_loss, double tok
         field_num(&r, "test_loss", "%.9g", test_loss);
         field_num(&r, "test_acc", "%.6f", test_acc);
     }
-    end(m, &r);
+    end(&r);
 }
 
 void dtm_sample(dt_metrics *m, long step, const char *prompt, const char *text, size_t n, double temperature) {
     if (!WRITABLE(m)) return;
     rec r;
-    begin(&r, "sample");
+    begin(&r, m, "sample", step, 1);
     field_int(&r, "step", step);
     field_num(&r, "temperature", "%.6g", temperature);
     field_bytes(&r, "prompt", prompt, strlen(prompt));
     /* the first 2048 bytes of a longer sample */
     field_bytes(&r, "text", text, n < 2048 ? n : 2048);
     if (n > 2048) field_int(&r, "text_bytes", (long long)n);
-    end(m, &r);
+    end(&r);
 }
 
-void dtm_memory(dt_metrics *m, const char *when, size_t num_params, int ranks, int zero_opt_level,
+void dtm_memory(dt_metrics *m, long step, const char *when, size_t num_params, int ranks, int zero_opt_level,
                 size_t act_off, size_t act_on) {
     if (!WRITABLE(m)) return;
     rec r;
-    begin(&r, "memory");
+    begin(&r, m, "memory", step, 1);
     field_str(&r, "when", when);
     field_int(&r, "num_params", (long long)num_params);
     field_int(&r, "ranks", ranks);
@@ -180,14 +251,14 @@ void dtm_memory(dt_metrics *m, const char *when, size_t num_params, int ranks, i
         char peak[64];
         const char *name = dt_mem_category_name((dt_mem_category)c);
         snprintf(peak, sizeof peak, "%s_peak", name);
-        field_int(&r, name, dt_mem_current((dt_mem_category)c));
-        field_int(&r, peak, dt_mem_peak((dt_mem_category)c));
+        field_int_scalar(&r, name, dt_mem_current((dt_mem_category)c));
+        field_int_scalar(&r, peak, dt_mem_peak((dt_mem_category)c));
     }
     if (act_off || act_on) {
         field_int(&r, "activations_recompute_off", (long long)act_off);
         field_int(&r, "activations_recompute_on", (long long)act_on);
     }
-    end(m, &r);
+    end(&r);
 }
 
 void dtm_summary(dt_metrics *m, long steps, int ranks, int zero_opt_level, double median_step_s,
@@ -195,7 +266,7 @@ void dtm_summary(dt_metrics *m, long steps, int ranks, int zero_opt_level, doubl
                  double test_loss, double tokens_per_s) {
     if (!WRITABLE(m)) return;
     rec r;
-    begin(&r, "summary");
+    begin(&r, m, "summary", steps, 0);
     field_int(&r, "steps", steps);
     field_int(&r, "ranks", ranks);
     field_int(&r, "zero_opt_level", zero_opt_level);
@@ -206,5 +277,5 @@ void dtm_summary(dt_metrics *m, long steps, int ranks, int zero_opt_level, doubl
     field_num(&r, "test_acc", "%.6f", test_acc);
     field_num(&r, "test_loss", "%.9g", test_loss);
     field_num(&r, "tokens_per_s", "%.1f", tokens_per_s);
-    end(m, &r);
+    end(&r);
 }

@@ -83,6 +83,8 @@ const char *dt_train_usage(void) {
 "                             combines with ranks; BLAS single-threaded (--threads 1)\n"
 "  --shuffle 0|1  --drop-last 0|1  --eval 0|1  --quiet\n"
 "  --json FILE                JSON lines: one object per step and per epoch\n"
+"  --tensorboard DIR          TensorBoard event file in DIR (created): the same numbers as\n"
+"                             curves (tensorboard --logdir DIR)\n"
 "  --timeline FILE            Chrome trace per rank (\"%d\" in FILE becomes the rank;\n"
 "                             otherwise rank r > 0 writes FILE.r)\n"
 "  --save-model FILE          write the trained model (safetensors, state_dict names)\n"
@@ -320,6 +322,7 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
         else if (!strcmp(f, "--eval")) { rc = parse_long(f, v, 0, 1, &l); o->eval = (int)l; }
         else if (!strcmp(f, "--json")) rc = copy_path(f, v, o->json_path, sizeof o->json_path);
         else if (!strcmp(f, "--timeline")) rc = copy_path(f, v, o->timeline_path, sizeof o->timeline_path);
+        else if (!strcmp(f, "--tensorboard")) rc = copy_path(f, v, o->tensorboard_dir, sizeof o->tensorboard_dir);
         else if (!strcmp(f, "--save-model")) rc = copy_path(f, v, o->save_model, sizeof o->save_model);
         else if (!strcmp(f, "--checkpoint-dir")) rc = copy_path(f, v, o->checkpoint_dir, sizeof o->checkpoint_dir);
         else if (!strcmp(f, "--checkpoint-every")) { rc = parse_long(f, v, 0, 1L << 40, &o->checkpoint_every); given |= G_EVERY; }

@@ -197,7 +197,8 @@ int dt_trainer_check_outputs(dt_trainer *t) {
     if (t->ci.rank == 0) {
         if (!rc && *o->checkpoint_dir) rc = dt_ckpt_prepare(o->checkpoint_dir, NULL);
         if (!rc && *o->save_model) rc = dt_st_writer_check(o->save_model);
-        if (!rc && *o->json_path) rc = dtm_open(&t->metrics, o->json_path);
+        if (!rc && (*o->json_path || *o->tensorboard_dir))
+            rc = dtm_open(&t->metrics, o->json_path, o->tensorboard_dir);
     }
     if (!rc && *o->timeline_path) {
         char path[320];

@@ -158,7 +158,8 @@ static int train_step(dt_trainer *t, tally *ep, tally *win, double *step_loss) {
         t->cap_step_s = nc;
     }
     t->step_s[t->nstep_s++] = (t1 - t0) * 1e-6;
-    dtm_step(&t->metrics, t->step + 1, t->epoch, so->position(t->src), *step_loss, st.lr, (t1 - t0) * 1e-6);
+    dtm_step(&t->metrics, t->step + 1, t->epoch, so->position(t->src), *step_loss, st.lr, (t1 - t0) * 1e-6,
+             t->grad_norm);
     t->step++;
     return 1;
 }
@@ -380,7 +381,7 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
     dt_strategy_overlap(t->st, &r.comm_hidden, &r.comm_hidden_compute);
     r.grad_norm = t->grad_norm;
     if (res) *res = r;
-    dtm_memory(&t->metrics, "end", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level,
+    dtm_memory(&t->metrics, t->step, "end", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level,
                t->act_bytes[0], t->act_bytes[1]);
     dtm_summary(&t->metrics, r.steps, t->ci.size, o->dist.zero_opt_level, r.median_step_s, r.comm_hidden,
                 r.comm_hidden_compute, r.grad_norm, r.test_acc, r.test_loss, r.tokens_per_s);

@@ -272,7 +272,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     /* outputs last: a run refused for its input leaves nothing behind; all
      * of them are still checked before anything is trained */
     FAIL(dt_trainer_check_outputs(t));
-    dtm_memory(&t->metrics, "start", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level,
+    dtm_memory(&t->metrics, t->step, "start", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level,
                t->act_bytes[0], t->act_bytes[1]);
 #undef FAIL
     *out = t;

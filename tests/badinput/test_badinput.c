@@ -626,7 +626,7 @@ static const row g_rows[] = {
     CALL("cfg-bool", "config file", "{\"overlap\": \"maybe\"}", cfg_bool, DT_ERR_INVALID, "is not a boolean",
          "use true/false, 1/0, yes/no, on/off"),
     CALL("cfg-unknown", "config file", "{\"bucket_size\": 4} (misspelt key)", cfg_unknown, DT_ERR_INVALID,
-         "unknown config key 'bucket_size'", "see the key list in README / config.h"),
+         "unknown config key 'bucket_size'", "see the key list in docs/configuration.md / config.h"),
     CALL("cfg-int", "config file", "{\"zero_opt_level\": 1.5}", cfg_int, DT_ERR_INVALID, "is not an integer",
          "give an integer"),
     CALL("cfg-big", "config file", "config file over 8 KiB", cfg_big, DT_ERR_IO, "larger than",

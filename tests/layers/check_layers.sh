@@ -1,5 +1,5 @@
 #!/bin/sh
-# check_layers.sh SRC_DIR [ROOT] - the layering of src/ (README, Layout):
+# check_layers.sh SRC_DIR [ROOT] - the layering of src/ (docs/internals.md):
 #  1. each folder includes only from its own layer or the layers below it:
 #     core < io, bootstrap < transport < comm < coll < runtime < parallel
 #     < nn, optim, data < train (io: storage, on core only);

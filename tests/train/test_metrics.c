@@ -32,7 +32,7 @@ static double as_printed(const char *fmt, double v) {
 /* Every number of the step/epoch/summary records, for many magnitudes. */
 static void check_values(void) {
     dt_metrics m;
-    CHECK_OK(dtm_open(&m, g_path));
+    CHECK_OK(dtm_open(&m, g_path, NULL));
     unsigned long long s = 12345;
     double vals[600];
     for (int i = 0; i < 600; i++) {
@@ -43,7 +43,7 @@ static void check_values(void) {
         if (i % 11 == 0) vals[i] = (float)vals[i];         /* losses are floats */
     }
     for (int i = 0; i < 600; i += 6) {
-        dtm_step(&m, i, 0, i, vals[i], vals[i + 1], vals[i + 2]);
+        dtm_step(&m, i, 0, i, vals[i], vals[i + 1], vals[i + 2], -1);
         dtm_epoch(&m, i, i, vals[i], vals[i + 1], vals[i + 2], vals[i + 3], 1, vals[i + 4], vals[i + 5], vals[i + 5]);
         dtm_summary(&m, i, 2, 1, vals[i], vals[i + 1], vals[i + 2], vals[i + 3], vals[i + 4], vals[i + 5], vals[i + 2]);
     }
@@ -82,9 +82,9 @@ int main(void) {
     close(fd);
     dt_metrics m;
     /* exact lines: the format tools read ('"type":"step"' is grepped for) */
-    CHECK_OK(dtm_open(&m, g_path));
-    dtm_step(&m, 1, 0, 64, (double)2.3012135f, (double)0.001f, 0.000781);
-    dtm_step(&m, 2, 0, 128, NAN, INFINITY, 12.5);
+    CHECK_OK(dtm_open(&m, g_path, NULL));
+    dtm_step(&m, 1, 0, 64, (double)2.3012135f, (double)0.001f, 0.000781, -1);
+    dtm_step(&m, 2, 0, 128, NAN, INFINITY, 12.5, 0.5);
     dtm_epoch(&m, 0, 16, 1.25, 0.5, 1234.56, 2.0, 1, 0.75, 1.0, 1234.56);
     dtm_epoch(&m, 1, 16, 1.0, 0.25, 10.04, 2.5, 0, 0, 0, 10.04);
     dtm_summary(&m, 32, 2, 3, 0.0123456, 0.5, 0.25, 3.5e-5, NAN, 2.5, 99.96);
@@ -92,7 +92,7 @@ int main(void) {
     CHECK_OK(dtm_close(&m));
     const char *want =
         "{\"type\":\"step\",\"step\":1,\"epoch\":0,\"epoch_pos\":64,\"loss\":2.3012135,\"lr\":0.00100000005,\"time_s\":0.000781}\n"
-        "{\"type\":\"step\",\"step\":2,\"epoch\":0,\"epoch_pos\":128,\"loss\":null,\"lr\":null,\"time_s\":12.5}\n"
+        "{\"type\":\"step\",\"step\":2,\"epoch\":0,\"epoch_pos\":128,\"loss\":null,\"lr\":null,\"time_s\":12.5,\"grad_norm\":0.5}\n"
         "{\"type\":\"epoch\",\"epoch\":0,\"steps\":16,\"loss\":1.25,\"train_acc\":0.5,\"samples_per_s\":1234.6,"
         "\"tokens_per_s\":1234.6,\"time_s\":2.0,\"test_loss\":0.75,\"test_acc\":1.0}\n"
         "{\"type\":\"epoch\",\"epoch\":1,\"steps\":16,\"loss\":1.0,\"train_acc\":0.25,\"samples_per_s\":10.0,\"tokens_per_s\":10.0,"
@@ -103,8 +103,8 @@ int main(void) {
     const char *got = slurp();
     CHECK(strcmp(got, want) == 0, "records:\n%s\nwant:\n%s", got, want);
     /* the memory record: every category, current then peak */
-    CHECK_OK(dtm_open(&m, g_path));
-    dtm_memory(&m, "start", 1000, 4, 2, 0, 0);
+    CHECK_OK(dtm_open(&m, g_path, NULL));
+    dtm_memory(&m, 0, "start", 1000, 4, 2, 0, 0);
     CHECK_OK(dtm_close(&m));
     char wantm[1024];
     int n = snprintf(wantm, sizeof wantm, "{\"type\":\"memory\",\"when\":\"start\",\"num_params\":1000,\"ranks\":4,\"zero_opt_level\":2");
@@ -116,9 +116,9 @@ int main(void) {
     got = slurp();
     CHECK(strcmp(got, wantm) == 0, "memory record:\n%s\nwant:\n%s", got, wantm);
     /* the sample record: any bytes, each read as the code point of its value */
-    CHECK_OK(dtm_open(&m, g_path));
+    CHECK_OK(dtm_open(&m, g_path, NULL));
     dtm_sample(&m, 7, "Q: \"x\"", "caf\xe9\n\x01\\", 8, 0.8); /* 8: with the terminating NUL */
-    dtm_memory(&m, "end", 10, 1, 0, 4096, 1024);
+    dtm_memory(&m, 3, "end", 10, 1, 0, 4096, 1024);
     CHECK_OK(dtm_close(&m));
     got = slurp();
     CHECK(strstr(got, "{\"type\":\"sample\",\"step\":7,\"temperature\":0.8,\"prompt\":\"Q: \\\"x\\\"\","
@@ -126,9 +126,13 @@ int main(void) {
     CHECK(strstr(got, ",\"activations_recompute_off\":4096,\"activations_recompute_on\":1024}\n") != NULL,
           "memory record with activations:\n%s", got);
     check_values();
+    /* the TensorBoard records' checksum: CRC32C's check value, and TFRecord's mask */
+    CHECK(dtio_crc32c(0, "123456789", 9) == 0xE3069283u, "crc32c check value");
+    CHECK(dtio_crc32c(dtio_crc32c(0, "1234", 4), "56789", 5) == 0xE3069283u, "crc32c continued");
+    CHECK(dtio_crc32c_mask(0) == 0xa282ead8u, "masked crc");
     /* not open: every call a no-op */
     dt_metrics none = {0};
-    dtm_step(&none, 1, 0, 0, 1, 1, 1);
+    dtm_step(&none, 1, 0, 0, 1, 1, 1, 1);
     CHECK(!dtm_is_open(&none) && dtm_close(&none) == DT_OK, "closed metrics");
     unlink(g_path);
     return dt_test_finish("train_metrics");

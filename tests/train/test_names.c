@@ -1,7 +1,7 @@
 /* tests/train/test_names.c - names that say what they are (issue 15): the
  * cnn's conv_channels1/2 (struct fields and the trainer's --channels1/2),
  * the refusals of flags a model does not have, and the deprecated names kept
- * for one release (README "Deprecated names"), each checked to behave as the
+ * for one release (docs/c-api.md, "Deprecated names"), each checked to behave as the
  * function it was renamed to. Single process, no data files. */
 #include <fcntl.h>
 #include <math.h>

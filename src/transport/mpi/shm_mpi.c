@@ -21,7 +21,7 @@
  * of the next: a rank can only be one barrier ahead of another.
  * Per rank this moves (p-1)/p of the data in, reduces 1/p and moves (p-1)/p
  * out, with no pack/unpack of fused lists and no system calls: on one host
- * it beats MPI_Allreduce over the point-to-point transport (README, bench/).
+ * it beats MPI_Allreduce over the point-to-point transport (docs/benchmarks.md, bench/).
  *
  * Memory from dt_comm_alloc_shared is a second window per allocation
  * (`regions`). Once a communicator's members have any, every call of at
@@ -44,7 +44,7 @@
  * write their outputs with streaming (non-temporal) stores: an output that
  * large leaves the caches anyway, and streaming skips reading each of its
  * lines from memory before overwriting it, a third of such a call's memory
- * traffic (16-64 MB out-of-place: 10-25% faster on this VM, README).
+ * traffic (16-64 MB out-of-place: 10-25% faster on this VM, docs/benchmarks.md).
  *
  * A reduce runs the same way with only the root writing its output (the
  * others take both barriers of each chunk and skip C).

@@ -33,6 +33,25 @@ int dt_cuda_use_device(int index);
 /* The calling thread's current CUDA device, or a negative status. */
 int dt_cuda_current_device(void);
 
+/* What a CUDA device is: its name, compute capability, multiprocessors and
+ * memory (total, and free at the call). */
+typedef struct dt_cuda_info {
+    char name[96];
+    int cc_major, cc_minor;
+    int sms;
+    unsigned long long total_bytes, free_bytes;
+} dt_cuda_info;
+/* Fill *info for device `index` (-1: the current one). DT_ERR_UNSUPPORTED
+ * without CUDA; DT_ERR_INVALID for a bad index. */
+int dt_cuda_device_info(int index, dt_cuda_info *info);
+/* The device's dense peak rate in TFLOP/s for `precision`'s matrix products
+ * (DT_PRECISION_BF16: the tensor cores' bf16 rate; DT_PRECISION_FP32: the
+ * plain float32 rate, what dtrain's fp32 uses), from a table of known GPUs
+ * by compute capability and multiprocessor count (H100 SXM and H200 with 132
+ * SMs: 989.4 and 66.9; H100 PCIe with 114: 756 and 51.2; A100 with 108: 312
+ * and 19.5); 0 for a GPU not in the table. */
+double dt_cuda_peak_tflops(const dt_cuda_info *info, int precision);
+
 #ifdef __cplusplus
 }
 #endif

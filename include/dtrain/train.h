@@ -158,6 +158,11 @@ typedef struct dt_train_result {
                               * token = per byte, nats); NaN if none */
     double tokens_per_s;     /* global training throughput of the last epoch in
                               * positions (gpt: tokens; classifiers: = samples_per_s) */
+    double mfu;              /* model FLOP utilisation of the median step (gpt): its FLOPs,
+                              * (6P + 12 L C T) per token (PaLM's count: forward and
+                              * backward, attention included) times the global tokens per
+                              * second, over the peak of all ranks' devices (peak_tflops,
+                              * or the GPU's known peak); -1 where the peak is unknown */
 } dt_train_result;
 
 typedef struct dt_trainer dt_trainer;

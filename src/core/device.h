@@ -67,6 +67,10 @@ typedef struct dt_dev_ops {
     int (*event_query)(void *ev);
     /* Work queued on stream after this waits for ev (no host wait). */
     int (*stream_wait_event)(void *stream, void *ev);
+    /* Device dev's name, compute capability, multiprocessors and memory
+     * (total and free now). Optional (NULL: unknown). */
+    int (*props)(int dev, char *name, size_t cap, int *cc_major, int *cc_minor, int *sms, size_t *total,
+                 size_t *free_bytes);
 } dt_dev_ops;
 
 /* The runtime in use: a test's, else this build's (cuda or none). */

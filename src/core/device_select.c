@@ -48,3 +48,34 @@ int dt_cuda_current_device(void) {
     int dev = -1, rc = dt_dev()->get_device(&dev);
     return rc ? rc : dev;
 }
+
+int dt_cuda_device_info(int index, dt_cuda_info *info) {
+    if (!info) return DT_ERR(DT_ERR_INVALID, "info is NULL");
+    char why[512];
+    int n = dt_cuda_device_count(why, sizeof why), rc;
+    if (n == 0) return DT_ERR(DT_ERR_UNSUPPORTED, "no CUDA device: %s", why);
+    if (index < 0 && (rc = dt_dev()->get_device(&index))) return rc;
+    if (index >= n) return DT_ERR(DT_ERR_INVALID, "CUDA device %d of %d", index, n);
+    if (!dt_dev()->props) return DT_ERR(DT_ERR_UNSUPPORTED, "the %s runtime does not describe its devices", dt_dev()->name);
+    size_t total = 0, free_b = 0;
+    rc = dt_dev()->props(index, info->name, sizeof info->name, &info->cc_major, &info->cc_minor, &info->sms, &total,
+                         &free_b);
+    info->total_bytes = total;
+    info->free_bytes = free_b;
+    return rc;
+}
+
+double dt_cuda_peak_tflops(const dt_cuda_info *info, int precision) {
+    static const struct {
+        int major, minor, sms;
+        double bf16, fp32;
+    } k[] = {
+        {9, 0, 132, 989.4, 66.9}, /* H100 SXM5, H200 */
+        {9, 0, 114, 756.0, 51.2}, /* H100 PCIe */
+        {8, 0, 108, 312.0, 19.5}, /* A100 */
+    };
+    for (size_t i = 0; info && i < sizeof k / sizeof k[0]; i++)
+        if (info->cc_major == k[i].major && info->cc_minor == k[i].minor && info->sms == k[i].sms)
+            return precision == DT_PRECISION_BF16 ? k[i].bf16 : k[i].fp32;
+    return 0.0;
+}

@@ -176,7 +176,7 @@ int dtm_close(dt_metrics *m) {
 
 /* ---- the records ------------------------------------------------------------ */
 void dtm_step(dt_metrics *m, long step, int epoch, long long epoch_pos, double loss, double lr, double time_s,
-              double grad_norm) {
+              double grad_norm, double tokens_per_s, double mfu) {
     if (!WRITABLE(m)) return;
     rec r;
     begin(&r, m, "step", step, 1);
@@ -187,6 +187,8 @@ void dtm_step(dt_metrics *m, long step, int epoch, long long epoch_pos, double l
     field_num(&r, "lr", "%.9g", lr);
     field_num(&r, "time_s", "%.6f", time_s);
     if (grad_norm >= 0) field_num(&r, "grad_norm", "%.6g", grad_norm);
+    field_num(&r, "tokens_per_s", "%.1f", tokens_per_s);
+    if (mfu >= 0) field_num(&r, "mfu", "%.4f", mfu);
     end(&r);
 }
 
@@ -263,7 +265,7 @@ void dtm_memory(dt_metrics *m, long step, const char *when, size_t num_params, i
 
 void dtm_summary(dt_metrics *m, long steps, int ranks, int zero_opt_level, double median_step_s,
                  double comm_hidden, double comm_hidden_compute, double grad_norm, double test_acc,
-                 double test_loss, double tokens_per_s) {
+                 double test_loss, double tokens_per_s, double mfu) {
     if (!WRITABLE(m)) return;
     rec r;
     begin(&r, m, "summary", steps, 0);
@@ -277,5 +279,6 @@ void dtm_summary(dt_metrics *m, long steps, int ranks, int zero_opt_level, doubl
     field_num(&r, "test_acc", "%.6f", test_acc);
     field_num(&r, "test_loss", "%.9g", test_loss);
     field_num(&r, "tokens_per_s", "%.1f", tokens_per_s);
+    if (mfu >= 0) field_num(&r, "mfu", "%.4f", mfu);
     end(&r);
 }

@@ -157,9 +157,10 @@ static int train_step(dt_trainer *t, tally *ep, tally *win, double *step_loss) {
         t->step_s = p;
         t->cap_step_s = nc;
     }
-    t->step_s[t->nstep_s++] = (t1 - t0) * 1e-6;
-    dtm_step(&t->metrics, t->step + 1, t->epoch, so->position(t->src), *step_loss, st.lr, (t1 - t0) * 1e-6,
-             t->grad_norm);
+    const double secs = (t1 - t0) * 1e-6, tps = secs > 0 ? (double)t->step_tokens / secs : 0;
+    t->step_s[t->nstep_s++] = secs;
+    dtm_step(&t->metrics, t->step + 1, t->epoch, so->position(t->src), *step_loss, st.lr, secs, t->grad_norm, tps,
+             t->peak_flops > 0 ? t->flops_per_token * tps / t->peak_flops : -1);
     t->step++;
     return 1;
 }
@@ -290,7 +291,7 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
     int rank0 = t->ci.rank == 0, bar = rank0 && !o->quiet && isatty(STDOUT_FILENO);
     /* NaN until an epoch of this run trains a step (a resumed run may have nothing left) */
     dt_train_result r = {.last_loss = NAN, .train_acc = NAN, .test_acc = -1, .comm_hidden = -1,
-                         .comm_hidden_compute = -1, .test_loss = NAN};
+                         .comm_hidden_compute = -1, .test_loss = NAN, .mfu = -1};
     int rc = DT_OK;
     tally win = {0, 0, 0};
     double t_win = dt_trace_now_us();
@@ -378,12 +379,15 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
             free(s);
         }
     }
+    r.mfu = t->peak_flops > 0 && r.median_step_s > 0
+                ? t->flops_per_token * (double)t->step_tokens / r.median_step_s / t->peak_flops
+                : -1;
     dt_strategy_overlap(t->st, &r.comm_hidden, &r.comm_hidden_compute);
     r.grad_norm = t->grad_norm;
     if (res) *res = r;
     dtm_memory(&t->metrics, t->step, "end", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level,
                t->act_bytes[0], t->act_bytes[1]);
     dtm_summary(&t->metrics, r.steps, t->ci.size, o->dist.zero_opt_level, r.median_step_s, r.comm_hidden,
-                r.comm_hidden_compute, r.grad_norm, r.test_acc, r.test_loss, r.tokens_per_s);
+                r.comm_hidden_compute, r.grad_norm, r.test_acc, r.test_loss, r.tokens_per_s, r.mfu);
     return close_outputs(t);
 }

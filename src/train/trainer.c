@@ -188,6 +188,9 @@ static int setup_buffers(dt_trainer *t) {
     if ((rc = dt_model_activation_bytes(t->model, cap, T, t->o.recompute, &act))) return rc;
     t->mem_act = (long long)act;
     dt_mem_add(DT_MEM_ACTIVATIONS, t->mem_act);
+    /* bf16: the compute copy of the parameters the model keeps (2 B each) */
+    t->mem_compute = dt_model_precision(t->model) == DT_PRECISION_BF16 ? 2 * (long long)dt_model_num_params(t->model) : 0;
+    dt_mem_add(DT_MEM_PARAMS, t->mem_compute);
     if (t->io.max_seq > 0) {
         if ((rc = dt_model_activation_bytes(t->model, o->batch_size, T, 0, &t->act_bytes[0])) ||
             (rc = dt_model_activation_bytes(t->model, o->batch_size, T, 1, &t->act_bytes[1])))
@@ -219,6 +222,27 @@ static int setup_dp_threads(dt_trainer *t, const dt_model_hooks *hk) {
                             .x_bytes = 4 * (size_t)t->io.x_size * (size_t)t->positions,
                             .y_elems = (size_t)t->positions};
     return dt_dp_threads_create(&a, &t->dpt);
+}
+
+/* What a step is worth: its predictions over all ranks, a gpt's FLOPs per
+ * token (PaLM's 6P + 12 L C T: forward and backward, attention included, as
+ * llm.c and nanoGPT count them) and the devices' peak (mfu) */
+static void setup_rates(dt_trainer *t) {
+    const dt_train_options *o = &t->o;
+    const double ranks = (double)t->st->dp_size;
+    t->step_tokens = (long long)o->batch_size * t->positions * o->accum_steps * t->st->dp_size;
+    t->flops_per_token = 0;
+    if (t->io.max_seq > 0) {
+        const dt_model_config *c = dt_model_get_config(t->model);
+        t->flops_per_token = 6.0 * (double)dt_model_num_params(t->model) +
+                             12.0 * c->n_layer * (double)c->n_embd * (double)t->positions;
+    }
+    double peak = o->peak_tflops;
+    dt_cuda_info info;
+    if (peak <= 0 && t->cuda_dev >= 0 && dt_cuda_device_info(t->cuda_dev, &info) == DT_OK)
+        peak = dt_cuda_peak_tflops(&info, dt_model_precision(t->model));
+    dt_clear_error();
+    t->peak_flops = t->flops_per_token > 0 ? peak * 1e12 * ranks : 0;
 }
 
 int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
@@ -272,6 +296,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     /* outputs last: a run refused for its input leaves nothing behind; all
      * of them are still checked before anything is trained */
     FAIL(dt_trainer_check_outputs(t));
+    setup_rates(t);
     dtm_memory(&t->metrics, t->step, "start", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level,
                t->act_bytes[0], t->act_bytes[1]);
 #undef FAIL
@@ -288,6 +313,7 @@ void dt_trainer_free(dt_trainer *t) {
     dt_model_free(t->model);
     if (t->src) t->src->ops->close(t->src);
     dt_mem_add(DT_MEM_ACTIVATIONS, -t->mem_act);
+    dt_mem_add(DT_MEM_PARAMS, -t->mem_compute);
     free(t->l_off);
     free(t->l_cnt);
     free(t->l_owner);
@@ -378,6 +404,18 @@ void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when) {
             dt_strategy_name(t->st), t->o.dist.zero_opt_level,
             t->o.dist.zero_opt_level && t->o.dist.shard_group == DT_SHARD_HOST ? " sharded per host" : "", P,
             4.0 * (double)P / 1e6);
+    dt_cuda_info info;
+    if (t->cuda_dev >= 0 && dt_cuda_device_info(t->cuda_dev, &info) == DT_OK) {
+        /* where these bytes are: the model, its gradients and activations on the
+         * device (ZeRO: the optimizer's shard on the host, as ZeRO-Offload) */
+        fprintf(f, "  on cuda device %d (%s): %s; the device has %.2f GB, %.2f GB in use now (all processes)\n",
+                t->cuda_dev, info.name,
+                dt_model_precision(t->model) == DT_PRECISION_BF16
+                    ? "bf16, params include the bf16 compute copy (2 B per parameter)"
+                    : "fp32",
+                (double)info.total_bytes / 1e9, (double)(info.total_bytes - info.free_bytes) / 1e9);
+    }
+    dt_clear_error();
     fprintf(f, "  %-11s %14s %14s %8s\n", "category", "current B", "peak B", "x P");
     long long model_state = 0;
     for (int c = 0; c < DT_MEM_NUM; c++) {

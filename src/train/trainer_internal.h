@@ -18,6 +18,9 @@ struct dt_trainer {
     const dt_train_family *fam; /* the model family's data and config */
     dt_model *model;
     int cuda_dev;            /* --device cuda: this rank's CUDA device; else -1 */
+    long long step_tokens;   /* predictions of one optimizer step over all ranks (gpt: tokens) */
+    double flops_per_token;  /* gpt: 6P + 12 L C T (forward and backward); 0 for classifiers */
+    double peak_flops;       /* all data-parallel ranks' devices' peak FLOP/s; 0: unknown (no mfu) */
     dt_model_io io;
     int positions;           /* predictions per sample: max(1, io.max_seq) */
     dt_source *src;          /* the training and evaluation data */
@@ -48,6 +51,7 @@ struct dt_trainer {
     double *step_s;          /* per-step wall times */
     long nstep_s, cap_step_s;
     long long mem_act;       /* activation bytes registered (DT_MEM_ACTIVATIONS) */
+    long long mem_compute;   /* bf16 compute copy of the parameters registered (DT_MEM_PARAMS) */
     size_t act_bytes[2];     /* activations of a training batch, recompute off / on (0: n/a) */
 };
 

@@ -43,9 +43,9 @@ static void check_values(void) {
         if (i % 11 == 0) vals[i] = (float)vals[i];         /* losses are floats */
     }
     for (int i = 0; i < 600; i += 6) {
-        dtm_step(&m, i, 0, i, vals[i], vals[i + 1], vals[i + 2], -1);
+        dtm_step(&m, i, 0, i, vals[i], vals[i + 1], vals[i + 2], -1, vals[i + 3], -1);
         dtm_epoch(&m, i, i, vals[i], vals[i + 1], vals[i + 2], vals[i + 3], 1, vals[i + 4], vals[i + 5], vals[i + 5]);
-        dtm_summary(&m, i, 2, 1, vals[i], vals[i + 1], vals[i + 2], vals[i + 3], vals[i + 4], vals[i + 5], vals[i + 2]);
+        dtm_summary(&m, i, 2, 1, vals[i], vals[i + 1], vals[i + 2], vals[i + 3], vals[i + 4], vals[i + 5], vals[i + 2], -1);
     }
     CHECK_OK(dtm_close(&m));
     static const struct { const char *type, *key, *fmt; int arg; } k[] = {
@@ -83,23 +83,23 @@ int main(void) {
     dt_metrics m;
     /* exact lines: the format tools read ('"type":"step"' is grepped for) */
     CHECK_OK(dtm_open(&m, g_path, NULL));
-    dtm_step(&m, 1, 0, 64, (double)2.3012135f, (double)0.001f, 0.000781, -1);
-    dtm_step(&m, 2, 0, 128, NAN, INFINITY, 12.5, 0.5);
+    dtm_step(&m, 1, 0, 64, (double)2.3012135f, (double)0.001f, 0.000781, -1, 327680.0, -1);
+    dtm_step(&m, 2, 0, 128, NAN, INFINITY, 12.5, 0.5, 5.12, 0.4512);
     dtm_epoch(&m, 0, 16, 1.25, 0.5, 1234.56, 2.0, 1, 0.75, 1.0, 1234.56);
     dtm_epoch(&m, 1, 16, 1.0, 0.25, 10.04, 2.5, 0, 0, 0, 10.04);
-    dtm_summary(&m, 32, 2, 3, 0.0123456, 0.5, 0.25, 3.5e-5, NAN, 2.5, 99.96);
+    dtm_summary(&m, 32, 2, 3, 0.0123456, 0.5, 0.25, 3.5e-5, NAN, 2.5, 99.96, 0.25);
     CHECK(dtm_is_open(&m), "open");
     CHECK_OK(dtm_close(&m));
     const char *want =
         "{\"type\":\"step\",\"step\":1,\"epoch\":0,\"epoch_pos\":64,\"loss\":2.3012135,\"lr\":0.00100000005,\"time_s\":0.000781}\n"
-        "{\"type\":\"step\",\"step\":2,\"epoch\":0,\"epoch_pos\":128,\"loss\":null,\"lr\":null,\"time_s\":12.5,\"grad_norm\":0.5}\n"
+        "{\"type\":\"step\",\"step\":2,\"epoch\":0,\"epoch_pos\":128,\"loss\":null,\"lr\":null,\"time_s\":12.5,\"grad_norm\":0.5,\"tokens_per_s\":5.1,\"mfu\":0.4512}\n"
         "{\"type\":\"epoch\",\"epoch\":0,\"steps\":16,\"loss\":1.25,\"train_acc\":0.5,\"samples_per_s\":1234.6,"
         "\"tokens_per_s\":1234.6,\"time_s\":2.0,\"test_loss\":0.75,\"test_acc\":1.0}\n"
         "{\"type\":\"epoch\",\"epoch\":1,\"steps\":16,\"loss\":1.0,\"train_acc\":0.25,\"samples_per_s\":10.0,\"tokens_per_s\":10.0,"
         "\"time_s\":2.5}\n"
         "{\"type\":\"summary\",\"steps\":32,\"ranks\":2,\"zero_opt_level\":3,\"median_step_s\":0.012346,"
         "\"comm_hidden\":0.5,\"comm_hidden_compute\":0.25,\"grad_norm\":3.5e-5,\"test_acc\":null,"
-        "\"test_loss\":2.5,\"tokens_per_s\":100.0}\n";
+        "\"test_loss\":2.5,\"tokens_per_s\":100.0,\"mfu\":0.25}\n";
     const char *got = slurp();
     CHECK(strcmp(got, want) == 0, "records:\n%s\nwant:\n%s", got, want);
     /* the memory record: every category, current then peak */
@@ -132,7 +132,7 @@ int main(void) {
     CHECK(dtio_crc32c_mask(0) == 0xa282ead8u, "masked crc");
     /* not open: every call a no-op */
     dt_metrics none = {0};
-    dtm_step(&none, 1, 0, 0, 1, 1, 1, 1);
+    dtm_step(&none, 1, 0, 0, 1, 1, 1, 1, 1, 1);
     CHECK(!dtm_is_open(&none) && dtm_close(&none) == DT_OK, "closed metrics");
     unlink(g_path);
     return dt_test_finish("train_metrics");

@@ -149,6 +149,27 @@ static int c_stream_wait(void *stream, void *ev) {
     return DT_OK;
 }
 
+static int c_props(int dev, char *name, size_t cap, int *major, int *minor, int *sms, size_t *total,
+                   size_t *free_bytes) {
+    struct cudaDeviceProp prop;
+    int cur = -1;
+    CU(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
+    snprintf(name, cap, "%s", prop.name);
+    *major = prop.major;
+    *minor = prop.minor;
+    *sms = prop.multiProcessorCount;
+    *total = prop.totalGlobalMem;
+    *free_bytes = 0;
+    /* the free memory of the current device: of dev, made current for the call */
+    CU(cudaGetDevice(&cur), "cudaGetDevice");
+    if (cur != dev) CU(cudaSetDevice(dev), "cudaSetDevice");
+    size_t t = 0;
+    cudaError_t e = cudaMemGetInfo(free_bytes, &t);
+    if (cur != dev) cudaSetDevice(cur);
+    if (e != cudaSuccess) return fail(e, "cudaMemGetInfo");
+    return DT_OK;
+}
+
 const dt_dev_ops dt_dev_cuda = {
     .name = "cuda",
     .is_cuda = 1,
@@ -171,4 +192,5 @@ const dt_dev_ops dt_dev_cuda = {
     .event_record = c_event_record,
     .event_query = c_event_query,
     .stream_wait_event = c_stream_wait,
+    .props = c_props,
 };

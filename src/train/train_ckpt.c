@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
+#include "core/device.h"
 #include "core/error.h"
 #include "dtrain/ckpt.h"
 #include "dtrain/coll.h"
@@ -57,6 +58,22 @@ int dt_trainer_agree_error(dt_trainer *t, int rc) {
     return st[1] ? dt_trainer_mark_input(rc) : rc;
 }
 
+/* ---- the model's memory as the files see it ------------------------------------ */
+
+/* n floats at p in host memory: p itself, or (device memory: a device model's
+ * parameters, gradients, optimizer state) a host copy in *tmp, which the
+ * caller frees. */
+static int host_view(dt_trainer *t, const float *p, size_t n, const float **out, float **tmp) {
+    int dev, is = n ? dt_dev_is_device(p, &dev) : 0;
+    *tmp = NULL;
+    *out = p;
+    if (is <= 0) return is;
+    if (!(*tmp = malloc(n * sizeof(float))))
+        return DT_ERR(DT_ERR_NOMEM, "out of memory for a host copy of %zu device values", n);
+    *out = *tmp;
+    return dt_model_copy_to_host(t->model, *tmp, p, n);
+}
+
 /* ---- consolidated model ---------------------------------------------------- */
 
 int dt_trainer_save_model(dt_trainer *t, const char *path) {
@@ -95,8 +112,14 @@ int dt_trainer_save_model(dt_trainer *t, const char *path) {
         rc = dt_strategy_gather(t->st, sl->offset, sl->count, buf, root);
         if (!rc && me && !wrc) wrc = dt_st_writer_write(w, i, buf);
     }
-    for (int i = 0; i < nb && !rc && me && !wrc; i++) /* buffers are identical on every rank */
-        wrc = dt_st_writer_write(w, np + i, dt_model_buffers(t->model) + dt_model_buffer_slice(t->model, i)->offset);
+    for (int i = 0; i < nb && !rc && me && !wrc; i++) { /* buffers are identical on every rank */
+        const dt_param_slice *sl = dt_model_buffer_slice(t->model, i);
+        const float *v;
+        float *tmp;
+        wrc = host_view(t, dt_model_buffers(t->model) + sl->offset, sl->count, &v, &tmp);
+        if (!wrc) wrc = dt_st_writer_write(w, np + i, v);
+        free(tmp);
+    }
     if (me && w) {
         if (!rc && !wrc) wrc = dt_st_writer_close(w);
         else dt_st_writer_abort(w);
@@ -128,17 +151,27 @@ int dt_trainer_save_checkpoint(dt_trainer *t, const char *dir) {
     rc = agree_val(t, rc, &gen);
     if (rc) return rc;
 
+    /* what this rank writes, in host memory (a device model's: copied) */
     dt_ckpt_range ranges[8];
+    float *tmp[8] = {0};
     int nr = 0;
     const char *names[6];
-    ranges[nr++] = (dt_ckpt_range){"params", lo, hi - lo, ss.params + at};
-    for (int i = 0; i < ns && i < 5; i++) {
+    const float *v;
+    rc = host_view(t, ss.params + at, hi - lo, &v, &tmp[nr]);
+    ranges[nr++] = (dt_ckpt_range){"params", lo, hi - lo, v};
+    for (int i = 0; !rc && i < ns && i < 5; i++) {
         float *st = dt_optim_state(ss.opt, i, &names[i]);
-        ranges[nr++] = (dt_ckpt_range){names[i], lo, hi - lo, st + at};
+        rc = host_view(t, st + at, hi - lo, &v, &tmp[nr]);
+        ranges[nr++] = (dt_ckpt_range){names[i], lo, hi - lo, v};
     }
-    if (r == 0 && NB) ranges[nr++] = (dt_ckpt_range){"buffers", 0, NB, dt_model_buffers(t->model)};
+    if (!rc && r == 0 && NB) {
+        rc = host_view(t, dt_model_buffers(t->model), NB, &v, &tmp[nr]);
+        ranges[nr++] = (dt_ckpt_range){"buffers", 0, NB, v};
+    }
     dt_ckpt_shard shard = {nr, ranges};
-    rc = agree_all(t, dt_ckpt_write_shard(dir, gen, r, &shard, NULL));
+    if (!rc) rc = dt_ckpt_write_shard(dir, gen, r, &shard, NULL);
+    for (int i = 0; i < nr; i++) free(tmp[i]);
+    rc = agree_all(t, rc);
     if (rc) return rc;
 
     if (r == 0) {
@@ -180,15 +213,30 @@ static int check_meta(dt_ckpt_manifest *m, const char *dir, const char *key, con
 
 /* dt_strategy_read_fn over a loaded manifest */
 typedef struct reader {
+    dt_trainer *t;
     dt_ckpt_manifest *m;
     const char *dir;
 } reader;
+
+/* a range of a checkpoint's vector into dst: host memory, or the device
+ * memory of a device model (through a host copy) */
+static int read_into(reader *rd, const char *vector, size_t offset, size_t count, float *dst) {
+    int dev, is = count ? dt_dev_is_device(dst, &dev) : 0;
+    if (is < 0) return is;
+    if (!is) return dt_ckpt_read_range(NULL, rd->m, vector, offset, count, dst);
+    float *h = malloc(count * sizeof(float));
+    if (!h) return DT_ERR(DT_ERR_NOMEM, "out of memory for %zu values of '%s'", count, vector);
+    int rc = dt_ckpt_read_range(NULL, rd->m, vector, offset, count, h);
+    if (!rc) rc = dt_model_copy_from_host(rd->t->model, dst, h, count); /* h may go on return */
+    free(h);
+    return rc;
+}
 
 static int read_vec(void *ctx, const char *vector, size_t offset, size_t count, float *dst) {
     reader *rd = ctx;
     if (strcmp(vector, "params") != 0 && dt_ckpt_vector_index(rd->m, vector) < 0)
         return DT_ERR(DT_ERR_MISMATCH, "checkpoint '%s' has no optimizer state '%s'", rd->dir, vector);
-    return dt_ckpt_read_range(NULL, rd->m, vector, offset, count, dst);
+    return read_into(rd, vector, offset, count, dst);
 }
 
 int dt_trainer_resume(dt_trainer *t, const char *dir) {
@@ -207,9 +255,9 @@ int dt_trainer_resume(dt_trainer *t, const char *dir) {
                                           (unsigned long long)m->num_buffers, P, NB));
     /* what this rank holds: the strategy reads its parameters (the full
      * vector, or its slice) and optimizer state from any layout */
-    reader rd = {m, dir};
+    reader rd = {t, m, dir};
     if (!rc) rc = dt_strategy_load(t->st, read_vec, &rd);
-    if (!rc && NB) rc = dt_ckpt_read_range(NULL, m, "buffers", 0, NB, dt_model_buffers(t->model));
+    if (!rc && NB) rc = read_into(&rd, "buffers", 0, NB, dt_model_buffers(t->model));
     /* the position: samples of the epoch's global order; checkpoints of dtrain
      * before that (no "epoch_position_unit") counted micro-batches of B samples
      * on each of their world_size ranks, B being the batch size of this run

@@ -34,8 +34,8 @@ static int nonfinite_error(dt_trainer *t, long step) {
     char what[96];
     if (t->nonfinite_step == step) snprintf(what, sizeof what, "the %s is not finite", t->nonfinite_what);
     else snprintf(what, sizeof what, "another rank's loss or gradient norm is not finite");
-    return DT_ERR(DT_ERR_STATE, "step %ld: %s; stopping before anything more is saved (the last checkpoint, if any, "
-                  "holds the last good state)", step, what);
+    return dt_error(DT_ERR_STATE, "dt_trainer_fit", "step %ld: %s; stopping before anything more is saved (the last "
+                    "checkpoint, if any, holds the last good state)", step, what);
 }
 
 /* Before a checkpoint or the model is written: every rank's steps so far were
@@ -145,8 +145,9 @@ static int train_step(dt_trainer *t, tally *ep, tally *win, double *step_loss) {
     t->grad_norm = st.want_norm ? st.norm : -1;
     if (!t->nonfinite_step && (!isfinite(*step_loss) || (st.want_norm && !isfinite(st.norm)))) {
         t->nonfinite_step = t->step + 1;
-        snprintf(t->nonfinite_what, sizeof t->nonfinite_what, "%s (%g)",
-                 !isfinite(*step_loss) ? "training loss" : "gradient norm", !isfinite(*step_loss) ? *step_loss : st.norm);
+        const double v = !isfinite(*step_loss) ? *step_loss : st.norm;
+        snprintf(t->nonfinite_what, sizeof t->nonfinite_what, "%s (%s)",
+                 !isfinite(*step_loss) ? "training loss" : "gradient norm", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
     }
     double t1 = dt_trace_now_us();
     if (t->tracing) dt_trace_event("optimizer step", "optimizer", DT_TRACE_COMPUTE, st.opt_t0 >= 0 ? st.opt_t0 : o0, t1);

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# tests/fakegpu/train_device.sh TRAIN MPIEXEC [MPIEXEC_ARGS...] - dtrain-train's
+# --device cuda on the fake device runtime (TRAIN: dtrain-train-fakegpu, the
+# trainer linked with the fake: every kernel a CPU twin computing as the CPU
+# GPT, cuBLASLt on OpenBLAS, NCCL over shared memory), against --device cpu
+# of the same binary:
+#   1. fp32 at 1 rank (AdamW, gradient clipping: the device norm and scale):
+#      every step's loss and the saved model the same BITS as the CPU's;
+#   2. at 2 ranks: data parallel with a GPU per rank (NCCL) and sharing one
+#      (staged), ZeRO-1 and ZeRO-3: the saved model the 2-rank CPU run's bits;
+#   3. checkpoints move between devices: a GPU run's checkpoint resumed on the
+#      CPU, and a CPU run's on the GPU, end as the uninterrupted run (bits);
+#   4. bf16: every step's loss within 2% of fp32's;
+#   5. a non-finite loss stops the run (exit 1) naming the step, and the last
+#      checkpoint is from before it;
+#   6. flags that do not combine exit 2 naming why; no device exits 1 saying so.
+# MPIEXEC empty: the 2-rank cases are skipped (a build without MPI).
+set -u
+train=$1
+shift
+mpi=("$@")
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/dt_train_device.XXXXXX")
+[ -n "${KEEP_TMP:-}" ] || trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+check() { if eval "$1"; then ok; else bad "$2"; fi; }
+
+base=(--model gpt --preset gpt-test --batch-size 4 --optimizer adamw --clip-grad-norm 1.0 --train-limit 512
+      --test-limit 16 --sample-length 16 --quiet)
+run() { # name devices [flags...]: dtrain-train, its json and model in $tmp/name.*
+    local name=$1 ndev=$2
+    shift 2
+    DTRAIN_FAKEGPU_DEVICES=$ndev "$train" "${base[@]}" --json "$tmp/$name.json" --save-model "$tmp/$name.st" "$@" \
+        > "$tmp/$name.out" 2>&1
+}
+runmpi() { # name devices np [flags...]
+    local name=$1 ndev=$2 np=$3
+    shift 3
+    DTRAIN_FAKEGPU_DEVICES=$ndev "${mpi[@]}" -np "$np" "$train" "${base[@]}" --json "$tmp/$name.json" \
+        --save-model "$tmp/$name.st" "$@" > "$tmp/$name.out" 2>&1
+}
+losses() { grep '"type":"step"' "$1" | sed 's/.*"loss":\([^,]*\),.*/\1/'; }
+
+# 1. fp32 at 1 rank
+run cpu 1 --device cpu --max-steps 8
+run gpu 1 --device cuda --max-steps 8
+check '[ -s "$tmp/gpu.st" ] && cmp -s "$tmp/cpu.st" "$tmp/gpu.st"' "1 rank: the GPU's saved model is not the CPU's bits ($(tail -2 "$tmp/gpu.out"))"
+check '[ "$(losses "$tmp/cpu.json")" = "$(losses "$tmp/gpu.json")" ] && [ "$(losses "$tmp/gpu.json" | wc -l)" = 8 ]' \
+      "1 rank: the step losses differ: $(losses "$tmp/cpu.json" | tr '\n' ' ') vs $(losses "$tmp/gpu.json" | tr '\n' ' ')"
+check 'grep -q "\"mfu\"" "$tmp/gpu.json" && grep -q "\"tokens_per_s\"" "$tmp/gpu.json"' "the GPU's step records carry tokens_per_s and mfu"
+check 'grep -q "\"type\":\"sample\"" "$tmp/gpu.json"' "the GPU run samples at its end"
+
+# 2. at 2 ranks
+if [ ${#mpi[@]} -gt 0 ]; then
+    runmpi cpu2 4 2 --device cpu --max-steps 6 --batch-size 2
+    # a GPU per rank (the fake NCCL), and both ranks on one (staged through the host)
+    for path in nccl staged; do
+        ndev=4
+        [ $path = staged ] && ndev=1
+        runmpi "gpu2_$path" $ndev 2 --device cuda --max-steps 6 --batch-size 2
+        check '[ -s "$tmp/gpu2_$path.st" ] && cmp -s "$tmp/cpu2.st" "$tmp/gpu2_$path.st"' \
+              "2 ranks ($path): the saved model is not the CPU's bits ($(tail -2 "$tmp/gpu2_$path.out"))"
+    done
+    for z in 1 3; do
+        runmpi "cpuz$z" 4 2 --device cpu --max-steps 6 --batch-size 2 --zero "$z"
+        runmpi "gpuz$z" 4 2 --device cuda --max-steps 6 --batch-size 2 --zero "$z"
+        check '[ -s "$tmp/gpuz$z.st" ] && cmp -s "$tmp/cpuz$z.st" "$tmp/gpuz$z.st"' \
+              "ZeRO-$z: the saved model is not the CPU's bits ($(tail -2 "$tmp/gpuz$z.out"))"
+    done
+else
+    echo "(no MPI: the 2-rank cases are skipped)"
+fi
+
+# 3. checkpoints across devices: 4 steps on one, 4 more on the other
+for from in cuda cpu; do
+    to=cpu
+    [ "$from" = cpu ] && to=cuda
+    run "half_$from" 1 --device "$from" --max-steps 4 --checkpoint-dir "$tmp/ck_$from"
+    run "rest_$to" 1 --device "$to" --max-steps 8 --resume "$tmp/ck_$from"
+    check '[ -s "$tmp/rest_$to.st" ] && cmp -s "$tmp/cpu.st" "$tmp/rest_$to.st"' \
+          "a $from checkpoint resumed on $to does not end as the uninterrupted run ($(tail -2 "$tmp/rest_$to.out"))"
+done
+
+# 4. bf16 within 2% of fp32, step by step
+run bf16 1 --device cuda --precision bf16 --max-steps 8
+worst=$(paste <(losses "$tmp/gpu.json") <(losses "$tmp/bf16.json") |
+        awk '{d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d} END {printf "%.6f", w + 0}')
+check '[ "$(losses "$tmp/bf16.json" | wc -l)" = 8 ] && awk -v w="$worst" "BEGIN {exit !(w <= 0.02)}"' \
+      "bf16: a step's loss is $worst away from fp32's (> 2%)"
+echo "bf16 vs fp32, 8 steps: worst relative loss difference $worst"
+
+# 5. a non-finite loss: SGD at lr 100 diverges; checkpoints every 2 steps
+DTRAIN_FAKEGPU_DEVICES=1 "$train" "${base[@]}" --device cuda --optimizer sgd --lr 100 --momentum 0.99 \
+    --clip-grad-norm 0 --max-steps 20 --eval 0 --checkpoint-dir "$tmp/nan" --checkpoint-every 2 > "$tmp/nan.out" 2>&1
+st=$?
+nan_step=$(sed -n 's/.*dt_trainer_fit: step \([0-9]*\): the training loss (\(nan\|inf\|-inf\)) is not finite.*/\1/p' "$tmp/nan.out")
+ck_step=$(sed -n 's/^ *"step": *\([0-9]*\),*/\1/p' "$tmp/nan/manifest.json" 2>/dev/null)
+check '[ $st = 1 ] && [ -n "$nan_step" ] && [ -n "$ck_step" ] && [ "$ck_step" -lt "$nan_step" ]' \
+      "non-finite loss: exit $st, stopped at step '${nan_step}', last checkpoint at step '${ck_step}' ($(tail -1 "$tmp/nan.out"))"
+echo "non-finite: stopped at step $nan_step, the last checkpoint is step $ck_step"
+
+# 6. flags that do not combine (exit 2), and no device (exit 1)
+usage() { # expect-substring flags...
+    local want=$1
+    shift
+    DTRAIN_FAKEGPU_DEVICES=1 "$train" --quiet --max-steps 1 "$@" > "$tmp/u.out" 2>&1
+    local s=$?
+    check '[ $s = 2 ] && grep -q -- "$want" "$tmp/u.out"' "'$*': exit $s, want 2 and '$want': $(head -1 "$tmp/u.out")"
+}
+usage "needs --device cuda" --model gpt --preset gpt-test --precision bf16
+usage "applies to --model gpt only" --model lenet --device cuda
+usage "run one rank per GPU" --model gpt --preset gpt-test --device cuda --dp-threads 2 --batch-size 4
+usage "host-memory only" --model gpt --preset gpt-test --device cuda --grad-comm-dtype bf16
+DTRAIN_FAKEGPU_DEVICES=0 "$train" "${base[@]}" --device cuda --max-steps 1 > "$tmp/nodev.out" 2>&1
+st=$?
+check '[ $st = 1 ] && grep -q "has no CUDA device" "$tmp/nodev.out"' "no device: exit $st: $(tail -1 "$tmp/nodev.out")"
+
+echo "train_device: $pass passed, $fail failed"
+[ $fail = 0 ]

@@ -189,8 +189,8 @@ static int check_sample(dt_trainer *t) {
     const int V = t->io.num_classes;
     for (int i = 0; i < o->sample_ntokens; i++)
         if (o->sample_tokens[i] < 0 || o->sample_tokens[i] >= V)
-            return dt_trainer_mark_input(DT_ERR(DT_ERR_INVALID, "--sample-tokens: token %d (the %d. of the prompt) is "
-                                                "outside the vocabulary of %d", o->sample_tokens[i], i + 1, V));
+            return dt_trainer_mark_input(DT_ERR(DT_ERR_INVALID, "--sample-tokens: token %d at position %d of the prompt "
+                                                "is outside the vocabulary of %d", o->sample_tokens[i], i + 1, V));
     if (V != 256 && !o->sample_ntokens && strcmp(o->sample_prompt, DT_TRAIN_DEFAULT_PROMPT) != 0)
         return dt_trainer_mark_input(DT_ERR(DT_ERR_INVALID, "--sample-prompt is text, but the vocabulary of %d tokens is "
                                             "not bytes (dtrain has no tokenizer): give the prompt's token ids with "

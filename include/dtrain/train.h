@@ -236,7 +236,13 @@ int dt_trainer_usage_error(void);
  * gathered to it one tensor at a time). Collective. The file appears
  * atomically (temporary name, fsync, rename); path must be a regular file, a
  * new one or a symbolic link to a regular file (dtrain/safetensors.h:
- * special files are refused with DT_ERR_INVALID). */
+ * special files are refused with DT_ERR_INVALID). Its metadata: format
+ * "pt", model, written_by "dtrain", step, and for gpt n_layer, n_head,
+ * n_embd, block_size, vocab_size (so that --init-from needs no flag).
+ * With the trainer's save_format "hf" (gpt only; DT_ERR_INVALID otherwise)
+ * path is a directory (it must exist; dt_trainer_create makes it) that gets
+ * model.safetensors in GPT2LMHeadModel's layout (dtrain/weights.h) and then
+ * config.json, both written atomically. */
 int dt_trainer_save_model(dt_trainer *t, const char *path);
 /* Training-state checkpoint (dtrain/ckpt.h): a directory with a manifest and
  * one file per rank holding its partition [r*S, (r+1)*S) of the parameters and

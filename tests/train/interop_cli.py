@@ -13,11 +13,13 @@ evaluates to the saving run's accuracy; a gpt read back from its Hugging
 Face export evaluates to the exporting run's loss; --max-steps 0 trains no
 step, prints the evaluation and the sample's token ids for a vocabulary
 that is not bytes.
-Usage: interop_cli.py DTRAIN_TRAIN
+The Hugging Face export gathered from ZeRO-3 shards at 2 ranks is the
+one-rank export byte for byte.
+Usage: interop_cli.py DTRAIN_TRAIN MPIEXEC
 """
 import json, os, shutil, struct, subprocess, sys, tempfile
 
-BIN = sys.argv[1]
+BIN, MPIEXEC = sys.argv[1], sys.argv[2]
 CORPUS = "/usr/share/games/fortunes/computers"
 FMNIST = "/usr/share/datasets/fashion-mnist"
 if not os.path.isfile(CORPUS):
@@ -36,8 +38,9 @@ def check(ok, what, out=""):
         print(out)
 
 
-def run(*args):
-    p = subprocess.run([BIN] + [str(a) for a in args], capture_output=True, timeout=300)
+def run(*args, np_=0):
+    launch = [MPIEXEC, "--oversubscribe", "-np", str(np_)] if np_ else []
+    p = subprocess.run(launch + [BIN] + [str(a) for a in args], capture_output=True, timeout=300)
     return p.returncode, (p.stdout + p.stderr).decode("utf-8", "replace")
 
 
@@ -119,6 +122,13 @@ try:
           "init: weights of" in out and "Hugging Face Conv1D matrices" in out,
           "gpt read back from its HF export: validation loss %s, the exporting run's %s" % (got["test_loss"],
                                                                                            want["test_loss"]), out)
+    conv = ["--init-from", P("gpt.safetensors"), "--data", CORPUS, "--max-steps", 0, "--eval", 0, "--sample-length", 0,
+            "--quiet", "--save-format", "hf", "--save-model"]
+    rc, out = run("--model", "gpt", *conv, P("hf1"))
+    rc2, out2 = run("--model", "gpt", "--zero", 3, "--batch-size", 2, *conv, P("hf2"), np_=2)
+    same = rc == 0 and rc2 == 0 and all(open(P("hf1", f), "rb").read() == open(P("hf2", f), "rb").read()
+                                        for f in ("model.safetensors", "config.json"))
+    check(same, "the HF export gathered from ZeRO-3 shards at 2 ranks is the one-rank export, byte for byte", out + out2)
     rc, out = run("--model", "gpt", "--preset", "gpt-test", "--data", P("shards"), "--max-steps", 0, "--test-limit", 4,
                   "--sample-length", 8, "--json", P("tok.json"))
     rec = [d for d in map(json.loads, open(P("tok.json"))) if d["type"] == "sample"][0] if rc == 0 else {}

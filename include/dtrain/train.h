@@ -50,9 +50,10 @@
  * the file (dtrain/weights.h) and starts from its parameters (and batch-norm
  * buffers) instead of the random initialisation, at any world size, ZeRO
  * stage or dp_threads. For gpt the sizes come from the file: n_layer,
- * n_embd, vocab_size and block_size from the tensors' shapes, n_head from
- * dtrain's metadata or the config.json beside a Hugging Face file, else
- * from n_head or the preset when given (and an error without either); a
+ * n_embd, vocab_size and block_size from the tensors' shapes; n_head (in no
+ * shape) from the n_head option when given, else from dtrain's metadata or
+ * the config.json beside a Hugging Face file, else from the preset when one
+ * is given (DT_ERR_INVALID naming --n-head without any of them); a
  * size option that contradicts the file (n_layer, n_embd, block_size,
  * vocab_size) is refused naming the option, the tensor and both values
  * (DT_ERR_MISMATCH; dtrain-train exit 2, as for every refusal of the

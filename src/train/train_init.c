@@ -15,10 +15,10 @@ static int input(int rc) {
 }
 
 /* a size flag given (non-zero) must be the file's */
-static int flag_fits(const dt_weights *w, const char *flag, int given, int file, const char *what) {
+static int flag_fits(const dt_weights *w, const char *flag, int given, const char *size, int file, const char *where) {
     if (!given || given == file) return DT_OK;
-    return DT_ERR(DT_ERR_MISMATCH, "flag %s %d: %s has %s %d (the sizes come from the file; leave the flag out)", flag,
-                  given, dt_weights_path(w), what, file);
+    return DT_ERR(DT_ERR_MISMATCH, "flag %s %d: %s has %s %d (%s; the sizes come from the file: leave the flag out)",
+                  flag, given, dt_weights_path(w), size, file, where);
 }
 
 int dt_trainer_init_config(dt_trainer *t, dt_model_config *mc) {
@@ -28,15 +28,14 @@ int dt_trainer_init_config(dt_trainer *t, dt_model_config *mc) {
     dt_weights_gpt a;
     const dt_weights *w = t->init;
     if ((rc = input(dt_weights_gpt_arch(w, &a)))) return rc;
-    char wte[48], wpe[48];
+    char wte[48], wpe[48], blocks[48];
     snprintf(wte, sizeof wte, "wte.weight [%d, %d]", a.vocab_size, a.n_embd);
     snprintf(wpe, sizeof wpe, "wpe.weight [%d, %d]", a.block_size, a.n_embd);
-    char blocks[48];
-    snprintf(blocks, sizeof blocks, "the blocks h.0 .. h.%d:", a.n_layer - 1);
-    if ((rc = flag_fits(w, "--n-layer", o->n_layer, a.n_layer, blocks)) ||
-        (rc = flag_fits(w, "--n-embd", o->n_embd, a.n_embd, wte)) ||
-        (rc = flag_fits(w, "--vocab-size", o->vocab_size, a.vocab_size, wte)) ||
-        (rc = flag_fits(w, "--block-size", o->block_size, a.block_size, wpe)))
+    snprintf(blocks, sizeof blocks, "the blocks h.0 .. h.%d", a.n_layer - 1);
+    if ((rc = flag_fits(w, "--n-layer", o->n_layer, "n_layer", a.n_layer, blocks)) ||
+        (rc = flag_fits(w, "--n-embd", o->n_embd, "n_embd", a.n_embd, wte)) ||
+        (rc = flag_fits(w, "--vocab-size", o->vocab_size, "vocab_size", a.vocab_size, wte)) ||
+        (rc = flag_fits(w, "--block-size", o->block_size, "block_size (n_positions)", a.block_size, wpe)))
         return dt_trainer_mark_input(rc);
     mc->n_layer = a.n_layer;
     mc->n_embd = a.n_embd;

@@ -90,8 +90,18 @@ try:
     shard(P("trunc.bin"), toks[:100], count=200)
 
     # refusals
-    refused("a size flag against the file", 2, "flag --n-embd 32: %s has wte.weight [256, 64]" % P("gpt.safetensors"),
+    refused("a size flag against the file", 2, "flag --n-embd 32: %s has n_embd 64 (wte.weight [256, 64]; the sizes "
+            "come from the file" % P("gpt.safetensors"),
             "--model", "gpt", "--n-embd", "32", "--init-from", P("gpt.safetensors"), "--data", CORPUS, "--max-steps", 0)
+    refused("a block size against the file", 2, "flag --block-size 32: %s has block_size (n_positions) 64 "
+            "(wpe.weight [64, 64]" % P("gpt.safetensors"), "--model", "gpt", "--block-size", "32", "--init-from",
+            P("gpt.safetensors"), "--data", CORPUS, "--max-steps", 0)
+    refused("a vocabulary against the file", 2, "flag --vocab-size 300: %s has vocab_size 256" % P("gpt.safetensors"),
+            "--model", "gpt", "--vocab-size", "300", "--init-from", P("gpt.safetensors"), "--data", CORPUS,
+            "--max-steps", 0)
+    refused("a depth against the file", 2, "flag --n-layer 3: %s has n_layer 2 (the blocks h.0 .. h.1" %
+            P("gpt.safetensors"), "--model", "gpt", "--n-layer", "3", "--init-from", P("gpt.safetensors"),
+            "--data", CORPUS, "--max-steps", 0)
     refused("no n_head anywhere", 2, "give --n-head", "--model", "gpt", "--init-from", P("nocfg", "model.safetensors"),
             "--data", CORPUS, "--max-steps", 0)
     refused("an activation dtrain has not", 2, "activation_function gelu is not supported",

@@ -22,7 +22,7 @@ if comm.rank == 0:
     print("dist config:", dcfg.dumps())
 
 # DIST_EXAMPLE_MAX_STEPS shortens the run (the test suite uses it)
-max_steps = int(os.environ.get("DIST_EXAMPLE_MAX_STEPS", "0"))
+max_steps = int(os.environ.get("DIST_EXAMPLE_MAX_STEPS", "-1"))  # -1: no limit
 result = dtrain.train.fit(model="lenet", epochs=1, batch_size=64, lr=0.05, max_steps=max_steps, quiet=True)
 if comm.rank == 0:
     print("rank %d of %d: %d steps, train loss %.4f, test accuracy %.2f%%"

@@ -61,6 +61,22 @@
  * would have no sample), threads > 1 with dp_threads > 1, zero_opt_level > 0
  * with dp_threads > 1 (ZeRO moves parameters and gradients per layer; not
  * combined with threads yet). Evaluation runs on one thread.
+ *
+ * INIT FROM (init_from, dtrain-train --init-from FILE): every rank reads
+ * the file (dtrain/weights.h) and starts from its parameters (and batch-norm
+ * buffers) instead of the random initialisation, at any world size, ZeRO
+ * stage or dp_threads. For gpt the sizes come from the file: n_layer,
+ * n_embd, vocab_size and block_size from the tensors' shapes; n_head (in no
+ * shape) from the n_head option when given, else from dtrain's metadata or
+ * the config.json beside a Hugging Face file, else from the preset when one
+ * is given (DT_ERR_INVALID naming --n-head without any of them); a
+ * size option that contradicts the file (n_layer, n_embd, block_size,
+ * vocab_size) is refused naming the option, the tensor and both values
+ * (DT_ERR_MISMATCH; dtrain-train exit 2, as for every refusal of the
+ * file: a tensor or option the model has not, DT_ERR_UNSUPPORTED). The
+ * classifiers read dtrain's own files (the same flags as the run that
+ * wrote them). With resume_dir as well, the checkpoint's state replaces the
+ * file's parameters (the file then only gives the sizes).
  */
 #ifndef DTRAIN_TRAIN_H
 #define DTRAIN_TRAIN_H
@@ -75,6 +91,9 @@
 extern "C" {
 #endif
 
+/* The end-of-run sample's default prompt (text, for a byte vocabulary). */
+#define DT_TRAIN_DEFAULT_PROMPT "The "
+
 typedef struct dt_train_options {
     char model[16];          /* "mlp" | "lenet" | "cnn" | "gpt" (default lenet) */
     /* model sizes, 0 = the model's default: mlp hidden1/hidden2 (--hidden1/2),
@@ -85,7 +104,9 @@ typedef struct dt_train_options {
     float dropout;           /* cnn dropout; < 0 = default */
     /* gpt (--model gpt): sizes from a preset, each overridable */
     char preset[16];         /* "gpt-test" | "gpt-demo" | "gpt2-124m"; "" = gpt-demo's sizes */
-    int n_layer, n_head, n_embd, block_size; /* 0 = the preset's (vocabulary: 256 bytes) */
+    int n_layer, n_head, n_embd, block_size; /* 0 = the preset's, or init_from's */
+    int vocab_size;          /* gpt: 0 = init_from's, else the data's: 256 for bytes,
+                              * 50257 for llm.c token shards (dtrain/text.h) */
     int recompute;           /* activation recomputation (gpt), default 0 */
     char device[8];          /* "cpu" (default) | "cuda" (gpt): see DEVICES below */
     char precision[8];       /* "fp32" (default) | "bf16" (--device cuda) */
@@ -93,9 +114,21 @@ typedef struct dt_train_options {
                               * utilisation (mfu) of the metrics; 0 = from the device's
                               * known peak (cuda: by compute capability and SM count for
                               * the precision; cpu: none, mfu not reported) */
-    char sample_prompt[256]; /* gpt: the end-of-run sample continues this (default "The ") */
+    char sample_prompt[256]; /* gpt: the end-of-run sample continues this (default
+                              * DT_TRAIN_DEFAULT_PROMPT); any other text is refused for a
+                              * vocabulary that is not bytes (256) */
+    int32_t sample_tokens[256]; /* gpt: ... or these token ids (sample_ntokens of them; any
+                              * vocabulary; default none: the text prompt for bytes,
+                              * token vocab_size - 1 otherwise, GPT-2's <|endoftext|>) */
+    int sample_ntokens;
     double sample_temperature; /* default 0.8 (0 = greedy) */
-    int sample_length;       /* bytes sampled at the end (gpt; default 200, 0 = none) */
+    int sample_length;       /* tokens sampled at the end (gpt; default 200, 0 = none) */
+    char init_from[256];     /* start from the weights of this safetensors file ("" = random
+                              * init; dtrain/weights.h: dtrain's, PyTorch / nanoGPT's or Hugging
+                              * Face's GPT-2; gpt sizes from the file, see INIT FROM) */
+    char save_format[8];     /* save_model's layout: "dtrain" (default: a file of state_dict
+                              * names) or "hf" (gpt: save_model is a directory that gets
+                              * model.safetensors and config.json for transformers) */
     long eval_every;         /* also evaluate every K optimizer steps (0 = only after each epoch) */
     int epochs;              /* default 10 */
     int batch_size;          /* per rank, default 64 */
@@ -113,7 +146,8 @@ typedef struct dt_train_options {
     long train_limit;        /* use the first N training samples (0 = all); gpt: N windows per epoch */
     long test_limit;         /* use the first N test samples (0 = all); gpt: N validation windows
                               * spread evenly over the validation split */
-    long max_steps;          /* stop after N optimizer steps (0 = no limit) */
+    long max_steps;          /* stop after N optimizer steps (-1, the default: no limit;
+                              * 0: no step, only the evaluation, sample and model export) */
     int accum_steps;         /* micro-batches per optimizer step (no_sync), default 1 */
     double clip_grad_norm;   /* clip the global gradient L2 norm to this (0 = off) */
     int threads;             /* BLAS threads per process, default 1; must be 1 with dp_threads > 1 */
@@ -179,9 +213,11 @@ void dt_train_options_default(dt_train_options *o);
  * lenet/gpt (on cnn they are the deprecated names of --channels1/2: they
  * work, with a note on stderr), --channels1/2 with mlp/lenet/gpt, --min-lr without --schedule cosine, --checkpoint-every without
  * --checkpoint-dir, the gpt flags (--preset, --n-layer, --n-head, --n-embd,
- * --block-size, --recompute, --sample-*) with a classifier, --shuffle /
- * --drop-last with gpt, and gpt sizes whose n_embd (the flag's or the
- * preset's) is not divisible by n_head. The precedence of the
+ * --block-size, --vocab-size, --recompute, --sample-*) with a classifier,
+ * --shuffle / --drop-last with gpt, gpt sizes whose n_embd (the flag's or the
+ * preset's; not checked with --init-from) is not divisible by n_head,
+ * --save-format hf without --save-model or with a classifier, and
+ * --sample-prompt with --sample-tokens. The precedence of the
  * dist config: defaults < --config FILE < DTRAIN_* environment < flags. */
 int dt_train_parse_args(dt_train_options *o, int argc, char **argv);
 /* Usage text. */
@@ -189,6 +225,9 @@ const char *dt_train_usage(void);
 /* sizeof(dt_train_options), for bindings that hold the options as an opaque
  * buffer (the Python front sets fields through dt_train_parse_args). */
 size_t dt_train_options_size(void);
+/* sizeof(dt_train_result), for bindings that mirror the struct (the Python
+ * front checks its copy against it). */
+size_t dt_train_result_size(void);
 
 /* Build everything (loads data, creates model, optimizer, data parallelism)
  * over o->comm. Collective over the communicator. Every output path is
@@ -232,7 +271,13 @@ int dt_trainer_usage_error(void);
  * gathered to it one tensor at a time). Collective. The file appears
  * atomically (temporary name, fsync, rename); path must be a regular file, a
  * new one or a symbolic link to a regular file (dtrain/safetensors.h:
- * special files are refused with DT_ERR_INVALID). */
+ * special files are refused with DT_ERR_INVALID). Its metadata: format
+ * "pt", model, written_by "dtrain", step, and for gpt n_layer, n_head,
+ * n_embd, block_size, vocab_size (so that --init-from needs no flag).
+ * With the trainer's save_format "hf" (gpt only; DT_ERR_INVALID otherwise)
+ * path is a directory (it must exist; dt_trainer_create makes it) that gets
+ * model.safetensors in GPT2LMHeadModel's layout (dtrain/weights.h) and then
+ * config.json, both written atomically. */
 int dt_trainer_save_model(dt_trainer *t, const char *path);
 /* Training-state checkpoint (dtrain/ckpt.h): a directory with a manifest and
  * one file per rank holding its partition [r*S, (r+1)*S) of the parameters and

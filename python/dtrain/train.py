@@ -30,7 +30,7 @@ class TrainResult(ctypes.Structure):
                 ("samples_per_s", ctypes.c_double), ("median_step_s", ctypes.c_double),
                 ("comm_hidden", ctypes.c_double), ("comm_hidden_compute", ctypes.c_double),
                 ("grad_norm", ctypes.c_double), ("test_loss", ctypes.c_double),
-                ("tokens_per_s", ctypes.c_double)]
+                ("tokens_per_s", ctypes.c_double), ("mfu", ctypes.c_double)]
 
 
 def _flag_value(v):
@@ -47,6 +47,11 @@ def fit(config=None, **flags):
     between processes as bf16, sums in f32, see dtrain/config.h)."""
     lib = _lib.ensure()
     lib.dt_train_options_size.restype = ctypes.c_size_t
+    lib.dt_train_result_size.restype = ctypes.c_size_t
+    if ctypes.sizeof(TrainResult) != lib.dt_train_result_size():
+        raise RuntimeError("train.fit: this python package's dt_train_result (%d bytes) does not match the library's "
+                           "(%d): a package of another dtrain version" % (ctypes.sizeof(TrainResult),
+                                                                       lib.dt_train_result_size()))
     lib.dt_train_options_default.argtypes = [ctypes.c_void_p]
     lib.dt_train_parse_args.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
     lib.dt_trainer_create.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]

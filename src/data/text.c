@@ -1,7 +1,7 @@
-/* src/data/text.c - byte-level text datasets: loading a file or a
- * directory, the train/validation split by position, and windows drawn as
- * a pure function of (seed, split, T, global sample index) through a keyed
- * permutation (see dtrain/text.h). */
+/* src/data/text.c - text datasets: loading a byte corpus (a file or a
+ * directory) or llm.c's token shards (data/shards.c), the train/validation
+ * split by position, and windows drawn as a pure function of (seed, split,
+ * T, global sample index) through a keyed permutation (see dtrain/text.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "data/shards.h"
 #include "dtrain/text.h"
 
 #define MAX_CORPUS ((int64_t)1 << 40)
@@ -84,12 +85,41 @@ static int list_dir(const char *dir, char ***names, int *n) {
     return rc;
 }
 
+int dt_text_is_tokens(const char *path) { return dt_shards_detect(path); }
+
+/* llm.c's token shards: the stream is the mapped files (training shards, then
+ * validation shards); split by val_fraction when no validation shard is named. */
+static int load_tokens(const char *path, double val_fraction, dt_text_dataset *out) {
+    struct dt_text_shards *sh = NULL;
+    int64_t ntrain = 0, total = 0;
+    int rc = dt_shards_open(path, &sh, &ntrain, &total);
+    if (rc) return rc;
+    const int named_val = ntrain < total;
+    const int64_t val = named_val ? total - ntrain : (int64_t)((double)total * val_fraction), train = total - val;
+    if (train < 2 || ((named_val || val_fraction > 0.0) && val < 2)) {
+        dt_shards_free(sh);
+        return DT_ERR(DT_ERR_INVALID,
+                      "token shards %s are too short: %lld tokens give a training split of %lld and a validation "
+                      "split of %lld tokens (each needs at least 2)",
+                      path, (long long)total, (long long)train, (long long)val);
+    }
+    out->shards = sh;
+    out->size = total;
+    out->train_size = train;
+    out->nfiles = sh->n;
+    out->vocab_size = DT_TEXT_GPT2_VOCAB;
+    return DT_OK;
+}
+
 int dt_text_load(const char *path, double val_fraction, dt_text_dataset *out) {
     if (!out) return DT_ERR(DT_ERR_INVALID, "out is NULL");
     memset(out, 0, sizeof *out);
     if (!path) path = DT_FORTUNES_DIR;
     if (!(val_fraction >= 0.0 && val_fraction < 1.0))
         return DT_ERR(DT_ERR_INVALID, "validation fraction %g must be in [0, 1)", val_fraction);
+    int tok = dt_shards_detect(path);
+    if (tok < 0) return tok;
+    if (tok) return load_tokens(path, val_fraction, out);
     struct stat st;
     if (stat(path, &st) != 0)
         return DT_ERR(DT_ERR_IO, "cannot read text corpus %s: %s", path, strerror(errno));
@@ -149,17 +179,19 @@ int dt_text_load(const char *path, double val_fraction, dt_text_dataset *out) {
     out->size = len;
     out->train_size = train;
     out->nfiles = nfiles;
+    out->vocab_size = 256;
     return DT_OK;
 }
 
 void dt_text_free(dt_text_dataset *ds) {
     if (!ds) return;
     free(ds->data);
+    dt_shards_free(ds->shards);
     memset(ds, 0, sizeof *ds);
 }
 
 int dt_text_split_range(const dt_text_dataset *ds, int split, int64_t *offset, int64_t *size) {
-    if (!ds || !ds->data) return DT_ERR(DT_ERR_INVALID, "dataset is NULL or not loaded");
+    if (!ds || (!ds->data && !ds->shards)) return DT_ERR(DT_ERR_INVALID, "dataset is NULL or not loaded");
     if (split != DT_TEXT_TRAIN && split != DT_TEXT_VAL)
         return DT_ERR(DT_ERR_INVALID, "split %d is not DT_TEXT_TRAIN (0) or DT_TEXT_VAL (1)",
                       split);
@@ -168,8 +200,9 @@ int dt_text_split_range(const dt_text_dataset *ds, int split, int64_t *offset, i
     return DT_OK;
 }
 
-/* The split's bytes, checked to hold windows of T. */
-static int split_for(const dt_text_dataset *ds, int split, int T, const uint8_t **base,
+/* The split's first token in the stream and its size, checked to hold
+ * windows of T. */
+static int split_for(const dt_text_dataset *ds, int split, int T, int64_t *base,
                      int64_t *size, const char *fn) {
     int64_t off = 0, sz = 0;
     int rc = dt_text_split_range(ds, split, &off, &sz);
@@ -178,9 +211,9 @@ static int split_for(const dt_text_dataset *ds, int split, int T, const uint8_t 
     if (T < 1) return dt_error(DT_ERR_INVALID, fn, "block size T=%d must be >= 1", T);
     if (sz < (int64_t)T + 1)
         return dt_error(DT_ERR_INVALID, fn,
-                        "block size T=%d needs T+1 = %lld bytes, the %s split has only %lld", T,
-                        (long long)T + 1, nm, (long long)sz);
-    if (base) *base = ds->data + off;
+                        "block size T=%d needs T+1 = %lld %s, the %s split has only %lld", T,
+                        (long long)T + 1, ds->data ? "bytes" : "tokens", nm, (long long)sz);
+    if (base) *base = off;
     if (size) *size = sz;
     return DT_OK;
 }
@@ -232,24 +265,33 @@ int dt_text_window_start(const dt_text_dataset *ds, int split, int T, uint64_t s
     return DT_OK;
 }
 
-static void copy_window(const uint8_t *p, int T, int32_t *x, int32_t *y) {
-    for (int t = 0; t < T; t++) {
-        x[t] = p[t];
-        y[t] = p[t + 1];
+/* The window of the stream's tokens [p, p + T] as x and y. */
+static int copy_window(const dt_text_dataset *ds, int64_t p, int T, int32_t *x, int32_t *y) {
+    if (ds->data) {
+        const uint8_t *b = ds->data + p;
+        for (int t = 0; t < T; t++) {
+            x[t] = b[t];
+            y[t] = b[t + 1];
+        }
+        return DT_OK;
     }
+    int rc = dt_shards_read(ds->shards, p, T, ds->vocab_size, x);
+    if (!rc) rc = dt_shards_read(ds->shards, p + T, 1, ds->vocab_size, y + T - 1);
+    for (int t = 0; !rc && t < T - 1; t++) y[t] = x[t + 1];
+    return rc;
 }
 
 int dt_text_batch(const dt_text_dataset *ds, int split, int T, uint64_t seed, uint64_t first,
                   int B, int32_t *x, int32_t *y) {
     if (!x || !y) return DT_ERR(DT_ERR_INVALID, "x or y is NULL");
     if (B < 1) return DT_ERR(DT_ERR_INVALID, "batch size B=%d must be >= 1", B);
-    const uint8_t *base = NULL;
+    int64_t base = 0;
     int rc = split_for(ds, split, T, &base, NULL, __func__);
     if (rc) return rc;
     for (int b = 0; b < B; b++) {
         int64_t s = 0;
         if ((rc = dt_text_window_start(ds, split, T, seed, first + (uint64_t)b, &s))) return rc;
-        copy_window(base + s, T, x + (size_t)b * (size_t)T, y + (size_t)b * (size_t)T);
+        if ((rc = copy_window(ds, base + s, T, x + (size_t)b * (size_t)T, y + (size_t)b * (size_t)T))) return rc;
     }
     return DT_OK;
 }
@@ -277,16 +319,15 @@ int dt_text_eval_batch(const dt_text_dataset *ds, int split, int T, int64_t firs
                        int32_t *x, int32_t *y) {
     if (!x || !y) return DT_ERR(DT_ERR_INVALID, "x or y is NULL");
     if (B < 1) return DT_ERR(DT_ERR_INVALID, "batch size B=%d must be >= 1", B);
-    const uint8_t *base = NULL;
-    int64_t sz = 0;
+    int64_t base = 0, sz = 0;
     int rc = split_for(ds, split, T, &base, &sz, __func__);
     if (rc) return rc;
     const int64_t n = (sz - 1) / T;
     if (first < 0 || first > n - B)
         return DT_ERR(DT_ERR_INVALID, "evaluation windows [%lld, %lld) outside [0, %lld)",
                       (long long)first, (long long)first + B, (long long)n);
-    for (int b = 0; b < B; b++)
-        copy_window(base + (first + b) * (int64_t)T, T, x + (size_t)b * (size_t)T,
-                    y + (size_t)b * (size_t)T);
-    return DT_OK;
+    for (int b = 0; b < B && !rc; b++)
+        rc = copy_window(ds, base + (first + b) * (int64_t)T, T, x + (size_t)b * (size_t)T,
+                         y + (size_t)b * (size_t)T);
+    return rc;
 }

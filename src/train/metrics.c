@@ -111,7 +111,8 @@ static void tb_failed(const dt_metrics *m) {
 }
 
 /* One line, compact, written and flushed at once: a full disk is noticed at
- * the record that hit it; the event likewise. */
+ * the record that hit it; the event likewise. A record longer than the stack
+ * buffer (a sample's tokens) is encoded into the heap. */
 static void end(rec *r) {
     dt_metrics *m = r->m;
     if (r->curves && TB_OK(m) && dtio_tfe_end(&m->tb)) tb_failed(m);
@@ -119,14 +120,23 @@ static void end(rec *r) {
         if (r->o) json_decref(r->o);
         return;
     }
-    char buf[2048];
-    size_t n = r->bad ? 0 : json_dumpb(r->o, buf, sizeof buf - 1, JSON_COMPACT | DTJ_REAL_DIGITS);
+    char stack[2048], *buf = stack;
+    const size_t flags = JSON_COMPACT | DTJ_REAL_DIGITS;
+    size_t n = r->bad ? 0 : json_dumpb(r->o, buf, sizeof stack - 1, flags);
+    if (n > sizeof stack - 1) {
+        buf = malloc(n + 1);
+        n = buf ? json_dumpb(r->o, buf, n, flags) : 0;
+    }
     json_decref(r->o);
-    if (n == 0) { fail(m, ENOMEM); return; }
-    if (n > sizeof buf - 1) { fail(m, EOVERFLOW); return; }
+    if (n == 0) {
+        if (buf != stack) free(buf);
+        fail(m, ENOMEM);
+        return;
+    }
     buf[n++] = '\n';
     errno = 0;
     if (fwrite(buf, 1, n, m->f) != n || fflush(m->f) != 0) fail(m, errno);
+    if (buf != stack) free(buf);
 }
 
 /* ---- the file --------------------------------------------------------------- */
@@ -227,16 +237,45 @@ void dtm_eval(dt_metrics *m, long step, int epoch, double train_loss, double tok
     end(&r);
 }
 
-void dtm_sample(dt_metrics *m, long step, const char *prompt, const char *text, size_t n, double temperature) {
+/* tokens as a JSON array of integers */
+static void field_ids(rec *r, const char *k, const int32_t *t, size_t n) {
+    if (!r->o) return; /* JSON only */
+    json_t *a = json_array();
+    r->bad |= a == NULL;
+    for (size_t i = 0; a && i < n; i++) r->bad |= json_array_append_new(a, json_integer(t[i])) != 0;
+    field(r, k, a);
+}
+
+/* tokens of a byte vocabulary as text (each token is one byte) */
+static void field_text(rec *r, const char *k, const int32_t *t, size_t n) {
+    if (!r->o) return; /* JSON only */
+    char *b = malloc(n ? n : 1);
+    if (!b) {
+        r->bad = 1;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) b[i] = (char)t[i];
+    field_bytes(r, k, b, n);
+    free(b);
+}
+
+void dtm_sample(dt_metrics *m, long step, double temperature, const int32_t *prompt, size_t np,
+                const int32_t *tokens, size_t n, int bytes) {
     if (!WRITABLE(m)) return;
     rec r;
     begin(&r, m, "sample", step, 1);
     field_int(&r, "step", step);
     field_num(&r, "temperature", "%.6g", temperature);
-    field_bytes(&r, "prompt", prompt, strlen(prompt));
-    /* the first 2048 bytes of a longer sample */
-    field_bytes(&r, "text", text, n < 2048 ? n : 2048);
-    if (n > 2048) field_int(&r, "text_bytes", (long long)n);
+    /* the first 2048 tokens of a longer sample */
+    const size_t shown = n < 2048 ? n : 2048;
+    if (bytes) {
+        field_text(&r, "prompt", prompt, np);
+        field_text(&r, "text", tokens, shown);
+        if (n > 2048) field_int(&r, "text_bytes", (long long)n);
+    }
+    field_ids(&r, "prompt_tokens", prompt, np);
+    field_ids(&r, "tokens", tokens, shown);
+    field_int(&r, "num_tokens", (long long)n);
     end(&r);
 }
 

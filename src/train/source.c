@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "core/error.h"
+#include "dtrain/text.h"
 #include "train/source.h"
 
 static int configure_sequential(dt_model_config *c, const dt_train_options *o) {
@@ -18,7 +19,10 @@ static int configure_gpt(dt_model_config *c, const dt_train_options *o) {
     if (o->n_head) c->n_head = o->n_head;
     if (o->n_embd) c->n_embd = o->n_embd;
     if (o->block_size) c->block_size = o->block_size;
-    c->vocab_size = 256; /* bytes: the text source's tokens */
+    /* the data's vocabulary unless given: bytes, or llm.c's GPT-2 tokens
+     * (--init-from replaces it with the file's, dt_trainer_init_config) */
+    if (o->vocab_size) c->vocab_size = o->vocab_size;
+    else c->vocab_size = dt_text_is_tokens(*o->data_dir ? o->data_dir : DT_FORTUNES_DIR) == 1 ? DT_TEXT_GPT2_VOCAB : 256;
     c->recompute = o->recompute;
     c->seed = o->seed;
     return DT_OK;

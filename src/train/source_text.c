@@ -30,9 +30,9 @@ static void text_close(dt_source *s) {
 
 static int text_open(const dt_source_args *a, dt_source **out) {
     const dt_train_options *o = a->o;
-    if (a->io.max_seq < 1 || a->io.num_classes != 256)
-        return DT_ERR(DT_ERR_INVALID, "the text source feeds byte-level sequence models (vocabulary 256), not "
-                      "a model with %d classes and sequence length %d", a->io.num_classes, a->io.max_seq);
+    if (a->io.max_seq < 1)
+        return DT_ERR(DT_ERR_INVALID, "the text source feeds sequence models, not a model with %d classes and no "
+                      "sequence axis", a->io.num_classes);
     dt_source *s = calloc(1, sizeof *s);
     text *d = calloc(1, sizeof *d);
     if (!s || !d) {
@@ -47,7 +47,12 @@ static int text_open(const dt_source_args *a, dt_source **out) {
     d->dp_rank = a->dp_rank;
     d->dp_size = a->dp_size;
     d->seed = o->seed;
-    int rc = dt_text_load(*o->data_dir ? o->data_dir : DT_FORTUNES_DIR, DT_TEXT_VAL_FRACTION, &d->ds);
+    const char *path = *o->data_dir ? o->data_dir : DT_FORTUNES_DIR;
+    int rc = dt_text_load(path, DT_TEXT_VAL_FRACTION, &d->ds);
+    if (!rc && d->ds.vocab_size > a->io.num_classes)
+        rc = DT_ERR(DT_ERR_INVALID, "the data %s has tokens below %d (%s), the model's vocabulary is %d: give "
+                    "--vocab-size %d (or a model of that vocabulary to --init-from)", path, d->ds.vocab_size,
+                    d->ds.data ? "bytes" : "llm.c's GPT-2 token shards", a->io.num_classes, d->ds.vocab_size);
     if (!rc) {
         d->windows = dt_text_num_windows(&d->ds, DT_TEXT_TRAIN, d->T);
         if (d->windows < 0) rc = (int)d->windows;

@@ -21,9 +21,11 @@ void dt_train_options_default(dt_train_options *o) {
     o->weight_decay = -1;
     snprintf(o->schedule, sizeof o->schedule, "const");
     o->data_dir[0] = '\0'; /* the model family's data set */
-    snprintf(o->sample_prompt, sizeof o->sample_prompt, "The ");
+    snprintf(o->sample_prompt, sizeof o->sample_prompt, "%s", DT_TRAIN_DEFAULT_PROMPT);
     o->sample_temperature = 0.8;
     o->sample_length = 200;
+    o->max_steps = -1;
+    snprintf(o->save_format, sizeof o->save_format, "dtrain");
     o->accum_steps = 1;
     o->threads = 1;
     o->dp_threads = 1;
@@ -35,19 +37,25 @@ void dt_train_options_default(dt_train_options *o) {
 }
 
 size_t dt_train_options_size(void) { return sizeof(dt_train_options); }
+size_t dt_train_result_size(void) { return sizeof(dt_train_result); }
 
 const char *dt_train_usage(void) {
     return
 "usage: dtrain-train [flags]      (launch data parallel with: mpirun -np N dtrain-train ...)\n"
 "  --model mlp|lenet|cnn|gpt  model (default lenet); classifiers train on Fashion-MNIST,\n"
-"                             gpt (a GPT-2 language model of bytes) on text\n"
+"                             gpt (a GPT-2 language model) on text bytes or llm.c token shards\n"
 "  --hidden1 N --hidden2 N    mlp: widths of fc1 and fc2 (default 1024 1024)\n"
 "  --channels1 N --channels2 N  cnn: output channels of conv1 and conv2 (default 32 64;\n"
 "                             --hidden1/--hidden2 are their deprecated names for cnn)\n"
 "  --dropout P                cnn dropout (default 0.25)\n"
 "  --preset NAME              gpt sizes: gpt-test (2 layers x 64), gpt-demo (6 x 384, the\n"
 "                             default), gpt2-124m (12 x 768); each overridable:\n"
-"  --n-layer L --n-head H --n-embd C --block-size T   (vocabulary: 256 bytes)\n"
+"  --n-layer L --n-head H --n-embd C --block-size T\n"
+"  --vocab-size V             gpt vocabulary (default: the data's: 256 for bytes, 50257 for\n"
+"                             token shards; with --init-from the file's)\n"
+"  --init-from FILE           start from the weights of a safetensors file: dtrain's --save-model,\n"
+"                             a PyTorch/nanoGPT state_dict or a Hugging Face GPT-2 model.safetensors\n"
+"                             (its config.json beside it is read); gpt sizes from the file\n"
 "  --recompute 0|1            gpt: keep only each block's input, recompute it in backward\n"
 "  --device cpu|cuda          gpt: compute on the CPU (default) or on CUDA device\n"
 "                             local_rank %% devices (model, activations, optimizer on it)\n"
@@ -55,9 +63,12 @@ const char *dt_train_usage(void) {
 "                             master weights, gradients and optimizer (default fp32)\n"
 "  --peak-tflops X            the device's peak TFLOP/s for the metrics' model FLOP\n"
 "                             utilisation (default: known GPUs' peak; cpu: none)\n"
-"  --sample-prompt TEXT       gpt: the end-of-run sample continues TEXT (default \"The \")\n"
+"  --sample-prompt TEXT       gpt: the end-of-run sample continues TEXT (default \"The \";\n"
+"                             a byte vocabulary only)\n"
+"  --sample-tokens IDS        ... or these token ids (\"50256,464\"; default for a vocabulary\n"
+"                             that is not bytes: V-1, GPT-2's <|endoftext|>)\n"
 "  --sample-temperature T     ... drawn at temperature T (default 0.8; 0 = greedy)\n"
-"  --sample-length N          ... N bytes (default 200; 0 = no sample)\n"
+"  --sample-length N          ... N tokens (default 200; 0 = no sample)\n"
 "  --epochs E                 epochs (default 10)\n"
 "  --batch-size B             batch size PER RANK (default 64); global = B x ranks x accum\n"
 "  --lr LR                    learning rate (default sgd 0.01, adam/adamw 0.001)\n"
@@ -68,13 +79,16 @@ const char *dt_train_usage(void) {
 "  --warmup-steps W           linear warm-up steps (default 0)   --min-lr LR (cosine floor)\n"
 "  --seed S                   seed for init, shuffling, dropout (default 0)\n"
 "  --data DIR|FILE            Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist);\n"
-"                             gpt: a text file or directory (default /usr/share/games/fortunes)\n"
+"                             gpt: a text file or directory (default /usr/share/games/fortunes),\n"
+"                             or llm.c token shards: a .bin file, a directory of them or a quoted\n"
+"                             glob ('dir/*.bin'; *_train_* / *_val_* name the splits)\n"
 "  --train-limit N            use the first N training images (default all); gpt: N windows per\n"
 "                             epoch (default: every window of the training split)\n"
 "  --test-limit N             use the first N test images (default all); gpt: N validation\n"
 "                             windows spread over the split (default: all, non-overlapping)\n"
 "  --eval-every K             also evaluate (and print the loss) every K steps\n"
-"  --max-steps N              stop after N optimizer steps (default: no limit)\n"
+"  --max-steps N              stop after N optimizer steps (default -1: no limit; 0: no step,\n"
+"                             only evaluate, sample and --save-model: inference, conversion)\n"
 "  --accum-steps K            micro-batches per step, accumulated without communication\n"
 "  --clip-grad-norm C         clip the global gradient L2 norm (over all shards) to C\n"
 "  --threads T                BLAS threads per process (default 1)\n"
@@ -87,7 +101,9 @@ const char *dt_train_usage(void) {
 "                             curves (tensorboard --logdir DIR)\n"
 "  --timeline FILE            Chrome trace per rank (\"%d\" in FILE becomes the rank;\n"
 "                             otherwise rank r > 0 writes FILE.r)\n"
-"  --save-model FILE          write the trained model (safetensors, state_dict names)\n"
+"  --save-model FILE|DIR      write the trained model (safetensors, state_dict names)\n"
+"  --save-format dtrain|hf    dtrain: FILE (default); hf (gpt): DIR gets model.safetensors and\n"
+"                             config.json for transformers' GPT2LMHeadModel.from_pretrained\n"
 "  --checkpoint-dir DIR       write training-state checkpoints (crash-safe) to DIR\n"
 "  --checkpoint-every K       ... every K optimizer steps (default: at the end only)\n"
 "  --resume DIR               continue from a checkpoint (any world size / ZeRO level)\n"
@@ -126,6 +142,28 @@ static int parse_choice(const char *flag, const char *v, const char *const *choi
     return DT_ERR(DT_ERR_INVALID, "flag %s: '%s' is not one of the accepted values", flag, v);
 }
 
+/* --sample-tokens: token ids separated by commas or spaces */
+static int parse_tokens(const char *flag, const char *v, dt_train_options *o) {
+    const int cap = (int)(sizeof o->sample_tokens / sizeof o->sample_tokens[0]);
+    int n = 0;
+    for (const char *p = v;;) {
+        while (*p == ',' || *p == ' ') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < 0 || x >= 1L << 24 || (*end && *end != ',' && *end != ' '))
+            return DT_ERR(DT_ERR_INVALID, "flag %s: '%s' is not a list of token ids (integers in [0, 2^24), separated "
+                          "by commas)", flag, v);
+        if (n == cap) return DT_ERR(DT_ERR_INVALID, "flag %s: more than %d token ids", flag, cap);
+        o->sample_tokens[n++] = (int32_t)x;
+        p = end;
+    }
+    if (!n) return DT_ERR(DT_ERR_INVALID, "flag %s: no token id in '%s'", flag, v);
+    o->sample_ntokens = n;
+    return DT_OK;
+}
+
 static int copy_path(const char *flag, const char *v, char *dst, size_t cap) {
     if (!*v || strlen(v) >= cap) return DT_ERR(DT_ERR_INVALID, "flag %s: path is empty or longer than %zu", flag, cap - 1);
     snprintf(dst, cap, "%s", v);
@@ -145,7 +183,9 @@ enum { G_MOMENTUM = 1, G_NESTEROV = 2, G_DROPOUT = 4, G_HIDDEN1 = 8, G_HIDDEN2 =
 #define G_GPT 2048u
 static const char *const k_gpt_flags[] = {"--preset", "--n-layer", "--n-head", "--n-embd", "--block-size",
                                           "--recompute", "--sample-prompt", "--sample-temperature",
-                                          "--sample-length", "--device", "--precision", NULL};
+                                          "--sample-length", "--vocab-size", "--sample-tokens", "--device",
+                                          "--precision", NULL};
+enum { GPT_SAMPLE_PROMPT = 6, GPT_SAMPLE_TOKENS = 10 }; /* their bits: G_GPT << i */
 
 static int gpt_flag_bit(const char *f) {
     for (int i = 0; k_gpt_flags[i]; i++)
@@ -153,8 +193,10 @@ static int gpt_flag_bit(const char *f) {
     return -1;
 }
 
-/* n_embd divisible by n_head, with the preset's sizes where no flag gives them */
+/* n_embd divisible by n_head, with the preset's sizes where no flag gives them
+ * (with --init-from the file gives the sizes: dt_trainer_create checks them) */
 static int check_gpt_sizes(const dt_train_options *o, unsigned given) {
+    if (*o->init_from) return DT_OK;
     dt_model_config c;
     int rc = dt_model_config_default(&c, *o->preset ? o->preset : "gpt");
     if (rc) return rc;
@@ -200,6 +242,8 @@ static int check_conflicts(const dt_train_options *o, unsigned given) {
     if (o->dist.zero_opt_level > 0 && !o->dist.enable_data_parallel)
         return DT_ERR(DT_ERR_INVALID, "zero_opt_level %d shards over the data-parallel ranks: it needs "
                       "enable_data_parallel (both from flags, DTRAIN_* variables or --config)", o->dist.zero_opt_level);
+    if (strcmp(o->save_format, "hf") == 0 && !*o->save_model)
+        return DT_ERR(DT_ERR_INVALID, "flag --save-format hf says how --save-model DIR is written: give --save-model");
     if (o->dist.shard_group == DT_SHARD_HOST && o->dist.zero_opt_level == 0)
         return DT_ERR(DT_ERR_INVALID, "shard_group host shards ZeRO's state per host: it needs zero_opt_level 1, 2 or 3 "
                       "(data parallelism at level 0 shards nothing; from flags, DTRAIN_* variables or --config)");
@@ -225,6 +269,11 @@ static int check_conflicts(const dt_train_options *o, unsigned given) {
         for (int g = 0; !m->gpt && k_gpt_flags[g]; g++)
             if (given & (G_GPT << g))
                 return DT_ERR(DT_ERR_INVALID, "flag %s applies to --model gpt only (model %s)", k_gpt_flags[g], m->name);
+        if (strcmp(o->save_format, "hf") == 0 && !m->gpt)
+            return DT_ERR(DT_ERR_INVALID, "flag --save-format hf: the Hugging Face layout is GPT-2's; model %s is saved "
+                          "in dtrain's (--save-format dtrain)", m->name);
+        if (m->gpt && (given & (G_GPT << GPT_SAMPLE_PROMPT)) && (given & (G_GPT << GPT_SAMPLE_TOKENS)))
+            return DT_ERR(DT_ERR_INVALID, "flags --sample-prompt and --sample-tokens both give the prompt: give one");
         if (m->gpt && (given & (G_SHUFFLE | G_DROP_LAST)))
             return DT_ERR(DT_ERR_INVALID, "flag %s: gpt trains on random text windows (a keyed permutation per "
                           "epoch, dtrain/text.h); it applies to the image data sets",
@@ -243,6 +292,7 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
     static const char *const scheds[] = {"const", "cosine", NULL};
     static const char *const devices[] = {"cpu", "cuda", NULL};
     static const char *const precisions[] = {"fp32", "bf16", NULL};
+    static const char *const formats[] = {"dtrain", "hf", NULL};
     /* pass 1: --config FILE, then the environment, so flags win */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -294,6 +344,8 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
             else if (!strcmp(f, "--precision")) rc = parse_choice(f, v, precisions, o->precision, sizeof o->precision);
             else if (!strcmp(f, "--sample-temperature")) rc = parse_double(f, v, 0, 100, &o->sample_temperature);
             else if (!strcmp(f, "--sample-length")) { rc = parse_long(f, v, 0, 1 << 20, &l); o->sample_length = (int)l; }
+            else if (!strcmp(f, "--vocab-size")) { rc = parse_long(f, v, 1, 1 << 24, &l); o->vocab_size = (int)l; }
+            else if (!strcmp(f, "--sample-tokens")) rc = parse_tokens(f, v, o);
             else if (strlen(v) >= sizeof o->sample_prompt)
                 rc = DT_ERR(DT_ERR_INVALID, "flag --sample-prompt: longer than %zu bytes", sizeof o->sample_prompt - 1);
             else snprintf(o->sample_prompt, sizeof o->sample_prompt, "%s", v);
@@ -311,7 +363,7 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
         else if (!strcmp(f, "--data")) rc = copy_path(f, v, o->data_dir, sizeof o->data_dir);
         else if (!strcmp(f, "--train-limit")) rc = parse_long(f, v, 0, 1L << 40, &o->train_limit);
         else if (!strcmp(f, "--test-limit")) rc = parse_long(f, v, 0, 1L << 40, &o->test_limit);
-        else if (!strcmp(f, "--max-steps")) rc = parse_long(f, v, 0, 1L << 40, &o->max_steps);
+        else if (!strcmp(f, "--max-steps")) rc = parse_long(f, v, -1, 1L << 40, &o->max_steps);
         else if (!strcmp(f, "--clip-grad-norm")) rc = parse_double(f, v, 0, 1e9, &o->clip_grad_norm);
         else if (!strcmp(f, "--peak-tflops")) rc = parse_double(f, v, 0, 1e6, &o->peak_tflops);
         else if (!strcmp(f, "--accum-steps")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->accum_steps = (int)l; }
@@ -324,6 +376,8 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
         else if (!strcmp(f, "--timeline")) rc = copy_path(f, v, o->timeline_path, sizeof o->timeline_path);
         else if (!strcmp(f, "--tensorboard")) rc = copy_path(f, v, o->tensorboard_dir, sizeof o->tensorboard_dir);
         else if (!strcmp(f, "--save-model")) rc = copy_path(f, v, o->save_model, sizeof o->save_model);
+        else if (!strcmp(f, "--save-format")) rc = parse_choice(f, v, formats, o->save_format, sizeof o->save_format);
+        else if (!strcmp(f, "--init-from")) rc = copy_path(f, v, o->init_from, sizeof o->init_from);
         else if (!strcmp(f, "--checkpoint-dir")) rc = copy_path(f, v, o->checkpoint_dir, sizeof o->checkpoint_dir);
         else if (!strcmp(f, "--checkpoint-every")) { rc = parse_long(f, v, 0, 1L << 40, &o->checkpoint_every); given |= G_EVERY; }
         else if (!strcmp(f, "--resume")) rc = copy_path(f, v, o->resume_dir, sizeof o->resume_dir);

@@ -137,6 +137,9 @@ int dt_trainer_check_flags(dt_trainer *t) {
     /* collective outputs: the path is rank 0's (or the same shared directory);
      * whether it is given decides the collectives every rank takes part in */
     add(&fs, "--save-model", "%s", *o->save_model ? "given" : "not given");
+    add(&fs, "--save-format", "%s", o->save_format);
+    add(&fs, "--init-from", "%s", *o->init_from ? "given" : "not given");
+    add(&fs, "--vocab-size", "%d", o->vocab_size);
     add(&fs, "--checkpoint-dir", "%s", *o->checkpoint_dir ? "given" : "not given");
     add(&fs, "--checkpoint-every", "%ld", o->checkpoint_every);
     add(&fs, "--resume", "%s", *o->resume_dir ? "given" : "not given");
@@ -196,7 +199,9 @@ int dt_trainer_check_outputs(dt_trainer *t) {
     int rc = DT_OK;
     if (t->ci.rank == 0) {
         if (!rc && *o->checkpoint_dir) rc = dt_ckpt_prepare(o->checkpoint_dir, NULL);
-        if (!rc && *o->save_model) rc = dt_st_writer_check(o->save_model);
+        if (!rc && *o->save_model)
+            rc = strcmp(o->save_format, "hf") == 0 ? dt_trainer_check_hf_dir(o->save_model)
+                                                   : dt_st_writer_check(o->save_model);
         if (!rc && (*o->json_path || *o->tensorboard_dir))
             rc = dtm_open(&t->metrics, o->json_path, o->tensorboard_dir);
     }

@@ -1,15 +1,22 @@
 /* src/train/train_ckpt.c - the trainer's checkpoints: consolidated model
- * export (safetensors) and sharded training-state checkpoints (dtrain/ckpt.h)
- * with resume at any world size and ZeRO level. */
+ * export (safetensors, dtrain's names or Hugging Face's directory) and
+ * sharded training-state checkpoints (dtrain/ckpt.h) with resume at any
+ * world size and ZeRO level. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <jansson.h>
 #include "core/device.h"
 #include "core/error.h"
 #include "dtrain/ckpt.h"
 #include "dtrain/coll.h"
 #include "dtrain/safetensors.h"
+#include "dtrain/weights.h"
+#include "io/fileio.h"
 #include "train/trainer_internal.h"
 
 /* rank 0's status and *val (may be NULL), shared with every rank (so all take
@@ -76,41 +83,87 @@ static int host_view(dt_trainer *t, const float *p, size_t n, const float **out,
 
 /* ---- consolidated model ---------------------------------------------------- */
 
-int dt_trainer_save_model(dt_trainer *t, const char *path) {
-    if (!t || !path || !*path) return DT_ERR(DT_ERR_INVALID, "trainer or path is NULL/empty");
-    int root = dt_comm_world_rank_of(t->comm, 0), me = t->ci.rank == 0;
-    int np = dt_model_num_slices(t->model), nb = dt_model_num_buffer_slices(t->model), n = np + nb;
-    dt_st_info *info = calloc((size_t)n, sizeof *info);
-    size_t maxc = 0;
-    int rc = info ? DT_OK : DT_ERR(DT_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < n && !rc; i++) {
+/* text into path atomically: a temporary beside it, fsync, rename, fsync of
+ * the directory (the safetensors writer's promise, for config.json) */
+static int write_text_atomic(const char *path, const char *text) {
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), rc = DT_OK;
+    if (fd < 0) return DT_ERR(DT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    if (dtio_write_all(fd, text, strlen(text)) || fsync(fd)) rc = DT_ERR(DT_ERR_IO, "%s: %s", tmp, strerror(errno));
+    if (close(fd) && !rc) rc = DT_ERR(DT_ERR_IO, "%s: close: %s", tmp, strerror(errno));
+    if (!rc && rename(tmp, path)) rc = DT_ERR(DT_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+    if (rc) unlink(tmp);
+    else if (dtio_fsync_dir_of(path, 0)) rc = DT_ERR(DT_ERR_IO, "%s: fsync of the directory: %s", path, strerror(errno));
+    return rc;
+}
+
+/* The model's safetensors header: its names and shapes (Hugging Face's for
+ * hf), whether each tensor is written transposed, the largest parameter
+ * slice, and the metadata (the gpt sizes, so that --init-from needs no flag). */
+static int export_layout(dt_trainer *t, int hf, dt_st_info *info, int *transpose, char (*names)[DT_SLICE_NAME_MAX],
+                         size_t *maxc, char *meta, size_t cap) {
+    const int np = dt_model_num_slices(t->model), nb = dt_model_num_buffer_slices(t->model);
+    int rc = DT_OK;
+    for (int i = 0; i < np + nb && !rc; i++) {
         const dt_param_slice *sl = i < np ? dt_model_slice(t->model, i) : dt_model_buffer_slice(t->model, i - np);
         info[i].name = sl->name;
         info[i].dtype = DT_F32;
         info[i].ndim = sl->ndim;
         for (int d = 0; d < sl->ndim; d++) info[i].shape[d] = sl->shape[d];
-        if (i < np && sl->count > maxc) maxc = sl->count;
+        if (hf && !(rc = dt_weights_hf_tensor(sl, names[i], DT_SLICE_NAME_MAX, info[i].shape, &transpose[i])))
+            info[i].name = names[i];
+        if (i < np && sl->count > *maxc) *maxc = sl->count;
     }
-    dt_st_writer *w = NULL;
-    char meta[256], step[32];
+    char step[32], mk[8][16], mv[8][24];
     snprintf(step, sizeof step, "%ld", t->step);
-    json_t *mj = json_pack("{s:s, s:s, s:s, s:s}", "format", "pt", "model", dt_model_name(t->model), "written_by", "dtrain",
-                           "step", step);
-    size_t ml = mj ? json_dumpb(mj, meta, sizeof meta - 1, 0) : 0;
+    json_t *mj = json_pack("{s:s, s:s, s:s, s:s}", "format", "pt", "model", dt_model_name(t->model), "written_by",
+                           "dtrain", "step", step);
+    for (int i = 0, nk = dt_trainer_model_meta(t, mk, mv); mj && i < nk; i++)
+        if (t->io.max_seq > 0) json_object_set_new(mj, mk[i], json_string(mv[i]));
+    size_t ml = mj ? json_dumpb(mj, meta, cap - 1, 0) : 0;
     json_decref(mj);
-    if (!ml || ml >= sizeof meta) rc = rc ? rc : DT_ERR(DT_ERR_NOMEM, "safetensors metadata: out of memory");
-    else meta[ml] = '\0';
-    if (me && !rc) rc = dt_st_writer_open(path, info, n, meta, &w);
+    if (!ml || ml >= cap) return rc ? rc : DT_ERR(DT_ERR_NOMEM, "safetensors metadata: out of memory");
+    meta[ml] = '\0';
+    return rc;
+}
+
+/* [r, c] -> [c, r] */
+static void transpose_into(const float *src, size_t r, size_t c, float *dst) {
+    for (size_t i = 0; i < r; i++)
+        for (size_t j = 0; j < c; j++) dst[j * r + i] = src[i * c + j];
+}
+
+int dt_trainer_save_model(dt_trainer *t, const char *path) {
+    if (!t || !path || !*path) return DT_ERR(DT_ERR_INVALID, "trainer or path is NULL/empty");
+    const int hf = strcmp(t->o.save_format, "hf") == 0;
+    if (hf && t->io.max_seq < 1)
+        return DT_ERR(DT_ERR_INVALID, "save_format hf: the Hugging Face layout is GPT-2's, not model %s's",
+                      dt_model_name(t->model));
+    int root = dt_comm_world_rank_of(t->comm, 0), me = t->ci.rank == 0;
+    int np = dt_model_num_slices(t->model), nb = dt_model_num_buffer_slices(t->model), n = np + nb;
+    dt_st_info *info = calloc((size_t)n, sizeof *info);
+    int *transpose = calloc((size_t)n, sizeof *transpose);
+    char(*names)[DT_SLICE_NAME_MAX] = calloc((size_t)n, sizeof *names);
+    char *file = hf ? dtio_join(path, "model.safetensors") : dtio_cat(path, "");
+    size_t maxc = 0;
+    char meta[1024];
+    int rc = info && transpose && names && file ? DT_OK : DT_ERR(DT_ERR_NOMEM, "out of memory");
+    if (!rc) rc = export_layout(t, hf, info, transpose, names, &maxc, meta, sizeof meta);
+    dt_st_writer *w = NULL;
+    if (me && !rc) rc = dt_st_writer_open(file, info, n, meta, &w);
     rc = agree(t, rc);
     /* one tensor at a time: ZeRO-3 never holds the whole model on rank 0 */
     float *buf = rc ? NULL : malloc(sizeof(float) * (maxc ? maxc : 1));
-    if (!rc && !buf) rc = DT_ERR(DT_ERR_NOMEM, "out of memory");
+    float *tbuf = rc || !hf || !me ? NULL : malloc(sizeof(float) * (maxc ? maxc : 1));
+    if (!rc && (!buf || (hf && me && !tbuf))) rc = DT_ERR(DT_ERR_NOMEM, "out of memory");
     rc = agree_all(t, rc);
     int wrc = DT_OK;
     for (int i = 0; i < np && !rc; i++) {
         const dt_param_slice *sl = dt_model_slice(t->model, i);
         rc = dt_strategy_gather(t->st, sl->offset, sl->count, buf, root);
-        if (!rc && me && !wrc) wrc = dt_st_writer_write(w, i, buf);
+        if (!rc && me && !wrc && transpose[i]) transpose_into(buf, (size_t)sl->shape[0], (size_t)sl->shape[1], tbuf);
+        if (!rc && me && !wrc) wrc = dt_st_writer_write(w, i, transpose[i] ? tbuf : buf);
     }
     for (int i = 0; i < nb && !rc && me && !wrc; i++) { /* buffers are identical on every rank */
         const dt_param_slice *sl = dt_model_buffer_slice(t->model, i);
@@ -124,10 +177,40 @@ int dt_trainer_save_model(dt_trainer *t, const char *path) {
         if (!rc && !wrc) wrc = dt_st_writer_close(w);
         else dt_st_writer_abort(w);
     }
+    if (hf && me && !rc && !wrc) { /* the config last: a directory with one is complete */
+        char *cfg = NULL, *cpath = dtio_join(path, "config.json");
+        wrc = cpath ? dt_weights_hf_config(dt_model_get_config(t->model), &cfg) : DT_ERR(DT_ERR_NOMEM, "out of memory");
+        if (!wrc) wrc = write_text_atomic(cpath, cfg);
+        free(cfg);
+        free(cpath);
+    }
     free(buf);
+    free(tbuf);
     free(info);
+    free(transpose);
+    free(names);
+    free(file);
     if (rc) return rc;
     return agree(t, wrc);
+}
+
+/* --save-format hf: the directory (created if missing) can take
+ * model.safetensors and config.json (rank 0, before training) */
+int dt_trainer_check_hf_dir(const char *dir) {
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        if (errno != ENOENT || mkdir(dir, 0755) != 0)
+            return DT_ERR(DT_ERR_IO, "--save-model %s (--save-format hf: a directory): %s", dir, strerror(errno));
+    } else if (!S_ISDIR(st.st_mode)) {
+        return DT_ERR(DT_ERR_INVALID, "--save-model %s: --save-format hf writes a directory (model.safetensors and "
+                      "config.json), and this is not one", dir);
+    }
+    char *f = dtio_join(dir, "model.safetensors"), *c = dtio_join(dir, "config.json");
+    int rc = f && c ? dt_st_writer_check(f) : DT_ERR(DT_ERR_NOMEM, "out of memory");
+    if (!rc) rc = dt_st_writer_check(c);
+    free(f);
+    free(c);
+    return rc;
 }
 
 /* ---- training-state checkpoints ---------------------------------------------- */

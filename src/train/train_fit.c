@@ -1,6 +1,7 @@
 /* src/train/train_fit.c - the training loop: optimizer steps over the data
  * source's micro-batches through the parallel strategy, periodic and
- * per-epoch evaluation, metrics, the end-of-run sample (gpt). */
+ * per-epoch evaluation (or the evaluation alone: --max-steps 0), metrics,
+ * the end-of-run export and sample (train_sample.c). */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -57,6 +58,9 @@ static int stop_agreed(dt_trainer *t, int *rc) {
     }
     return v[0] != 0;
 }
+
+/* What a token of a sequence model is: a byte (vocabulary 256) or a token. */
+static const char *unit(const dt_trainer *t) { return t->io.num_classes == 256 ? "byte" : "token"; }
 
 /* Training statistics over some steps: predictions, correct ones, loss sum. */
 typedef struct tally {
@@ -191,7 +195,7 @@ static int periodic_eval(dt_trainer *t, tally *win, double *t_win, dt_train_resu
         const int seq = t->io.max_seq > 0;
         printf("step %ld/%ld  loss %.4f%s", t->step, t->planned_steps, train_loss, seq ? "/token" : "");
         if (t->o.eval && seq)
-            printf("  val_loss %.4f (%.3f bits/byte)  val_acc %.2f%%", loss, loss / log(2.0), 100 * acc);
+            printf("  val_loss %.4f (%.3f bits/%s)  val_acc %.2f%%", loss, loss / log(2.0), unit(t), 100 * acc);
         else if (t->o.eval)
             printf("  test_loss %.4f  test_acc %.2f%%", loss, 100 * acc);
         printf("  %.0f %s/s\n", per_s, seq ? "tokens" : "samples");
@@ -203,72 +207,24 @@ static int periodic_eval(dt_trainer *t, tally *win, double *t_win, dt_train_resu
     return DT_OK;
 }
 
-/* The end-of-run sample of a generative model: its parameters gathered to
- * rank 0, which continues the prompt (collective). */
-static int sample_text(dt_trainer *t) {
-    const dt_train_options *o = &t->o;
-    if (t->io.max_seq < 1 || o->sample_length < 1) return DT_OK;
-    const int root = dt_comm_world_rank_of(t->comm, 0), me = t->ci.rank == 0, L = t->table.nlayers;
-    const size_t P = dt_model_num_params(t->model);
-    float *full = me ? malloc(P * sizeof(float)) : NULL;
-    int rc = me && !full ? DT_ERR(DT_ERR_NOMEM, "out of memory for the sample's parameters") : DT_OK;
-    rc = dt_trainer_agree_error(t, rc);
-    if (!rc) rc = dt_strategy_gather(t->st, 0, P, full, root);
-    if (rc || !me) {
-        free(full);
-        return rc;
+/* --max-steps 0: no step, the evaluation of the model as loaded (an
+ * "eval" record without a training loss). Collective. */
+static int eval_only(dt_trainer *t, dt_train_result *r) {
+    double acc = 0, loss = 0;
+    int rc = dt_trainer_evaluate(t, &acc, &loss);
+    if (rc) return rc;
+    r->test_acc = acc;
+    r->test_loss = loss;
+    if (t->ci.rank == 0 && !t->o.quiet) {
+        printf("evaluation at step %ld (--max-steps 0: no training step): ", t->step);
+        if (t->io.max_seq > 0)
+            printf("val_loss %.4f (%.3f bits/%s)  val_acc %.2f%%\n", loss, loss / log(2.0), unit(t), 100 * acc);
+        else
+            printf("test_loss %.4f  test_acc %.2f%%\n", loss, 100 * acc);
+        fflush(stdout);
     }
-    int plen = (int)strlen(o->sample_prompt), n = o->sample_length;
-    int32_t *prompt = malloc(sizeof(int32_t) * (size_t)(plen ? plen : 1)), *outb = malloc(sizeof(int32_t) * (size_t)n);
-    if (!prompt || !outb) rc = DT_ERR(DT_ERR_NOMEM, "out of memory for the sample");
-    for (int i = 0; !rc && i < plen; i++) prompt[i] = (unsigned char)o->sample_prompt[i];
-    if (!plen && prompt) prompt[0] = '\n', plen = 1;
-    /* every layer reads the full copy while generating (a device model: a
-     * copy in its memory), then its pointer is the strategy's again (set by
-     * the hooks of the next pass) */
-    float *resident = full;
-    if (!rc && dt_model_device(t->model) != DT_DEVICE_CPU) {
-        resident = NULL;
-        rc = dt_dev()->dev_alloc(P * sizeof(float), (void **)&resident);
-        if (!rc) rc = dt_model_copy_from_host(t->model, resident, full, P);
-        if (rc) {
-            char why[512];
-            snprintf(why, sizeof why, "%s", dt_last_error());
-            rc = dt_error(rc, "dtrain-train", "the sample's parameters on the device: %s", why);
-        }
-    }
-    for (int l = 0; !rc && l < L; l++)
-        if (t->l_cnt[l]) rc = dt_model_set_layer_params(t->model, l, resident + t->l_off[l]);
-    if (!rc) rc = dt_model_generate(t->model, prompt, plen, n, (float)o->sample_temperature, o->seed, outb);
-    for (int l = 0; l < L; l++)
-        if (t->l_cnt[l]) dt_model_set_layer_params(t->model, l, NULL);
-    if (resident && resident != full) dt_dev()->dev_free(resident);
-    if (!rc) {
-        char *txt = malloc((size_t)n + 1);
-        if (!txt) rc = DT_ERR(DT_ERR_NOMEM, "out of memory for the sample");
-        for (int i = 0; txt && i < n; i++) txt[i] = (char)outb[i];
-        if (txt) {
-            txt[n] = '\0';
-            if (!o->quiet) {
-                printf("sample (prompt \"%s\", temperature %g, %d bytes, seed %llu):\n%s", o->sample_prompt,
-                       o->sample_temperature, n, (unsigned long long)o->seed, o->sample_prompt);
-                /* control bytes other than newline and tab shown as '?' (the
-                 * JSON record has every byte) */
-                for (int i = 0; i < n; i++) {
-                    unsigned char c = (unsigned char)txt[i];
-                    putchar((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? '?' : c);
-                }
-                printf("\n");
-                fflush(stdout);
-            }
-            dtm_sample(&t->metrics, t->step, o->sample_prompt, txt, (size_t)n, o->sample_temperature);
-            free(txt);
-        }
-    }
-    free(prompt);
-    free(outb);
-    free(full);
-    return rc;
+    dtm_eval(&t->metrics, t->step, t->epoch, NAN, 0, 1, loss, acc);
+    return DT_OK;
 }
 
 /* The end of a run: the JSON lines file and this rank's timeline are closed
@@ -296,7 +252,7 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
     int rc = DT_OK;
     tally win = {0, 0, 0};
     double t_win = dt_trace_now_us();
-    for (int e = t->epoch; e < o->epochs && (o->max_steps <= 0 || t->step < o->max_steps); e++) {
+    for (int e = t->epoch; e < o->epochs && (o->max_steps < 0 || t->step < o->max_steps); e++) {
         t->epoch = e;
         t->epoch_over = 0;
         /* resumed mid-epoch: at that sample, in this run's layout */
@@ -309,7 +265,7 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
         int epoch_complete = 0;
         long done = 0;
         for (;;) {
-            if (o->max_steps > 0 && t->step >= o->max_steps) break;
+            if (o->max_steps >= 0 && t->step >= o->max_steps) break;
             if (stop_agreed(t, &rc)) {
                 if (rc) return rc;
                 if (bar) printf("\n");
@@ -349,9 +305,11 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
         if (bar) printf("\n");
         if (rank0 && !o->quiet) {
             if (seq) {
-                printf("epoch %d/%d  loss %.4f/token (= per byte)  %.0f tokens/s", e + 1, o->epochs, r.last_loss,
+                printf("epoch %d/%d  loss %.4f/token%s  %.0f tokens/s", e + 1, o->epochs, r.last_loss,
+                       t->io.num_classes == 256 ? " (= per byte)" : "",
                        r.tokens_per_s);
-                if (o->eval) printf("  val_loss %.4f (%.3f bits/byte)  val_acc %.2f%%", tl, tl / log(2.0), 100 * r.test_acc);
+                if (o->eval)
+                    printf("  val_loss %.4f (%.3f bits/%s)  val_acc %.2f%%", tl, tl / log(2.0), unit(t), 100 * r.test_acc);
             } else {
                 printf("epoch %d/%d  loss %.4f  train_acc %.2f%%  %.0f samples/s", e + 1, o->epochs, r.last_loss,
                        100 * r.train_acc, r.samples_per_s);
@@ -365,12 +323,13 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
     }
     r.steps = t->step;
     if ((*o->checkpoint_dir || *o->save_model) && (rc = check_finite(t))) return rc;
+    if (o->max_steps == 0 && o->eval && (rc = eval_only(t, &r))) return rc;
     if (*o->checkpoint_dir && (o->checkpoint_every <= 0 || t->step % o->checkpoint_every != 0)) {
         /* the final state */
         if ((rc = dt_trainer_save_checkpoint(t, o->checkpoint_dir))) return rc;
     }
     if (*o->save_model && (rc = dt_trainer_save_model(t, o->save_model))) return rc;
-    if ((rc = sample_text(t))) return rc;
+    if ((rc = dt_trainer_sample(t))) return rc;
     if (t->nstep_s) {
         double *s = malloc(sizeof(double) * (size_t)t->nstep_s);
         if (s) {

@@ -12,6 +12,7 @@
 #include "dtrain/reliability.h"
 #include "dtrain/trace.h"
 #include "dtrain/train.h"
+#include "dtrain/weights.h"
 #include "train/dp_threads.h"
 #include "dtrain/zero.h"
 #include "train/trainer_internal.h"
@@ -134,7 +135,7 @@ static int setup_schedule(dt_trainer *t) {
     const dt_train_options *o = &t->o;
     long per_epoch = (long)(t->src->ops->batches_left(t->src) / o->accum_steps);
     long total = per_epoch * o->epochs;
-    if (o->max_steps > 0 && o->max_steps < total) total = o->max_steps;
+    if (o->max_steps >= 0 && o->max_steps < total) total = o->max_steps;
     t->planned_steps = total;
     if (strcmp(o->schedule, "cosine") == 0) {
         t->sched.decay = DT_LR_COSINE;
@@ -163,6 +164,7 @@ static int setup_model(dt_trainer *t) {
     int rc = dt_model_config_default(&mc, dt_train_model_name(&t->o));
     if (!rc) rc = t->fam->configure(&mc, &t->o);
     if (!rc) rc = setup_device(t, &mc.device, &mc.precision);
+    if (!rc && *t->o.init_from) rc = dt_trainer_init_config(t, &mc); /* the file's sizes */
     /* a size that cannot make a model is the flags' fault: exit 2 */
     if (!rc && (rc = dt_model_create(&mc, &t->model))) return rc == DT_ERR_INVALID ? dt_trainer_mark_input(rc) : rc;
     if (!rc) rc = dt_model_seed_dropout(t->model, t->o.seed * 1000003ull + (uint64_t)t->ci.rank);
@@ -196,6 +198,23 @@ static int setup_buffers(dt_trainer *t) {
             (rc = dt_model_activation_bytes(t->model, o->batch_size, T, 1, &t->act_bytes[1])))
             return rc;
     }
+    return DT_OK;
+}
+
+/* The end-of-run sample's prompt fits the vocabulary: text is bytes (256);
+ * token ids below it (input errors: exit 2). */
+static int check_sample(dt_trainer *t) {
+    const dt_train_options *o = &t->o;
+    if (t->io.max_seq < 1 || o->sample_length < 1) return DT_OK;
+    const int V = t->io.num_classes;
+    for (int i = 0; i < o->sample_ntokens; i++)
+        if (o->sample_tokens[i] < 0 || o->sample_tokens[i] >= V)
+            return dt_trainer_mark_input(DT_ERR(DT_ERR_INVALID, "--sample-tokens: token %d at position %d of the prompt "
+                                                "is outside the vocabulary of %d", o->sample_tokens[i], i + 1, V));
+    if (V != 256 && !o->sample_ntokens && strcmp(o->sample_prompt, DT_TRAIN_DEFAULT_PROMPT) != 0)
+        return dt_trainer_mark_input(DT_ERR(DT_ERR_INVALID, "--sample-prompt is text, but the vocabulary of %d tokens is "
+                                            "not bytes (dtrain has no tokenizer): give the prompt's token ids with "
+                                            "--sample-tokens", V));
     return DT_OK;
 }
 
@@ -253,6 +272,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     if (!t) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     t->cuda_dev = -1;
     t->o = *o;
+    t->grad_norm = -1; /* until a step computes it */
     t->comm = o->comm ? o->comm : dt_comm_world();
     int rc = dt_comm_info_get(t->comm, &t->ci);
     if (rc) { free(t); return rc; }
@@ -270,6 +290,8 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     /* every rank builds the same model: one failing (out of memory) ends all */
     rc = setup_model(t);
     if (!rc) rc = build_table(t);
+    if (!rc && t->init) rc = dt_trainer_init_weights(t); /* --init-from: before the strategy takes the model */
+    if (!rc) rc = check_sample(t);
     FAIL(dt_trainer_agree_error(t, rc));
     FAIL(setup_optimizer(t)); /* the strategy: DDP, ZeRO or none, and the optimizer */
 
@@ -311,6 +333,7 @@ void dt_trainer_free(dt_trainer *t) {
     dt_dp_threads_free(t->dpt); /* its replicas read the strategy's parameters: before the strategy */
     dt_strategy_free(t->st);
     dt_model_free(t->model);
+    dt_weights_close(t->init);
     if (t->src) t->src->ops->close(t->src);
     dt_mem_add(DT_MEM_ACTIVATIONS, -t->mem_act);
     dt_mem_add(DT_MEM_PARAMS, -t->mem_compute);

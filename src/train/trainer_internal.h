@@ -21,6 +21,7 @@ struct dt_trainer {
     long long step_tokens;   /* predictions of one optimizer step over all ranks (gpt: tokens) */
     double flops_per_token;  /* gpt: 6P + 12 L C T (forward and backward); 0 for classifiers */
     double peak_flops;       /* all data-parallel ranks' devices' peak FLOP/s; 0: unknown (no mfu) */
+    struct dt_weights *init; /* --init-from's file while the trainer is set up; NULL otherwise */
     dt_model_io io;
     int positions;           /* predictions per sample: max(1, io.max_seq) */
     dt_source *src;          /* the training and evaluation data */
@@ -72,6 +73,24 @@ int dt_trainer_check_flags(dt_trainer *t);
 int dt_trainer_check_data(dt_trainer *t);
 int dt_trainer_check_resumed(dt_trainer *t);
 int dt_trainer_check_outputs(dt_trainer *t);
+/* train_ckpt.c: --save-format hf's directory exists (created if missing)
+ * and can take model.safetensors and config.json. */
+int dt_trainer_check_hf_dir(const char *dir);
+/* train_init.c, --init-from (dtrain/train.h, INIT FROM): open the file and
+ * take the model's sizes from it (gpt; flags that contradict it refused);
+ * then, once the model exists, its parameters read into the model (through
+ * dt_trainer_set_params) and the file closed. Input errors are marked. */
+int dt_trainer_init_config(dt_trainer *t, dt_model_config *mc);
+int dt_trainer_init_weights(dt_trainer *t);
+/* train_init.c: write a full parameter vector (host floats, layout order)
+ * and the buffers into the model, before the strategy exists: the one
+ * place that does (where a device model uploads). */
+int dt_trainer_set_params(dt_trainer *t, const float *params, const float *buffers);
+/* train_sample.c: the end-of-run sample of a generative model (gpt): the
+ * parameters gathered to rank 0, which continues the prompt, prints the
+ * text (a byte vocabulary) or the token ids, and writes the JSON record.
+ * Collective. */
+int dt_trainer_sample(dt_trainer *t);
 /* trainer.c: where the run is: the epoch and the samples of its global order
  * consumed (the start of the next epoch once one is complete). */
 void dt_trainer_position(const dt_trainer *t, uint64_t *epoch, uint64_t *samples);

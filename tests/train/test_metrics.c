@@ -91,7 +91,8 @@ int main(void) {
     CHECK(dtm_is_open(&m), "open");
     CHECK_OK(dtm_close(&m));
     const char *want =
-        "{\"type\":\"step\",\"step\":1,\"epoch\":0,\"epoch_pos\":64,\"loss\":2.3012135,\"lr\":0.00100000005,\"time_s\":0.000781}\n"
+        "{\"type\":\"step\",\"step\":1,\"epoch\":0,\"epoch_pos\":64,\"loss\":2.3012135,\"lr\":0.00100000005,\"time_s\":0.000781,"
+        "\"tokens_per_s\":327680.0}\n"
         "{\"type\":\"step\",\"step\":2,\"epoch\":0,\"epoch_pos\":128,\"loss\":null,\"lr\":null,\"time_s\":12.5,\"grad_norm\":0.5,\"tokens_per_s\":5.1,\"mfu\":0.4512}\n"
         "{\"type\":\"epoch\",\"epoch\":0,\"steps\":16,\"loss\":1.25,\"train_acc\":0.5,\"samples_per_s\":1234.6,"
         "\"tokens_per_s\":1234.6,\"time_s\":2.0,\"test_loss\":0.75,\"test_acc\":1.0}\n"
@@ -117,14 +118,33 @@ int main(void) {
     CHECK(strcmp(got, wantm) == 0, "memory record:\n%s\nwant:\n%s", got, wantm);
     /* the sample record: any bytes, each read as the code point of its value */
     CHECK_OK(dtm_open(&m, g_path, NULL));
-    dtm_sample(&m, 7, "Q: \"x\"", "caf\xe9\n\x01\\", 8, 0.8); /* 8: with the terminating NUL */
+    const int32_t prompt[] = {'Q', ':', ' ', '"', 'x', '"'}, text[] = {'c', 'a', 'f', 0xe9, '\n', 1, '\\', 0};
+    dtm_sample(&m, 7, 0.8, prompt, 6, text, 8, 1);
+    const int32_t ids[] = {50256, 464, 0};
+    dtm_sample(&m, 9, 0, ids, 1, ids + 1, 2, 0); /* a vocabulary that is not bytes: ids only */
     dtm_memory(&m, 3, "end", 10, 1, 0, 4096, 1024);
     CHECK_OK(dtm_close(&m));
     got = slurp();
     CHECK(strstr(got, "{\"type\":\"sample\",\"step\":7,\"temperature\":0.8,\"prompt\":\"Q: \\\"x\\\"\","
-                      "\"text\":\"caf\xc3\xa9\\n\\u0001\\\\\\u0000\"}\n") == got, "sample record:\n%s", got);
+                      "\"text\":\"caf\xc3\xa9\\n\\u0001\\\\\\u0000\",\"prompt_tokens\":[81,58,32,34,120,34],"
+                      "\"tokens\":[99,97,102,233,10,1,92,0],\"num_tokens\":8}\n"
+                      "{\"type\":\"sample\",\"step\":9,\"temperature\":0.0,\"prompt_tokens\":[50256],"
+                      "\"tokens\":[464,0],\"num_tokens\":2}\n") == got, "sample records:\n%s", got);
     CHECK(strstr(got, ",\"activations_recompute_off\":4096,\"activations_recompute_on\":1024}\n") != NULL,
           "memory record with activations:\n%s", got);
+    /* a record longer than the stack buffer: the first 2048 tokens, the count */
+    int32_t *many = malloc(3000 * sizeof *many);
+    for (int i = 0; many && i < 3000; i++) many[i] = 50000 + i % 7;
+    CHECK_OK(dtm_open(&m, g_path, NULL));
+    if (many) dtm_sample(&m, 3, 1.0, ids, 1, many, 3000, 0);
+    CHECK_OK(dtm_close(&m));
+    free(many);
+    got = slurp();
+    const char *tail = strstr(got, ",50003],\"num_tokens\":3000}\n");
+    int commas = 0;
+    for (const char *p = got; *p; p++) commas += *p == ',';
+    CHECK(tail && strchr(tail + 1, '\n') == tail + strlen(tail) - 1 && commas == 2047 + 5,
+          "a long sample record: one line, 2048 tokens (%d commas):\n%.200s...", commas, got);
     check_values();
     /* the TensorBoard records' checksum: CRC32C's check value, and TFRecord's mask */
     CHECK(dtio_crc32c(0, "123456789", 9) == 0xE3069283u, "crc32c check value");

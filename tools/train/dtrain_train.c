@@ -50,9 +50,10 @@ int main(int argc, char **argv) {
                o.batch_size * ci.size * o.accum_steps, o.optimizer, o.epochs, (unsigned long long)o.seed, cfg);
         const dt_model_config *mc = dt_model_get_config(m);
         if (mc && mc->n_layer > 0)
-            printf("gpt: %d layers, %d heads, width %d, block size %d, vocabulary %d (bytes), recompute %d; "
+            printf("gpt: %d layers, %d heads, width %d, block size %d, vocabulary %d (%s), recompute %d; "
                    "a step trains %d tokens\n", mc->n_layer, mc->n_head, mc->n_embd, mc->block_size, mc->vocab_size,
-                   mc->recompute, o.batch_size * ci.size * o.accum_steps * mc->block_size);
+                   mc->vocab_size == 256 ? "bytes" : "tokens", mc->recompute,
+                   o.batch_size * ci.size * o.accum_steps * mc->block_size);
         fflush(stdout);
     }
     if (!rc && !o.quiet) dt_trainer_print_memory(t, stdout, "start");
@@ -60,17 +61,29 @@ int main(int argc, char **argv) {
     if (!rc) rc = dt_trainer_fit(t, &r);
     if (!rc && !o.quiet) dt_trainer_print_memory(t, stdout, "end");
     const int usage = rc && dt_trainer_usage_error(); /* before anything else can fail */
-    if (!rc && ci.rank == 0 && !o.quiet && r.epochs == 0) {
+    const dt_model_config *mc = rc ? NULL : dt_model_get_config(dt_trainer_model(t));
+    const int gpt = mc && mc->n_layer > 0;
+    const char *unit = gpt && mc->vocab_size == 256 ? "byte" : "token";
+    if (!rc && ci.rank == 0 && !o.quiet && o.max_steps == 0) {
+        /* inference: the evaluation and the sample of the model as loaded */
+        printf("done: no training step (--max-steps 0)");
+        if (r.test_acc >= 0 && gpt)
+            printf(", validation loss %.4f (%.3f bits/%s), accuracy %.2f%%", r.test_loss, r.test_loss / 0.6931471805599453,
+                   unit, 100 * r.test_acc);
+        else if (r.test_acc >= 0)
+            printf(", test loss %.4f, test acc %.2f%%", r.test_loss, 100 * r.test_acc);
+        printf("\n");
+    } else if (!rc && ci.rank == 0 && !o.quiet && r.epochs == 0) {
         /* resumed from a checkpoint that is already where the flags end */
         printf("done: nothing to train: the run is already at step %ld (--epochs %d", r.steps, o.epochs);
         if (o.max_steps > 0) printf(", --max-steps %ld", o.max_steps);
         printf(" reached); raise --epochs or --max-steps to train further\n");
     } else if (!rc && ci.rank == 0 && !o.quiet) {
-        const dt_model_config *mc = dt_model_get_config(dt_trainer_model(t));
-        if (mc && mc->n_layer > 0) {
-            printf("done: %ld steps, final train loss %.4f per token (= per byte), %.0f tokens/s", r.steps,
-                   r.last_loss, r.tokens_per_s);
-            if (r.test_acc >= 0) printf(", validation loss %.4f (%.3f bits/byte)", r.test_loss, r.test_loss / 0.6931471805599453);
+        if (gpt) {
+            printf("done: %ld steps, final train loss %.4f per token%s, %.0f tokens/s", r.steps, r.last_loss,
+                   mc->vocab_size == 256 ? " (= per byte)" : "", r.tokens_per_s);
+            if (r.test_acc >= 0)
+                printf(", validation loss %.4f (%.3f bits/%s)", r.test_loss, r.test_loss / 0.6931471805599453, unit);
         } else {
             printf("done: %ld steps, final train loss %.4f, train acc %.2f%%", r.steps, r.last_loss, 100 * r.train_acc);
             if (r.test_acc >= 0) printf(", test acc %.2f%%", 100 * r.test_acc);

@@ -1,0 +1,531 @@
+/* tests/nn/test_weights.c - a model's weights from other tools' files
+ * (dtrain/weights.h). The test writes each producer's layout itself from a
+ * dtrain model's parameters (dt_st_save): dtrain's own (names, metadata),
+ * nanoGPT's state_dict (with the tied lm_head.weight), Hugging Face's
+ * GPT2Model / GPT2LMHeadModel (Conv1D matrices [in, out], names without or
+ * with "transformer.", the attn.bias / attn.masked_bias buffers, a
+ * config.json beside the file), F16 / BF16 / F64 storage. Each is read into
+ * a model with other values and must give the writer's parameters (bit for
+ * bit from F32 and F64, the rounded values from F16 / BF16), and the sizes
+ * the shapes and config.json say. Every refusal is checked with its status
+ * and the message naming the tensor or option. The Hugging Face export's
+ * names, shapes and config.json are read back by the same reader. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "dtrain/dtype.h"
+#include "dtrain/model.h"
+#include "dtrain/safetensors.h"
+#include "dtrain/weights.h"
+#include "testutil.h"
+
+#define L 2
+#define NH 4
+#define C 16
+#define T 8
+#define V 40
+
+static char g_dir[256];
+
+static const char *path(const char *name) {
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
+    return buf[k];
+}
+
+static dt_model *gpt(uint64_t seed, int block) {
+    dt_model_config c;
+    dt_model_config_default(&c, "gpt");
+    c.n_layer = L, c.n_head = NH, c.n_embd = C, c.block_size = block, c.vocab_size = V, c.seed = seed;
+    dt_model *m = NULL;
+    CHECK_OK(dt_model_create(&c, &m));
+    return m;
+}
+
+static int conv1d(const char *name) {
+    const char *k[] = {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"};
+    for (int i = 0; i < 4; i++)
+        if (strstr(name, k[i])) return 1;
+    return 0;
+}
+
+/* How a producer writes the model. */
+typedef struct layout {
+    int hf;              /* Conv1D matrices, transposed */
+    int unprefixed;      /* names without "transformer." (GPT2Model) */
+    dt_dtype dtype;      /* F32, F64, F16, BF16 (I32: every tensor, to be refused) */
+    int head;            /* 1: lm_head.weight = wte; 2: lm_head.weight differs */
+    int masks;           /* HF's h.<i>.attn.bias and h.<i>.attn.masked_bias */
+    const char *drop;    /* a parameter left out */
+    const char *extra;   /* an extra tensor [V] of this name */
+    const char *reshape; /* this tensor written with one row more */
+    const char *meta;    /* __metadata__ JSON or NULL */
+} layout;
+
+#define MAXT 64
+
+/* Writes m's parameters as `lay` says to file; returns 0 or a status. */
+static int write_model(const char *file, dt_model *m, layout lay) {
+    dt_st_info ts[MAXT];
+    void *bufs[MAXT] = {0};
+    char names[MAXT][96];
+    int n = 0;
+    const float *p = dt_model_params(m);
+    const size_t esz = lay.dtype == DT_F64 ? 8 : lay.dtype == DT_F32 || lay.dtype == DT_I32 ? 4 : 2;
+    for (int i = 0; i < dt_model_num_slices(m) + (lay.head ? 1 : 0); i++) {
+        const int head = i == dt_model_num_slices(m);
+        const dt_param_slice *sl = dt_model_slice(m, head ? 0 : i); /* the head: wte's values */
+        if (lay.drop && !head && strcmp(sl->name, lay.drop) == 0) continue;
+        const char *nm = head ? "lm_head.weight" : sl->name;
+        if (lay.unprefixed && !strncmp(nm, "transformer.", 12)) nm += 12;
+        snprintf(names[n], sizeof names[n], "%s", nm);
+        const int tr = lay.hf && !head && conv1d(sl->name);
+        dt_st_info *t = &ts[n];
+        t->name = names[n];
+        t->dtype = lay.dtype;
+        t->ndim = sl->ndim;
+        t->shape[0] = tr ? sl->shape[1] : sl->shape[0];
+        t->shape[1] = tr ? sl->shape[0] : sl->shape[1];
+        size_t count = sl->count;
+        if (lay.reshape && !head && strcmp(sl->name, lay.reshape) == 0) {
+            t->shape[0] += 1;
+            count += sl->ndim == 2 ? (size_t)t->shape[1] : 1;
+        }
+        char *b = calloc(count, esz);
+        for (size_t e = 0; e < sl->count; e++) {
+            size_t dst = e;
+            if (tr) { /* model [r, c] at (e / c, e % c) -> stored [c, r] */
+                const size_t r = (size_t)sl->shape[0], c = (size_t)sl->shape[1];
+                dst = (e % c) * r + e / c;
+            }
+            float v = p[sl->offset + e] + (head && lay.head == 2 && e == 3 ? 1.0f : 0.0f);
+            if (lay.dtype == DT_F32) ((float *)b)[dst] = v;
+            else if (lay.dtype == DT_F64) ((double *)b)[dst] = v;
+            else if (lay.dtype == DT_F16) ((uint16_t *)b)[dst] = dt_f32_to_f16(v);
+            else if (lay.dtype == DT_BF16) ((uint16_t *)b)[dst] = dt_f32_to_bf16(v);
+            else ((int32_t *)b)[dst] = (int32_t)v;
+        }
+        t->data = bufs[n] = b;
+        n++;
+    }
+    for (int l = 0; lay.masks && l < L; l++) {
+        snprintf(names[n], sizeof names[n], "%sh.%d.attn.bias", lay.unprefixed ? "" : "transformer.", l);
+        float *mask = calloc(T * T, sizeof(float));
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j <= i; j++) mask[i * T + j] = 1;
+        ts[n] = (dt_st_info){.name = names[n], .dtype = DT_F32, .ndim = 4, .shape = {1, 1, T, T}, .data = mask};
+        bufs[n++] = mask;
+        snprintf(names[n], sizeof names[n], "%sh.%d.attn.masked_bias", lay.unprefixed ? "" : "transformer.", l);
+        float *mb = malloc(sizeof(float));
+        *mb = -1e4f;
+        ts[n] = (dt_st_info){.name = names[n], .dtype = DT_F32, .ndim = 0, .data = mb};
+        bufs[n++] = mb;
+    }
+    if (lay.extra) {
+        snprintf(names[n], sizeof names[n], "%s", lay.extra);
+        float *e = calloc(V, sizeof(float));
+        ts[n] = (dt_st_info){.name = names[n], .dtype = DT_F32, .ndim = 1, .shape = {V}, .data = e};
+        bufs[n++] = e;
+    }
+    int rc = dt_st_save(file, ts, n, lay.meta);
+    for (int i = 0; i < n; i++) free(bufs[i]);
+    return rc;
+}
+
+static void put(const char *file, const char *text) {
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL, "create %s", file);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A directory name under g_dir holding model.safetensors and, if cfg, config.json. */
+static const char *case_dir(const char *name, const char *cfg) {
+    static char d[512];
+    snprintf(d, sizeof d, "%s/%s", g_dir, name);
+    mkdir(d, 0755);
+    char c[600];
+    snprintf(c, sizeof c, "%s/config.json", d);
+    if (cfg) put(c, cfg);
+    else remove(c);
+    static char f[600];
+    snprintf(f, sizeof f, "%s/model.safetensors", d);
+    return f;
+}
+
+/* Reads file into a model of other values; 1 if it then holds want's parameters. */
+static int reads_back(const char *file, dt_model *want, int *status) {
+    dt_model *m = gpt(99, T);
+    dt_weights *w = NULL;
+    const size_t P = dt_model_num_params(m);
+    float *p = calloc(P, sizeof(float));
+    int rc = dt_weights_open(file, &w);
+    if (!rc) rc = dt_weights_read(w, m, p, NULL);
+    int same = !rc && memcmp(p, dt_model_params(want), P * sizeof(float)) == 0;
+    if (status) *status = rc;
+    else CHECK_OK(rc);
+    dt_weights_close(w);
+    free(p);
+    dt_model_free(m);
+    return same;
+}
+
+static dt_weights_gpt arch_of(const char *file, int *status) {
+    dt_weights_gpt a;
+    memset(&a, 0, sizeof a);
+    dt_weights *w = NULL;
+    int rc = dt_weights_open(file, &w);
+    if (!rc) rc = dt_weights_gpt_arch(w, &a);
+    *status = rc;
+    dt_weights_close(w);
+    return a;
+}
+
+#define HF_CONFIG "{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_head\": 4, \"n_embd\": 16, \"n_positions\": 8, " \
+                  "\"vocab_size\": 40, \"activation_function\": \"gelu_new\", \"layer_norm_epsilon\": 1e-05, "   \
+                  "\"n_inner\": null, \"scale_attn_weights\": true, \"tie_word_embeddings\": true"
+
+static void test_producers(dt_model *m) {
+    int rc;
+    /* dtrain's own: names, metadata */
+    const char *f = case_dir("dtrain", NULL);
+    CHECK_OK(write_model(f, m, (layout){.dtype = DT_F32, .meta = "{\"written_by\":\"dtrain\",\"n_head\":\"4\"}"}));
+    dt_weights_gpt a = arch_of(f, &rc);
+    CHECK(!rc && a.n_layer == L && a.n_head == NH && a.n_embd == C && a.block_size == T && a.vocab_size == V &&
+              !a.conv1d && a.prefixed && !a.has_config, "dtrain's sizes (rc %d: %s)", rc, dt_last_error());
+    CHECK(reads_back(f, m, NULL), "dtrain's file: the same parameters");
+    /* nanoGPT: the tied head stored too, no metadata: n_head unknown */
+    f = case_dir("nanogpt", NULL);
+    CHECK_OK(write_model(f, m, (layout){.dtype = DT_F32, .head = 1}));
+    a = arch_of(f, &rc);
+    CHECK(!rc && a.n_head == 0 && !a.conv1d, "nanoGPT: no n_head");
+    CHECK(reads_back(f, m, NULL), "nanoGPT's state_dict with lm_head.weight");
+    /* Hugging Face GPT2Model: no prefix, Conv1D, the buffers, config.json */
+    f = case_dir("hf", HF_CONFIG "}");
+    CHECK_OK(write_model(f, m, (layout){.hf = 1, .unprefixed = 1, .dtype = DT_F32, .masks = 1}));
+    a = arch_of(f, &rc);
+    CHECK(!rc && a.conv1d && !a.prefixed && a.has_config && a.n_head == NH && a.n_layer == L,
+          "HF: Conv1D, unprefixed, config.json (rc %d: %s)", rc, dt_last_error());
+    CHECK(reads_back(f, m, NULL), "HF GPT2Model: the same parameters");
+    /* GPT2LMHeadModel: prefixed, F64 (exact), no config */
+    f = case_dir("hf_lm", NULL);
+    CHECK_OK(write_model(f, m, (layout){.hf = 1, .dtype = DT_F64, .masks = 1}));
+    a = arch_of(f, &rc);
+    CHECK(!rc && a.conv1d && a.prefixed && !a.has_config && !a.n_head, "GPT2LMHeadModel without config.json");
+    CHECK(reads_back(f, m, NULL), "F64: the same parameters");
+    /* F16 and BF16: the rounded values */
+    for (int k = 0; k < 2; k++) {
+        f = case_dir(k ? "bf16" : "f16", NULL);
+        CHECK_OK(write_model(f, m, (layout){.hf = 1, .dtype = k ? DT_BF16 : DT_F16}));
+        dt_model *r = gpt(99, T);
+        const size_t P = dt_model_num_params(r);
+        float *p = calloc(P, sizeof(float));
+        dt_weights *w = NULL;
+        CHECK_OK(dt_weights_open(f, &w));
+        CHECK_OK(dt_weights_read(w, r, p, NULL));
+        int ok = 1;
+        for (size_t i = 0; i < P; i++) {
+            float v = dt_model_params(m)[i];
+            ok &= p[i] == (k ? dt_bf16_to_f32(dt_f32_to_bf16(v)) : dt_f16_to_f32(dt_f32_to_f16(v)));
+        }
+        CHECK(ok, "%s: every value rounded once", k ? "BF16" : "F16");
+        dt_weights_close(w);
+        free(p);
+        dt_model_free(r);
+    }
+}
+
+/* file written as lay (and config.json), then read: the status and message */
+static void refused(const char *name, dt_model *m, layout lay, const char *cfg, int st, const char *msg) {
+    const char *f = case_dir(name, cfg);
+    CHECK_OK(write_model(f, m, lay));
+    int rc;
+    dt_clear_error();
+    reads_back(f, m, &rc);
+    CHECK(rc == st && strstr(dt_last_error(), msg), "%s: %s (want %s), '%s' (want '%s')", name, dt_status_str(rc),
+          dt_status_str(st), dt_last_error(), msg);
+}
+
+static void test_refusals(dt_model *m) {
+    const layout hf = {.hf = 1, .unprefixed = 1, .dtype = DT_F32};
+    layout x = hf;
+    x.drop = "transformer.h.1.mlp.c_fc.bias";
+    refused("missing", m, x, NULL, DT_ERR_MISMATCH, "has no tensor h.1.mlp.c_fc.bias: the model gpt needs it (shape [64])");
+    x = hf;
+    x.reshape = "transformer.h.0.mlp.c_proj.weight";
+    refused("shape", m, x, NULL, DT_ERR_MISMATCH,
+            "has shape [65, 16], the model needs [64, 16] (Hugging Face's Conv1D layout [in, out])");
+    x = hf;
+    x.extra = "lm_head.bias";
+    refused("head_bias", m, x, NULL, DT_ERR_UNSUPPORTED,
+            "holds tensor lm_head.bias [40], which the model gpt does not have (a bias GPT-2 has not)");
+    x = hf;
+    x.extra = "h.0.attn.q_proj.weight";
+    refused("extra", m, x, NULL, DT_ERR_UNSUPPORTED, "holds tensor h.0.attn.q_proj.weight [40], which the model gpt");
+    x = hf;
+    x.head = 2;
+    refused("untied", m, x, NULL, DT_ERR_UNSUPPORTED, "an untied LM head is not supported");
+    x = hf;
+    x.dtype = DT_I32;
+    refused("int", m, x, NULL, DT_ERR_UNSUPPORTED, "is I32: parameters are read from F32, F64, F16 or BF16");
+    /* config.json: what dtrain's GPT has not, by name */
+    const struct { const char *name, *cfg; int st; const char *msg; } cfgs[] = {
+        {"act", "{\"n_head\": 4, \"activation_function\": \"gelu\"}", DT_ERR_UNSUPPORTED, "activation_function gelu is not supported"},
+        {"act_relu", "{\"activation_function\": \"relu\"}", DT_ERR_UNSUPPORTED, "activation_function relu"},
+        {"eps", "{\"layer_norm_epsilon\": 1e-6}", DT_ERR_UNSUPPORTED, "layer_norm_epsilon 1e-06 is not supported"},
+        {"eps_str", "{\"layer_norm_epsilon\": \"small\"}", DT_ERR_IO, "layer_norm_epsilon is not a number"},
+        {"inner", "{\"n_embd\": 16, \"n_inner\": 100}", DT_ERR_UNSUPPORTED, "n_inner 100 is not supported"},
+        {"llama", "{\"model_type\": \"llama\"}", DT_ERR_UNSUPPORTED, "model_type llama: dtrain reads"},
+        {"layer_idx", "{\"scale_attn_by_inverse_layer_idx\": true}", DT_ERR_UNSUPPORTED,
+         "scale_attn_by_inverse_layer_idx true is not supported"},
+        {"unscaled", "{\"scale_attn_weights\": false}", DT_ERR_UNSUPPORTED, "scale_attn_weights false"},
+        {"cross", "{\"add_cross_attention\": true}", DT_ERR_UNSUPPORTED, "add_cross_attention true"},
+        {"untie", "{\"tie_word_embeddings\": false}", DT_ERR_UNSUPPORTED, "tie_word_embeddings false"},
+        {"bool", "{\"tie_word_embeddings\": 1}", DT_ERR_IO, "tie_word_embeddings is not true or false"},
+        {"json", "{\"n_layer\": 2,}", DT_ERR_IO, "is not valid JSON"},
+        {"array", "[1, 2]", DT_ERR_IO, "is not a JSON object"},
+        {"heads", "{\"n_embd\": 16, \"n_head\": 5}", DT_ERR_IO, "n_embd 16 is not divisible by n_head 5"},
+        {"heads_str", "{\"n_head\": \"four\"}", DT_ERR_IO, "n_head is not a positive integer"},
+        {"layers", "{\"n_layer\": 3}", DT_ERR_MISMATCH, "says n_layer 3, but the number of blocks h.<i> of"},
+        {"width", "{\"n_embd\": 32}", DT_ERR_MISMATCH, "says n_embd 32, but the token embedding's columns"},
+        {"vocab", "{\"vocab_size\": 50257}", DT_ERR_MISMATCH, "says vocab_size 50257, but the token embedding's rows"},
+        {"ctx", "{\"n_ctx\": 1024}", DT_ERR_MISMATCH, "says n_positions 1024, but the position embedding's rows"},
+    };
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++)
+        refused(cfgs[i].name, m, hf, cfgs[i].cfg, cfgs[i].st, cfgs[i].msg);
+    /* a config.json that is a directory, or too large to be one */
+    const char *f = case_dir("cfgdir", NULL);
+    CHECK_OK(write_model(f, m, hf));
+    char c[600];
+    snprintf(c, sizeof c, "%s/cfgdir/config.json", g_dir);
+    CHECK(mkdir(c, 0755) == 0, "mkdir config.json");
+    dt_weights *w = NULL;
+    CHECK_ERR(dt_weights_open(f, &w), DT_ERR_IO, "config.json is not a regular file");
+    f = case_dir("cfgbig", NULL);
+    CHECK_OK(write_model(f, m, hf));
+    snprintf(c, sizeof c, "%s/cfgbig/config.json", g_dir);
+    FILE *big = fopen(c, "w");
+    for (int i = 0; big && i < (1 << 20) + 1; i++) fputc(' ', big);
+    if (big) fclose(big);
+    CHECK_ERR(dt_weights_open(f, &w), DT_ERR_IO, "more than a model config has");
+    /* metadata */
+    x = hf;
+    x.meta = "{\"n_head\":\"abc\"}";
+    refused("meta_bad", m, x, NULL, DT_ERR_IO, "metadata n_head 'abc' is not a positive integer");
+    x.meta = "{\"n_head\":\"2\"}";
+    refused("meta_cfg", m, x, "{\"n_head\": 4}", DT_ERR_MISMATCH, "says n_head 4, the metadata of");
+}
+
+/* hand-made files that are not a GPT-2 state_dict */
+static void test_not_gpt(void) {
+    float z[4 * 64] = {0};
+    const struct { const char *name; dt_st_info t[3]; int n; const char *msg; } cases[] = {
+        {"none", {{.name = "fc1.weight", .dtype = DT_F32, .ndim = 2, .shape = {2, 2}, .data = z}}, 1,
+         "holds no GPT-2 state_dict: no tensor transformer.wte.weight or wte.weight"},
+        {"wte3", {{.name = "wte.weight", .dtype = DT_F32, .ndim = 3, .shape = {2, 2, 2}, .data = z}}, 1,
+         "wte.weight has 3 dimensions, not 2"},
+        {"nowpe", {{.name = "wte.weight", .dtype = DT_F32, .ndim = 2, .shape = {4, 4}, .data = z}}, 1,
+         "no position embedding wpe.weight"},
+        {"wpe", {{.name = "wte.weight", .dtype = DT_F32, .ndim = 2, .shape = {4, 4}, .data = z},
+                 {.name = "wpe.weight", .dtype = DT_F32, .ndim = 2, .shape = {2, 3}, .data = z}}, 2,
+         "tensor wpe.weight has shape [2, 3], not [n_positions, 4]"},
+        {"noblock", {{.name = "wte.weight", .dtype = DT_F32, .ndim = 2, .shape = {4, 4}, .data = z},
+                     {.name = "wpe.weight", .dtype = DT_F32, .ndim = 2, .shape = {2, 4}, .data = z}}, 2,
+         "no transformer block (no tensor h.0.ln_1.weight)"},
+        {"noattn", {{.name = "wte.weight", .dtype = DT_F32, .ndim = 2, .shape = {4, 4}, .data = z},
+                    {.name = "wpe.weight", .dtype = DT_F32, .ndim = 2, .shape = {2, 4}, .data = z},
+                    {.name = "h.0.ln_1.weight", .dtype = DT_F32, .ndim = 1, .shape = {4}, .data = z}}, 3,
+         "no tensor h.0.attn.c_attn.weight"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *f = case_dir(cases[i].name, NULL);
+        CHECK_OK(dt_st_save(f, cases[i].t, cases[i].n, NULL));
+        int rc;
+        dt_clear_error();
+        arch_of(f, &rc);
+        CHECK(rc == DT_ERR_MISMATCH && strstr(dt_last_error(), cases[i].msg), "%s: %s '%s' (want '%s')",
+              cases[i].name, dt_status_str(rc), dt_last_error(), cases[i].msg);
+    }
+    const dt_st_info bad[] = {{.name = "wte.weight", .dtype = DT_F32, .ndim = 2, .shape = {4, 4}, .data = z},
+                              {.name = "wpe.weight", .dtype = DT_F32, .ndim = 2, .shape = {2, 4}, .data = z},
+                              {.name = "h.0.ln_1.weight", .dtype = DT_F32, .ndim = 1, .shape = {4}, .data = z},
+                              {.name = "h.0.attn.c_attn.weight", .dtype = DT_F32, .ndim = 2, .shape = {4, 4}, .data = z}};
+    const char *f = case_dir("attnshape", NULL);
+    CHECK_OK(dt_st_save(f, bad, 4, NULL));
+    int rc;
+    arch_of(f, &rc);
+    CHECK(rc == DT_ERR_MISMATCH && strstr(dt_last_error(), "shape [4, 4]: neither [3C, C] (torch.nn.Linear) nor [C, 3C]"),
+          "c_attn of neither layout: %s", dt_last_error());
+    /* not a safetensors file; missing; bad arguments */
+    put(path("garbage.safetensors"), "this is not safetensors");
+    dt_weights *w = NULL;
+    CHECK_ERR(dt_weights_open(path("garbage.safetensors"), &w), DT_ERR_IO, "garbage.safetensors");
+    CHECK_ERR(dt_weights_open(path("missing.safetensors"), &w), DT_ERR_IO, "missing.safetensors");
+    CHECK_ERR(dt_weights_open(NULL, &w), DT_ERR_INVALID, "NULL");
+    CHECK_ERR(dt_weights_gpt_arch(NULL, NULL), DT_ERR_INVALID, "NULL");
+    CHECK_ERR(dt_weights_read(NULL, NULL, NULL, NULL), DT_ERR_INVALID, "NULL");
+    CHECK(strcmp(dt_weights_path(NULL), "?") == 0, "path of NULL");
+    dt_weights_close(NULL);
+}
+
+/* dtrain's own files of the classifiers: by name, buffers too */
+static void test_sequential(void) {
+    dt_model_config c;
+    dt_model_config_default(&c, "lenet");
+    c.seed = 3;
+    dt_model *a = NULL, *b = NULL;
+    CHECK_OK(dt_model_create(&c, &a));
+    c.seed = 4;
+    CHECK_OK(dt_model_create(&c, &b));
+    dt_model_buffers(a)[1] = 0.25f; /* bn1.running_mean[1] */
+    int np = dt_model_num_slices(a), nb = dt_model_num_buffer_slices(a);
+    dt_st_info ts[16];
+    for (int i = 0; i < np + nb; i++) {
+        const dt_param_slice *sl = i < np ? dt_model_slice(a, i) : dt_model_buffer_slice(a, i - np);
+        ts[i] = (dt_st_info){.name = sl->name, .dtype = DT_F32, .ndim = sl->ndim,
+                             .data = (i < np ? dt_model_params(a) : dt_model_buffers(a)) + sl->offset};
+        for (int d = 0; d < sl->ndim; d++) ts[i].shape[d] = sl->shape[d];
+    }
+    const char *f = path("lenet.safetensors");
+    CHECK_OK(dt_st_save(f, ts, np + nb, NULL));
+    dt_weights *w = NULL;
+    CHECK_OK(dt_weights_open(f, &w));
+    float *p = calloc(dt_model_num_params(b), sizeof(float)), *bu = calloc(dt_model_num_buffers(b), sizeof(float));
+    CHECK_OK(dt_weights_read(w, b, p, bu));
+    CHECK(!memcmp(p, dt_model_params(a), dt_model_num_params(a) * sizeof(float)) &&
+              !memcmp(bu, dt_model_buffers(a), dt_model_num_buffers(a) * sizeof(float)),
+          "lenet: parameters and batch-norm buffers");
+    CHECK_ERR(dt_weights_read(w, b, NULL, bu), DT_ERR_INVALID, "NULL");
+    dt_weights_gpt ga;
+    CHECK_ERR(dt_weights_gpt_arch(w, &ga), DT_ERR_MISMATCH, "holds no GPT-2 state_dict");
+    dt_weights_close(w);
+    free(p);
+    free(bu);
+    /* a gpt read from it: the first tensor the file lacks */
+    dt_model *g = gpt(1, T);
+    CHECK_OK(dt_weights_open(f, &w));
+    p = calloc(dt_model_num_params(g), sizeof(float));
+    CHECK_ERR(dt_weights_read(w, g, p, NULL), DT_ERR_MISMATCH, "holds no GPT-2 state_dict");
+    dt_weights_close(w);
+    free(p);
+    dt_model_free(g);
+    /* an mlp of another width: the tensor and both shapes */
+    dt_model_config mc;
+    dt_model_config_default(&mc, "mlp");
+    dt_model *m1 = NULL, *m2 = NULL;
+    mc.hidden1 = 32, mc.hidden2 = 16;
+    CHECK_OK(dt_model_create(&mc, &m1));
+    mc.hidden1 = 24;
+    CHECK_OK(dt_model_create(&mc, &m2));
+    for (int i = 0; i < dt_model_num_slices(m1); i++) {
+        const dt_param_slice *sl = dt_model_slice(m1, i);
+        ts[i] = (dt_st_info){.name = sl->name, .dtype = DT_F32, .ndim = sl->ndim, .data = dt_model_params(m1) + sl->offset};
+        for (int d = 0; d < sl->ndim; d++) ts[i].shape[d] = sl->shape[d];
+    }
+    f = path("mlp.safetensors");
+    CHECK_OK(dt_st_save(f, ts, dt_model_num_slices(m1), NULL));
+    CHECK_OK(dt_weights_open(f, &w));
+    p = calloc(dt_model_num_params(m2), sizeof(float));
+    CHECK_ERR(dt_weights_read(w, m2, p, NULL), DT_ERR_MISMATCH,
+              "tensor fc1.weight: " /* then the path */);
+    CHECK(strstr(dt_last_error(), "has shape [32, 784], the model needs [24, 784]"), "both shapes: %s", dt_last_error());
+    dt_weights_close(w);
+    free(p);
+    dt_model_free(m1);
+    dt_model_free(m2);
+    dt_model_free(a);
+    dt_model_free(b);
+}
+
+/* The Hugging Face export: names, Conv1D shapes and config.json, read back */
+static void test_hf_export(dt_model *m) {
+    const int n = dt_model_num_slices(m);
+    dt_st_info ts[MAXT];
+    char names[MAXT][DT_SLICE_NAME_MAX];
+    float *bufs[MAXT] = {0};
+    int ok = 1;
+    for (int i = 0; i < n; i++) {
+        const dt_param_slice *sl = dt_model_slice(m, i);
+        int tr = -1;
+        dt_st_info *t = &ts[i];
+        CHECK_OK(dt_weights_hf_tensor(sl, names[i], sizeof names[i], t->shape, &tr));
+        ok &= strcmp(names[i], sl->name) == 0 && tr == conv1d(sl->name);
+        ok &= tr ? t->shape[0] == sl->shape[1] && t->shape[1] == sl->shape[0] : t->shape[0] == sl->shape[0];
+        t->name = names[i];
+        t->dtype = DT_F32;
+        t->ndim = sl->ndim;
+        float *b = bufs[i] = malloc(sl->count * sizeof(float));
+        const float *src = dt_model_params(m) + sl->offset;
+        for (size_t e = 0; e < sl->count; e++)
+            b[tr ? (e % (size_t)sl->shape[1]) * (size_t)sl->shape[0] + e / (size_t)sl->shape[1] : e] = src[e];
+        t->data = b;
+    }
+    CHECK(ok, "HF names are dtrain's; the four matrices transposed");
+    char *cfg = NULL;
+    CHECK_OK(dt_weights_hf_config(dt_model_get_config(m), &cfg));
+    CHECK(cfg && strstr(cfg, "\"n_head\": 4") && strstr(cfg, "\"activation_function\": \"gelu_new\"") &&
+              strstr(cfg, "\"layer_norm_epsilon\": 1e-5") && strstr(cfg, "\"GPT2LMHeadModel\"") &&
+              !strstr(cfg, "bos_token_id") && cfg[strlen(cfg) - 1] == '\n',
+          "config.json:\n%s", cfg ? cfg : "(null)");
+    const char *f = case_dir("export", cfg);
+    free(cfg);
+    CHECK_OK(dt_st_save(f, ts, n, "{\"format\":\"pt\"}"));
+    for (int i = 0; i < n; i++) free(bufs[i]);
+    int rc;
+    dt_weights_gpt a = arch_of(f, &rc);
+    CHECK(!rc && a.conv1d && a.prefixed && a.has_config && a.n_head == NH, "the export's sizes");
+    CHECK(reads_back(f, m, NULL), "the export reads back bit for bit");
+    /* GPT-2's vocabulary: its <|endoftext|> ids */
+    dt_model_config c = *dt_model_get_config(m);
+    c.vocab_size = 50257;
+    CHECK_OK(dt_weights_hf_config(&c, &cfg));
+    CHECK(cfg && strstr(cfg, "\"bos_token_id\": 50256") && strstr(cfg, "\"eos_token_id\": 50256"), "GPT-2's ids");
+    free(cfg);
+    /* errors */
+    char nm[DT_SLICE_NAME_MAX];
+    int64_t sh[4];
+    int tr;
+    dt_param_slice bad = {.name = "fc1.weight", .ndim = 2, .shape = {2, 2}};
+    CHECK_ERR(dt_weights_hf_tensor(&bad, nm, sizeof nm, sh, &tr), DT_ERR_INVALID, "fc1.weight is not one of a gpt");
+    CHECK_ERR(dt_weights_hf_tensor(dt_model_slice(m, 0), nm, 8, sh, &tr), DT_ERR_INVALID, "under 64 bytes");
+    dt_model_config mc;
+    dt_model_config_default(&mc, "mlp");
+    CHECK_ERR(dt_weights_hf_config(&mc, &cfg), DT_ERR_INVALID, "is not a gpt model");
+    CHECK_ERR(dt_weights_hf_config(NULL, &cfg), DT_ERR_INVALID, "NULL");
+}
+
+int main(void) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_dir, sizeof g_dir, "%s/dt_weights_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    dt_model *m = gpt(7, T);
+    test_producers(m);
+    test_refusals(m);
+    test_not_gpt();
+    test_sequential();
+    test_hf_export(m);
+    /* a model of another block size: wpe's shapes */
+    dt_model *m16 = gpt(7, 16);
+    const char *f = case_dir("block16", NULL);
+    CHECK_OK(write_model(f, m16, (layout){.dtype = DT_F32}));
+    int rc;
+    reads_back(f, m, &rc);
+    CHECK(rc == DT_ERR_MISMATCH &&
+              strstr(dt_last_error(), "tensor transformer.wpe.weight: ") &&
+              strstr(dt_last_error(), "has shape [16, 16], the model needs [8, 16]"),
+          "wpe of 16 rows into 8: %s", dt_last_error());
+    dt_model_free(m16);
+    dt_model_free(m);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    return dt_test_finish("test_weights");
+}

@@ -21,19 +21,27 @@
 #   6. benchmarks: dtrain-bench --device --vs-nccl at 1 rank (dtrain vs raw
 #      ncclAllReduce on the same buffers) and the staged path at 2 and 4
 #      ranks (--vs-mpi: MPI on pinned host buffers);
-#   7. writes OUT/summary.txt (printed last) beside env.txt, build.log,
-#      ctest.log, forced_nccl.txt and bench.txt.
+#   7. the GPT-2 124M shape (12 layers, 768 wide, T 1024, vocabulary 50257)
+#      in bf16, side by side: dtrain (gpt_gpu_bench), PyTorch (the machine's
+#      python3: bench/torch_gpt_gpu.py, bf16 autocast, SDPA, fused AdamW,
+#      torch.compile) and llm.c's train_gpt2cu when its source is carried
+#      (--llmc DIR, default .gpu-llmc: built here with nvcc, never committed),
+#      at one batch; tokens/s, MFU, the optimizer's time, peak memory;
+#   8. writes OUT/summary.txt (printed last) beside env.txt, build.log,
+#      ctest.log, forced_nccl.txt, bench.txt and gpt.txt.
 # OUT is $OUT (the device machine's result folder), else ./gpu-out.
 #
 # Options: --out DIR, --build DIR (default build-gpu), --no-build (use the
 # build as it is), --allow-skip (skipped GPU tests and missing GPUs are not
 # failures: for checking this script on a machine without a GPU), --no-dev
 # (leave out the dev_ tests, which need no GPU), --no-tests (leave out step
-# 4: a rerun for figures), --memcheck (also gpu_coll, gpu_ddp and gpu_zero at
-# 1 rank under compute-sanitizer --tool memcheck: memcheck.txt), --debs DIR
-# (default .gpu-debs), --budget S (seconds for the whole run, default 540:
-# each step is held to what is left, the benchmarks shrink to fit). Exit
-# status 0 when every step passed.
+# 4: a rerun for figures), --memcheck (also gpu_coll, gpu_ddp, gpu_zero, a
+# small gpu_gpt and gpu_optim_kernels at 1 rank under compute-sanitizer
+# --tool memcheck: memcheck.txt), --no-coll-bench (leave out step 6),
+# --no-gpt-bench (leave out step 7), --gpt-batch B (default 16), --llmc DIR,
+# --debs DIR (default .gpu-debs), --budget S (seconds for the whole run,
+# default 540: each step is held to what is left, the benchmarks shrink to
+# fit). Exit status 0 when every step passed.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
@@ -45,6 +53,10 @@ DEV_TESTS=1
 RUN_TESTS=1
 MEMCHECK=0
 DEBS=$ROOT/.gpu-debs
+LLMC=$ROOT/.gpu-llmc
+COLL_BENCH=1
+GPT_BENCH=1
+GPT_B=16
 BUDGET=540
 JOBS=$(nproc 2>/dev/null || echo 4)
 while [ $# -gt 0 ]; do
@@ -57,8 +69,12 @@ while [ $# -gt 0 ]; do
     --no-tests) RUN_TESTS=0; shift ;;
     --memcheck) MEMCHECK=1; shift ;;
     --debs) DEBS=$2; shift 2 ;;
+    --llmc) LLMC=$2; shift 2 ;;
+    --no-coll-bench) COLL_BENCH=0; shift ;;
+    --no-gpt-bench) GPT_BENCH=0; shift ;;
+    --gpt-batch) GPT_B=$2; shift 2 ;;
     --budget) BUDGET=$2; shift 2 ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,46p' "$0"; exit 0 ;;
     *) echo "run_gpu_suite: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -288,16 +304,17 @@ if [ $MEMCHECK -eq 1 ]; then
         say "memcheck: not run ($([ -z "$CS" ] && echo 'no compute-sanitizer' || echo 'no GPU'))"
     else
         : > "$OUTDIR/memcheck.txt"
-        k=3
-        for t in gpu_ddp gpu_zero gpu_coll; do # the longest last: it gets what the others left
+        k=5
+        for t in gpu_optim_kernels gpu_gpt gpu_ddp gpu_zero gpu_coll; do # the longest last: it gets what the others left
             c=$(cap 60 30 $k); k=$((k - 1))
             echo "== $t, 1 rank (nccl path), compute-sanitizer --tool memcheck, cap $c s" >> "$OUTDIR/memcheck.txt"
             # --report-api-errors no: NCCL 2.28.9's init probes its kernels with
             # cudaFuncGetAttributes, which fails on purpose for images of other
             # architectures (8 reports per communicator on an H100, all inside
             # ncclInitKernelsForDevice); memory-access errors still count
-            DTRAIN_GPU_REQUIRE=1 capped $c "$CS" --tool memcheck --report-api-errors no --error-exitcode 9 \
-                "$BUILD/tests/$t" >> "$OUTDIR/memcheck.txt" 2>&1
+            # gpu_gpt at the fake's small shape: a few training steps of a small GPT
+            DTRAIN_GPU_REQUIRE=1 DTRAIN_GPU_GPT_SMALL=1 capped $c "$CS" --tool memcheck --report-api-errors no \
+                --error-exitcode 9 "$BUILD/tests/$t" >> "$OUTDIR/memcheck.txt" 2>&1
             rc=$?
             sumline=$(grep -E 'ERROR SUMMARY' "$OUTDIR/memcheck.txt" | tail -1 | sed 's/^=* *//')
             case $rc in
@@ -324,7 +341,9 @@ fi
 # ---- 6. benchmarks ------------------------------------------------------------------------------------
 BENCH=$BUILD/bin/dtrain-bench
 : > "$OUTDIR/bench.txt"
-if [ "$NGPU" -eq 0 ]; then
+if [ $COLL_BENCH -eq 0 ]; then
+    say "benchmarks (collectives): not run (--no-coll-bench)"
+elif [ "$NGPU" -eq 0 ]; then
     say "benchmarks: not run (no GPU)"
 elif [ ! -x "$BENCH" ]; then
     say "benchmarks: not run (dtrain-bench is built with MPI only)"
@@ -346,6 +365,15 @@ else
     # the largest size of the NCCL run, in full
     awk '/^== 1 rank/{on=1; next} /^== /{on=0} on && /^ +[0-9]/{last=$0} END{if (last) print "    largest size (bytes count | async us algbw busbw | block us busbw | nccl us algbw busbw | ratio wrong):\n   " last}' \
         "$OUTDIR/bench.txt" | tee -a "$SUMMARY"
+fi
+
+# ---- 7. the GPT-2 124M shape: dtrain, PyTorch, llm.c -----------------------------------------------
+if [ $GPT_BENCH -eq 1 ]; then
+    GPT_OUT=$OUTDIR/gpt.txt BUDGET_LEFT=$(left) GPT_B=$GPT_B LLMC=$LLMC BUILD=$BUILD NGPU=$NGPU \
+        bash "$ROOT/bench/gpt_gpu.sh" > "$OUTDIR/gpt_summary.txt" 2>&1
+    rc=$?
+    sed 's/^/    /' "$OUTDIR/gpt_summary.txt" | tee -a "$SUMMARY"
+    [ $rc -eq 0 ] || fail "GPT benchmark (gpt.txt, exit $rc)"
 fi
 
 say "time: $SECONDS s"

@@ -13,7 +13,8 @@
  *      refused by name.
  * The shape: GPT-2's vocabulary 50257 (padded inside) on a GPU; on the fake
  * runtime (tests/fakegpu, where the kernels' CPU twins compute as the CPU
- * GPT, so 1, 4 and 5 must be the same BITS) a smaller one that CI can afford.
+ * GPT, so 1, 4 and 5 must be the same BITS) a smaller one that CI can afford,
+ * as with DTRAIN_GPU_GPT_SMALL=1 on a GPU (the suite's compute-sanitizer run).
  * Without a device: skipped (77) naming why. */
 #include <math.h>
 #include <stdlib.h>
@@ -213,7 +214,8 @@ int main(void) {
              strncmp(prop.name, "dtrain fakegpu", 14) == 0;
     /* GPT-2's vocabulary on a GPU; on the fake (every kernel a CPU twin) a
      * shape CI can afford */
-    g_s = g_fake ? (shape){2, 4, 64, 48, 1000, 3} : (shape){2, 4, 256, 256, 50257, 4};
+    const char *small = getenv("DTRAIN_GPU_GPT_SMALL");
+    g_s = g_fake || (small && !strcmp(small, "1")) ? (shape){2, 4, 64, 48, 1000, 3} : (shape){2, 4, 256, 256, 50257, 4};
     printf("test_gpu_gpt on %s: %d layers, %d heads, C %d, T %d, V %d, batch %d\n", g_fake ? "the fake runtime" : prop.name,
            g_s.L, g_s.NH, g_s.C, g_s.T, g_s.V, g_s.B);
     const size_t n = (size_t)g_s.B * (size_t)g_s.T;

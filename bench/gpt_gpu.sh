@@ -14,14 +14,15 @@
 # token), MFU (dtrain/device.h's peak of the GPU), each peer's tokens/s over
 # dtrain's; and dtrain's optimizer time (clip + AdamW + zero_grad over 124M
 # parameters) and peak device memory. Raw output in GPT_OUT.
-# Environment: GPT_OUT (default gpt.txt), BUILD (default build-gpu),
+# Environment: GPT_OUT (default gpu-out/gpt.txt), BUILD (default build-gpu),
 # BUDGET_LEFT (seconds, default 400: each part is held to a share), GPT_B,
 # LLMC (default .gpu-llmc), NGPU (GPUs seen; default from nvidia-smi),
 # PYTHON (default python3). Exit 1 only if dtrain's own run failed.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
-LOG=${GPT_OUT:-$ROOT/gpt.txt}
+LOG=${GPT_OUT:-$ROOT/gpu-out/gpt.txt}
+mkdir -p "$(dirname "$LOG")"
 BUILD=${BUILD:-$ROOT/build-gpu}
 BUDGET=${BUDGET_LEFT:-400}
 B=${GPT_B:-16}

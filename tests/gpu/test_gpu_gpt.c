@@ -207,7 +207,7 @@ static void test_errors(void) {
 }
 
 int main(void) {
-    gpu_require("test_gpu_gpt");
+    gpu_require("gpu_gpt");
     int dev = 0;
     struct cudaDeviceProp prop;
     g_fake = cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess &&
@@ -216,7 +216,7 @@ int main(void) {
      * shape CI can afford */
     const char *small = getenv("DTRAIN_GPU_GPT_SMALL");
     g_s = g_fake || (small && !strcmp(small, "1")) ? (shape){2, 4, 64, 48, 1000, 3} : (shape){2, 4, 256, 256, 50257, 4};
-    printf("test_gpu_gpt on %s: %d layers, %d heads, C %d, T %d, V %d, batch %d\n", g_fake ? "the fake runtime" : prop.name,
+    printf("gpu_gpt on %s: %d layers, %d heads, C %d, T %d, V %d, batch %d\n", g_fake ? "the fake runtime" : prop.name,
            g_s.L, g_s.NH, g_s.C, g_s.T, g_s.V, g_s.B);
     const size_t n = (size_t)g_s.B * (size_t)g_s.T;
     int32_t *x = malloc(n * sizeof(int32_t)), *y = malloc(n * sizeof(int32_t));
@@ -230,5 +230,5 @@ int main(void) {
     test_training();
     test_errors();
     free(x), free(y);
-    return dt_test_finish("test_gpu_gpt");
+    return dt_test_finish("gpu_gpt");
 }

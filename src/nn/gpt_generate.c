@@ -39,13 +39,14 @@ static int step(gen_state *st, int32_t tok) {
     int rc = K->upload(BE, st->tok, &tok, sizeof tok);
     const char *E = gpt_wgt(m, GPT_UNIT_EMBED);
     if (!rc) rc = K->encoder_forward(BE, st->x, st->tok, E, E + ((size_t)V * cs + (size_t)pos * cs) * es, 1, 1, C);
-    for (int l = 0; !rc && l < L; l++) {
+    if (rc) return gpt_fail(rc, "generation: the embedding at position %d", pos);
+    for (int l = 0; l < L; l++) {
         gpt_block_params p;
         gpt_block_params_at(&p, gpt_wgt(m, GPT_UNIT_BLOCK(l)), es, C);
         char *kc = st->kc + (size_t)l * (size_t)g->maxT * row;
         char *vc = st->vc + (size_t)l * (size_t)g->maxT * row;
         const char *qkv = st->qkv;
-        if (!rc) rc = K->layernorm_forward(BE, st->ln, st->stats, st->stats + 1, st->x, p.ln1w, p.ln1b, 1, C);
+        rc = K->layernorm_forward(BE, st->ln, st->stats, st->stats + 1, st->x, p.ln1w, p.ln1b, 1, C);
         if (!rc) rc = K->matmul_forward(BE, st->qkv, NULL, st->ln, p.qkvw, p.qkvb, 1, C, 3 * C, 3 * C);
         if (!rc) rc = K->copy(BE, kc + (size_t)pos * row, qkv + row, row);
         if (!rc) rc = K->copy(BE, vc + (size_t)pos * row, qkv + 2 * row, row);
@@ -58,7 +59,7 @@ static int step(gen_state *st, int32_t tok) {
         if (rc) return gpt_fail(rc, "generation: transformer.h.%d at position %d", l, pos);
     }
     const char *F = gpt_wgt(m, GPT_UNIT_LNF(L));
-    if (!rc) rc = K->layernorm_forward(BE, st->ln, st->stats, st->stats + 1, st->x, F, F + cs * es, 1, C);
+    rc = K->layernorm_forward(BE, st->ln, st->stats, st->stats + 1, st->x, F, F + cs * es, 1, C);
     if (!rc) rc = K->matmul_forward(BE, st->logits, NULL, st->ln, E, NULL, 1, C, V, V);
     if (rc) return gpt_fail(rc, "generation: the logits at position %d", pos);
     if (K->device) {

@@ -21,7 +21,7 @@ ml_dtypes is installed (then dtrain.bfloat16 is that dtype, else None).
 import sys as _sys
 
 from ._lib import (DtrainError, LibraryNotFoundError, init, finalize, is_initialized,
-                   library_path)
+                   library_path, cuda_device)
 from . import distributed
 from .distributed import (allreduce, allgather, reduce, reduce_scatter, broadcast, all_to_all,
                           gather, scatter, send, recv, barrier, group_allgather,
@@ -35,7 +35,7 @@ _sys.modules[__name__ + ".dist"] = distributed
 __version__ = "0.1.0"
 
 __all__ = ["DtrainError", "LibraryNotFoundError", "init", "finalize", "is_initialized",
-           "library_path", "distributed", "dist", "allreduce", "allgather", "reduce",
+           "library_path", "cuda_device", "distributed", "dist", "allreduce", "allgather", "reduce",
            "reduce_scatter", "broadcast", "all_to_all", "gather", "scatter", "send", "recv",
            "barrier", "group_allgather", "group_reduce_scatter", "get_config", "get_context",
            "get_communicator", "bfloat16", "train", "__version__"]

@@ -284,6 +284,28 @@ def _dl_dtype(t, name, fn):
     return dt, _NATIVE.get(dt), dt.name
 
 
+def read_capsule(cap, name, fn):
+    """(read-only flag, DLTensor, shape, strides in elements or None) of a
+    DLPack capsule, left unconsumed (the capsule must outlive the use)."""
+    if _capsule_valid(cap, b"dltensor_versioned"):
+        m = DLManagedTensorVersioned.from_address(_capsule_ptr(cap, b"dltensor_versioned"))
+        if m.version.major != DLPACK_MAJOR:
+            raise TypeError("dtrain.%s: %s exports DLPack %d.%d; dtrain reads DLPack %d.x and "
+                            "unversioned capsules" % (fn, name, m.version.major, m.version.minor,
+                                                       DLPACK_MAJOR))
+        readonly, t = bool(m.flags & DLPACK_READ_ONLY), m.dl_tensor
+    elif _capsule_valid(cap, b"dltensor"):
+        readonly, t = False, DLManagedTensor.from_address(_capsule_ptr(cap, b"dltensor")).dl_tensor
+    else:
+        raise TypeError("dtrain.%s: %s.__dlpack__() returned %s, not a DLPack capsule ('dltensor' "
+                        "or 'dltensor_versioned')" % (fn, name, _what(cap)))
+    if t.ndim < 0 or (t.ndim and not t.shape):
+        raise TypeError("dtrain.%s: %s's DLPack tensor is malformed (ndim %d)" % (fn, name, t.ndim))
+    shape = tuple(int(t.shape[i]) for i in range(t.ndim))
+    strides = tuple(int(t.strides[i]) for i in range(t.ndim)) if t.strides else None
+    return readonly, t, shape, strides
+
+
 def _from_dlpack(o, name, fn, dtype, stream):
     try:
         dev_type, dev_id = (int(v) for v in o.__dlpack_device__())
@@ -306,22 +328,7 @@ def _from_dlpack(o, name, fn, dtype, stream):
     except Exception as e:  # noqa: BLE001 - the producer's own failure
         raise TypeError("dtrain.%s: %s.__dlpack__(stream=%r) failed: %s: %s"
                         % (fn, name, stream, type(e).__name__, e)) from None
-    if _capsule_valid(cap, b"dltensor_versioned"):
-        m = DLManagedTensorVersioned.from_address(_capsule_ptr(cap, b"dltensor_versioned"))
-        if m.version.major != DLPACK_MAJOR:
-            raise TypeError("dtrain.%s: %s exports DLPack %d.%d; dtrain reads DLPack %d.x and "
-                            "unversioned capsules" % (fn, name, m.version.major, m.version.minor,
-                                                       DLPACK_MAJOR))
-        readonly, t = bool(m.flags & DLPACK_READ_ONLY), m.dl_tensor
-    elif _capsule_valid(cap, b"dltensor"):
-        readonly, t = False, DLManagedTensor.from_address(_capsule_ptr(cap, b"dltensor")).dl_tensor
-    else:
-        raise TypeError("dtrain.%s: %s.__dlpack__() returned %s, not a DLPack capsule ('dltensor' "
-                        "or 'dltensor_versioned')" % (fn, name, _what(cap)))
-    if t.ndim < 0 or (t.ndim and not t.shape):
-        raise TypeError("dtrain.%s: %s's DLPack tensor is malformed (ndim %d)" % (fn, name, t.ndim))
-    shape = tuple(int(t.shape[i]) for i in range(t.ndim))
-    strides = tuple(int(t.strides[i]) for i in range(t.ndim)) if t.strides else None
+    readonly, t, shape, strides = read_capsule(cap, name, fn)
     dt, code, dtname = _dl_dtype(t.dtype, name, fn)
     if dtype is not None:
         if dt is None:  # DLPack bfloat16

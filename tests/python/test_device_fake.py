@@ -329,6 +329,26 @@ def t_library_adapters():
         FD.call("cudaStreamDestroy", sc)
 
 
+def t_dlpack_reader_on_numpy():
+    """dtrain's DLPack structures against a real producer's: numpy's own
+    capsules (host memory, so read directly, not through a call)."""
+    from dtrain._devarray import read_capsule
+    a = np.arange(12, dtype=np.int64).reshape(3, 4)[:, ::2]
+    cap = a.__dlpack__()    # held: the tensor lives in the capsule
+    ro, t, shape, strides = read_capsule(cap, "a", "test")
+    check("numpy's capsule: data, shape, strides in elements",
+          (t.data, shape, strides) == (a.ctypes.data, (3, 2), (4, 2)) and not ro,
+          "%s %s %s" % (t.data, shape, strides))
+    check("numpy's capsule: dtype and device", (t.dtype.code, t.dtype.bits, t.dtype.lanes,
+                                                 t.device.device_type) == (0, 64, 1, 1))
+    b = np.zeros((2, 3), np.float16)
+    cap = b.__dlpack__()    # held: the tensor lives in the capsule
+    ro, t, shape, strides = read_capsule(cap, "b", "test")
+    check("numpy's capsule: a contiguous float16 array",
+          (shape, t.dtype.code, t.dtype.bits) == ((2, 3), 2, 16) and
+          (strides is None or strides == (3, 1)), "%s %s" % (shape, strides))
+
+
 class _Bare:
     """Only a __cuda_array_interface__ (no __array_namespace__)."""
 
@@ -357,6 +377,7 @@ def main():
         DC.run(FakeKind(proto), sections=("out_and_lists",))
     H.guarded("streams", t_streams)
     H.guarded("protocols", t_protocols)
+    H.guarded("dlpack_reader_on_numpy", t_dlpack_reader_on_numpy)
     H.guarded("kinds_across_ranks", t_kinds_across_ranks)
     H.guarded("library_adapters", t_library_adapters)
     H.finish()

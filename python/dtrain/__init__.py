@@ -17,6 +17,11 @@ libdtrain is located as described in dtrain._lib (DTRAIN_LIBRARY first).
 dtypes: float16, float32, float64, int8, uint8, int32, int64; bfloat16 as
 uint16 bit patterns with dtype="bf16", or as ml_dtypes.bfloat16 arrays when
 ml_dtypes is installed (then dtrain.bfloat16 is that dtype, else None).
+
+CUDA device arrays (CuPy, PyTorch CUDA tensors, __cuda_array_interface__ or
+DLPack) are taken too, and give results of the input's kind (see
+dtrain.distributed.op, "Device arrays"); dtrain.cuda_device() is this rank's
+GPU, chosen when the runtime starts (dtrain.init(device=...)).
 """
 import sys as _sys
 

@@ -416,11 +416,11 @@ class DeviceCall:
         self.arrays[name] = a
         return a
 
-    def expect(self, a, shape, code):
-        """a (an out= array) has the result's shape and dtype."""
-        if a.shape != tuple(shape) or a.code != code:
-            raise ValueError("dtrain.%s: %s has shape %s and dtype %s; expected shape %s and the "
-                             "input's dtype" % (self.fn, a.name, a.shape, a.dtname, tuple(shape)))
+    def expect(self, a, shape, like):
+        """a (an out= array) has the result's shape and like's dtype."""
+        if a.shape != tuple(shape) or a.code != like.code:
+            raise ValueError("dtrain.%s: %s has shape %s and dtype %s; expected shape %s and dtype "
+                             "%s" % (self.fn, a.name, a.shape, a.dtname, tuple(shape), like.dtname))
         return a
 
     def ready(self):

@@ -327,7 +327,7 @@ def t_errors(kind):
                   "out has shape (3,)")
     expect_raises("out of the wrong dtype [%s]" % kind.name, ValueError,
                   lambda: dtrain.allreduce(d, out=kind.dev(np.zeros((2 * S, 2), np.int32))),
-                  "out has shape")
+                  "dtype int32; expected shape (%d, 2) and dtype float32" % (2 * S))
     expect_raises("dtype= mismatch [%s]" % kind.name, ValueError,
                   lambda: dtrain.allreduce(d, dtype=np.float64), "does not match")
     if S > 1:

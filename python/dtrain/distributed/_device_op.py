@@ -43,7 +43,7 @@ def _concat_shape(shape, S, axis):
 def _out_or_new(call, name, like, shape):
     """The out= array of that name (checked) or a new one like `like`."""
     o = call[name]
-    return call.expect(o, shape, like.code) if o is not None else call.new(like, shape, name)
+    return call.expect(o, shape, like) if o is not None else call.new(like, shape, name)
 
 
 def _gather_into(call, a, S, axis, target):

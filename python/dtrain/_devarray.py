@@ -105,12 +105,21 @@ def _is_host(o):
     return isinstance(o, (np.ndarray, np.generic))
 
 
+def _cai(o):
+    """o's __cuda_array_interface__, or None when it has none or refuses to
+    give it (PyTorch, for a tensor that requires grad: its DLPack export then
+    says why)."""
+    try:
+        return getattr(o, "__cuda_array_interface__", None)
+    except Exception:  # noqa: BLE001 - the producer's refusal
+        return None
+
+
 def is_device(o):
     """True for an object offering a device protocol (not numpy)."""
     if o is None or _is_host(o):
         return False
-    return getattr(o, "__cuda_array_interface__", None) is not None or \
-        hasattr(o, "__dlpack_device__")
+    return _cai(o) is not None or hasattr(o, "__dlpack_device__")
 
 
 def _flat(named):
@@ -215,7 +224,7 @@ def stream_value(v, name, fn):
 def protocol_of(o, name, fn):
     """("cai", the interface dict) or ("dlpack", None) for o; TypeError if o
     offers neither in a version dtrain reads."""
-    cai = getattr(o, "__cuda_array_interface__", None)
+    cai = _cai(o)
     has_dl = hasattr(o, "__dlpack__") and hasattr(o, "__dlpack_device__")
     if cai is not None:
         if not isinstance(cai, dict):

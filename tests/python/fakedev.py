@@ -142,6 +142,7 @@ class FakeDeviceArray:
         self.cai_version = cai_version or (2 if protocol in ("cai2", "torchlike") else 3)
         self.dl_version, self.memory = dl_version, memory
         self.strides_elems = strides_elems
+        self.refuse = None   # a message: both protocols refuse (PyTorch, for requires_grad)
         self.dlpack_streams = []
         self._exports = []
         n = int(np.prod(self.shape, dtype=np.int64))
@@ -206,6 +207,8 @@ class FakeDeviceArray:
     def __cuda_array_interface__(self):
         if self.protocol not in _CAI_PROTOCOLS:
             raise AttributeError("__cuda_array_interface__")
+        if self.refuse:
+            raise RuntimeError(self.refuse)
         st = None if self.strides_elems is None else tuple(
             s * self.dtype.itemsize for s in self.strides_elems)
         d = {"shape": self.shape, "typestr": _storage(self.dtype).str,
@@ -234,6 +237,8 @@ class FakeDeviceArray:
         return kinds[self.memory]
 
     def _dlpack(self, stream=None, **kw):
+        if self.refuse:
+            raise RuntimeError(self.refuse)
         if self.protocol == "dlpack_legacy" and kw:
             raise TypeError("__dlpack__() got an unexpected keyword argument 'max_version'")
         self.dlpack_streams.append(stream)

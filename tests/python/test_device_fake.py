@@ -218,6 +218,11 @@ def t_protocols():
                   "cannot make a result like x", "out=")
     check("in place needs no library", dtrain.allreduce(bare, out=bare) is bare)
     DC.check_dev("in place on a bare interface", FakeKind("cai3"), x, np.full(3, S, np.float32))
+    # a producer refusing both protocols (PyTorch for a tensor that requires grad)
+    x = FakeKind("torchlike").dev(np.ones(2, np.float32))
+    x.refuse = "Can't export tensors that require gradient, use tensor.detach()"
+    expect_raises("a producer refusing to export", TypeError, lambda: dtrain.allreduce(x),
+                  "x.__dlpack__(stream=1) failed: runtimeerror: can't export tensors")
     # a non-array in a device call, a DLPack capsule that is not one
     expect_raises("a non-array beside a device array", TypeError,
                   lambda: dtrain.allreduce([x, 3.0]), "x[1] must be a device array")

@@ -17,11 +17,16 @@ libdtrain is located as described in dtrain._lib (DTRAIN_LIBRARY first).
 dtypes: float16, float32, float64, int8, uint8, int32, int64; bfloat16 as
 uint16 bit patterns with dtype="bf16", or as ml_dtypes.bfloat16 arrays when
 ml_dtypes is installed (then dtrain.bfloat16 is that dtype, else None).
+
+CUDA device arrays (CuPy, PyTorch CUDA tensors, __cuda_array_interface__ or
+DLPack) are taken too, and give results of the input's kind (see
+dtrain.distributed.op, "Device arrays"); dtrain.cuda_device() is this rank's
+GPU, chosen when the runtime starts (dtrain.init(device=...)).
 """
 import sys as _sys
 
 from ._lib import (DtrainError, LibraryNotFoundError, init, finalize, is_initialized,
-                   library_path)
+                   library_path, cuda_device)
 from . import distributed
 from .distributed import (allreduce, allgather, reduce, reduce_scatter, broadcast, all_to_all,
                           gather, scatter, send, recv, barrier, group_allgather,
@@ -35,7 +40,7 @@ _sys.modules[__name__ + ".dist"] = distributed
 __version__ = "0.1.0"
 
 __all__ = ["DtrainError", "LibraryNotFoundError", "init", "finalize", "is_initialized",
-           "library_path", "distributed", "dist", "allreduce", "allgather", "reduce",
+           "library_path", "cuda_device", "distributed", "dist", "allreduce", "allgather", "reduce",
            "reduce_scatter", "broadcast", "all_to_all", "gather", "scatter", "send", "recv",
            "barrier", "group_allgather", "group_reduce_scatter", "get_config", "get_context",
            "get_communicator", "bfloat16", "train", "__version__"]

@@ -68,23 +68,29 @@ def code_of_dtype(dtype, fn):
     return dt, code
 
 
-def _override(x, dtype, fn):
-    """dt code when the caller passed dtype= along with an array x."""
+def override_code(have, dtype, fn):
+    """dt code when the caller passed dtype= along with an array of numpy dtype
+    `have` (None: dtype= agrees and changes nothing)."""
     if is_bf16_name(dtype):
-        if x.dtype.kind == "u" and x.dtype.itemsize == 2:
+        if have.kind == "u" and have.itemsize == 2:
             return DT_BF16
-        if BFLOAT16 is not None and x.dtype == BFLOAT16:
+        if BFLOAT16 is not None and have == BFLOAT16:
             return DT_BF16
         raise TypeError("dtrain.%s: dtype='bf16' needs a uint16 array of bfloat16 bit patterns, "
-                        "got %s" % (fn, x.dtype.name))
+                        "got %s" % (fn, have.name))
     try:
         want = np.dtype(dtype)
     except TypeError:
         raise TypeError("dtrain.%s: dtype %r is not a numpy dtype" % (fn, dtype)) from None
-    if want != x.dtype:
+    if want != have:
         raise ValueError("dtrain.%s: dtype=%s does not match the array's dtype %s (dtrain does not "
-                         "cast; use x.astype())" % (fn, want.name, x.dtype.name))
+                         "cast; use x.astype())" % (fn, want.name, have.name))
     return None
+
+
+def _override(x, dtype, fn):
+    """dt code when the caller passed dtype= along with an array x."""
+    return override_code(x.dtype, dtype, fn)
 
 
 def prepare(x, fn, dtype=None, what="x"):

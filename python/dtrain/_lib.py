@@ -23,7 +23,7 @@ import sysconfig
 import threading
 
 __all__ = ["DtrainError", "LibraryNotFoundError", "init", "finalize", "is_initialized",
-           "library_path", "lib"]
+           "library_path", "cuda_device", "lib"]
 
 _LIB_NAMES = ("libdtrain.so", "libdtrain.so.0", "libdtrain.dylib")
 
@@ -67,8 +67,17 @@ class _CommInfo(ctypes.Structure):
                                             "group_size")]
 
 
+class _CollOpts(ctypes.Structure):
+    """struct dt_coll_opts { dt_mem_kind mem; void *stream; dt_wire wire; } (coll.h)"""
+    _fields_ = [("mem", ctypes.c_int), ("stream", ctypes.c_void_p), ("wire", ctypes.c_int)]
+
+
+DT_MEM_DEVICE = 2
+
 _P, _I, _Z = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
 _PI = ctypes.POINTER(ctypes.c_int)
+_PT = ctypes.POINTER(_Tensor)
+_PO = ctypes.POINTER(_CollOpts)
 # name: (restype, argtypes)
 _PROTOTYPES = {
     "dt_status_str": (ctypes.c_char_p, [_I]),
@@ -100,6 +109,27 @@ _PROTOTYPES = {
     "dt_reduce_scatter_fused": (_I, [ctypes.POINTER(_Tensor), ctypes.POINTER(_Tensor), _I, _I, _P]),
     "dt_reduce_scatter_per_rank": (_I, [ctypes.POINTER(_Tensor), _I, ctypes.POINTER(_Tensor), _I,
                                         _P]),
+    # memory kinds and streams (coll.h, "Device memory"): the device arrays' calls,
+    # blocking (work NULL)
+    "dt_allreduce_ex": (_I, [_P, _P, _Z, _I, _I, _P, _PO, _P]),
+    "dt_allgather_ex": (_I, [_P, _P, _Z, _I, _P, _PO, _P]),
+    "dt_reduce_scatter_ex": (_I, [_P, _P, _Z, _I, _I, _P, _PO, _P]),
+    "dt_reduce_ex": (_I, [_P, _P, _Z, _I, _I, _I, _P, _PO, _P]),
+    "dt_broadcast_ex": (_I, [_P, _P, _Z, _I, _I, _P, _PO, _P]),
+    "dt_gather_ex": (_I, [_P, _P, _Z, _I, _I, _P, _PO, _P]),
+    "dt_scatter_ex": (_I, [_P, _P, _Z, _I, _I, _P, _PO, _P]),
+    "dt_all_to_all_ex": (_I, [_P, _P, _Z, _I, _P, _PO, _P]),
+    "dt_send_ex": (_I, [_P, _Z, _I, _I, _P, _PO, _P]),
+    "dt_recv_ex": (_I, [_P, _Z, _I, _I, _P, _PO, _P]),
+    "dt_allreduce_list_ex": (_I, [_PT, _PT, _I, _I, _P, _PO, _P]),
+    "dt_allgather_list_ex": (_I, [_PT, _PT, _I, _P, _PO, _P]),
+    "dt_reduce_scatter_fused_ex": (_I, [_PT, _PT, _I, _I, _P, _PO, _P]),
+    "dt_reduce_scatter_per_rank_ex": (_I, [_PT, _I, _PT, _I, _P, _PO, _P]),
+    "dt_comm_device_path": (ctypes.c_char_p, [_P]),
+    # which CUDA device this process uses (device.h); in every build (none: count 0)
+    "dt_cuda_device_count": (_I, [ctypes.c_char_p, ctypes.c_ulong]),
+    "dt_cuda_use_device": (_I, [_I]),
+    "dt_cuda_current_device": (_I, []),
 }
 
 _lock = threading.RLock()
@@ -110,6 +140,8 @@ _we_initialized = False   # this package called dt_init (so it finalizes at exit
 _atexit_registered = False
 generation = 0            # bumped by finalize(): communicators of older generations are dead
 _finalize_hooks = []      # callables run after dt_finalize (cache invalidation)
+rank_device = None        # this rank's CUDA device (int), None without one (set by init)
+rank_device_absent = ""   # why there is none (the library's words)
 
 
 def _candidates():
@@ -200,24 +232,99 @@ def check(rc, function=None):
     return rc
 
 
-def init():
+# Launchers' variables for a process's index on its host, first found wins:
+# Open MPI, MPICH (Hydra), MVAPICH2, torchrun, srun.
+_LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK",
+                    "LOCAL_RANK", "SLURM_LOCALID")
+
+
+def _launcher_local_rank():
+    """(variable, value) of the launcher's local rank, or (None, None)."""
+    for var in _LOCAL_RANK_VARS:
+        v = os.environ.get(var, "").strip()
+        if v.isdigit():
+            return var, int(v)
+    return None, None
+
+
+def _bind_device(want):
+    """Choose this rank's CUDA device before dt_init, which creates the NCCL
+    communicator on the CURRENT device (comm.h). Sets ``rank_device`` and
+    ``rank_device_absent``. want: None (the launcher's local rank modulo the
+    devices this process sees, as RAF and dtrain-train bind them; without a
+    launcher's local rank the current device), "current" (the current device,
+    as the caller set it) or a device index."""
+    global rank_device, rank_device_absent
+    why = ctypes.create_string_buffer(512)
+    n = lib.dt_cuda_device_count(why, len(why))
+    if n <= 0:
+        rank_device = None
+        rank_device_absent = why.value.decode("utf-8", "replace") or "no CUDA device"
+        if want is not None and want != "current":
+            raise DtrainError(-6, "device=%r: this process has no CUDA device: %s"
+                              % (want, rank_device_absent), function="init")
+        return
+    if want is None:
+        var, local = _launcher_local_rank()
+        if var is not None:
+            check(lib.dt_cuda_use_device(local % n), "init")
+    elif want != "current":
+        if isinstance(want, bool) or not hasattr(want, "__index__"):
+            raise TypeError("dtrain.init: device must be None, 'current' or a CUDA device index, "
+                            "got %r" % (want,))
+        idx = want.__index__()
+        if not 0 <= idx < n:
+            raise ValueError("dtrain.init: device %d: this process sees %d CUDA device%s (0..%d)"
+                             % (idx, n, "" if n == 1 else "s", n - 1))
+        check(lib.dt_cuda_use_device(idx), "init")
+    rank_device, rank_device_absent = check(lib.dt_cuda_current_device(), "init"), ""
+
+
+def init(device=None):
     """Start the runtime (idempotent). Under mpirun it uses MPI, otherwise it is
     standalone (size 1); DTRAIN_BACKEND=mpi|void|auto overrides. If the C
     runtime was already started by someone else in this process it is reused
-    (and then not finalized by this package). Registers finalize() at exit."""
+    (and then not finalized by this package). Registers finalize() at exit.
+
+    ``device`` (processes that see a CUDA device): the GPU this rank uses,
+    made current before the runtime starts (its NCCL communicator lives
+    there, and device arrays must lie on it). None (default): the launcher's
+    local rank modulo the devices this process sees (OMPI_COMM_WORLD_LOCAL_RANK,
+    MPI_LOCALRANKID, MV2_COMM_WORLD_LOCAL_RANK, LOCAL_RANK or SLURM_LOCALID;
+    without one, the current device), the binding RAF and dtrain-train use;
+    "current": the device the caller made current (torch.cuda.set_device,
+    cupy.cuda.Device(i).use()); an int: that device. Without a CUDA device
+    only None and "current" are accepted. Once started, naming another device
+    than the rank's raises RuntimeError. See cuda_device()."""
     global ready, _we_initialized, _atexit_registered
     with _lock:
         if ready:
+            if device is not None and device != "current" and device != rank_device:
+                raise RuntimeError("dtrain.init(device=%r): the runtime already runs %s; choose "
+                                   "the device at the first init" % (device, (
+                                       "without a CUDA device" if rank_device is None else
+                                       "with CUDA device %d" % rank_device)))
             return
         if lib is None:
             _load()
         if not lib.dt_is_initialized():
+            _bind_device(device)
             check(lib.dt_init(), "init")
             _we_initialized = True
+        else:  # started by the host program: its device is the current one
+            _bind_device("current" if device is None else device)
         ready = True
         if not _atexit_registered:
             atexit.register(_atexit_finalize)
             _atexit_registered = True
+
+
+def cuda_device():
+    """This rank's CUDA device index (starting the runtime if needed), or None
+    when the process has no CUDA device (or the library no CUDA). Device arrays
+    given to the collectives must lie on it. See init(device=...)."""
+    ensure()
+    return rank_device
 
 
 def ensure():

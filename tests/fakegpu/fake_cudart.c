@@ -152,6 +152,7 @@ const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
+    case cudaErrorInvalidPitchValue: return "cudaErrorInvalidPitchValue";
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
     case cudaErrorInvalidDeviceFunction: return "cudaErrorInvalidDeviceFunction";
     case cudaErrorInvalidSymbol: return "cudaErrorInvalidSymbol";
@@ -172,6 +173,7 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy (fakegpu: the kinds do not match)";
+    case cudaErrorInvalidPitchValue: return "invalid pitch argument";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorInvalidDeviceFunction: return "invalid device function (fakegpu: or a kernel without a CPU twin)";
     case cudaErrorInvalidSymbol: return "invalid device symbol";
@@ -400,6 +402,7 @@ typedef struct handle {
     unsigned flags;          /* events: cudaEventCreateWithFlags' */
     int recorded;            /* events: recorded at least once */
     double ms;               /* events: when last recorded (CLOCK_MONOTONIC, ms) */
+    _Atomic long uses, syncs; /* streams: fk_stream_count's counts */
     struct handle *next;
 } handle;
 struct CUstream_st { handle h; };
@@ -417,25 +420,56 @@ static handle *handle_new(int magic) {
     return q;
 }
 
-/* 1 if p is a handle of the registry with this magic (live of its kind);
- * with kill, it is marked dead */
-static int handle_live(const void *p, int magic, int kill) {
+/* the handle p if it is one of the registry with this magic (live of its
+ * kind), else NULL; with kill, it is marked dead */
+static handle *handle_get(const void *p, int magic, int kill) {
     pthread_mutex_lock(&g_mu);
-    int ok = 0;
+    handle *found = NULL;
     for (handle *q = g_handles; q; q = q->next)
         if ((const void *)q == p) {
-            ok = q->magic == magic;
-            if (ok && kill) q->magic = DEAD;
+            if (q->magic == magic) found = q;
+            if (found && kill) q->magic = DEAD;
             break;
         }
     pthread_mutex_unlock(&g_mu);
-    return ok;
+    return found;
 }
 
-int fk_stream_ok(cudaStream_t s) {
-    /* the default stream, the legacy one and the per-thread one */
-    if (s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread) return 1;
-    return handle_live(s, STREAM_LIVE, 0);
+static int handle_live(const void *p, int magic, int kill) { return handle_get(p, magic, kill) != NULL; }
+
+/* the counts of the legacy default stream (NULL, cudaStreamLegacy) and of the
+ * per-thread one */
+static _Atomic long g_legacy_uses, g_legacy_syncs, g_ptds_uses, g_ptds_syncs;
+
+/* 1 if s is the default stream (the legacy one or the per-thread one) or a
+ * live stream of the fake; counts a use of it (sync: a synchronize) */
+static int stream_note(cudaStream_t s, int sync) {
+    if (s == NULL || s == cudaStreamLegacy) {
+        atomic_fetch_add(sync ? &g_legacy_syncs : &g_legacy_uses, 1);
+        return 1;
+    }
+    if (s == cudaStreamPerThread) {
+        atomic_fetch_add(sync ? &g_ptds_syncs : &g_ptds_uses, 1);
+        return 1;
+    }
+    handle *h = handle_get(s, STREAM_LIVE, 0);
+    if (h) atomic_fetch_add(sync ? &h->syncs : &h->uses, 1);
+    return h != NULL;
+}
+
+int fk_stream_ok(cudaStream_t s) { return stream_note(s, 0); }
+
+long fk_stream_count(cudaStream_t s, int what) {
+    int sync = what == FK_STREAM_SYNCS;
+    if (s == NULL || s == cudaStreamLegacy) return atomic_load(sync ? &g_legacy_syncs : &g_legacy_uses);
+    if (s == cudaStreamPerThread) return atomic_load(sync ? &g_ptds_syncs : &g_ptds_uses);
+    pthread_mutex_lock(&g_mu);
+    handle *found = NULL;
+    for (handle *q = g_handles; q; q = q->next)
+        if (q == (handle *)s) found = q;
+    pthread_mutex_unlock(&g_mu);
+    if (!found || found->magic == EVENT_LIVE) return -1;
+    return atomic_load(sync ? &found->syncs : &found->uses);
 }
 
 static int event_ok(cudaEvent_t e) { return handle_live(e, EVENT_LIVE, 0); }
@@ -455,14 +489,15 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-    return fk_stream_ok(s) ? cudaSuccess : err(cudaErrorInvalidResourceHandle);
+    return stream_note(s, 1) ? cudaSuccess : err(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 
 /* a live stream is always idle: its work ran when it was enqueued */
 cudaError_t cudaStreamQuery(cudaStream_t s) {
-    return fk_stream_ok(s) ? cudaSuccess : err(cudaErrorInvalidResourceHandle);
+    int live = s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread || handle_live(s, STREAM_LIVE, 0);
+    return live ? cudaSuccess : err(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
@@ -534,13 +569,14 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flag
 static int on_device(int kind) { return kind == FK_DEVICE || kind == FK_MANAGED; }
 static int on_host(int kind) { return kind != FK_DEVICE; }
 
-static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) {
-    if (!fk_stream_ok(s)) return err(cudaErrorInvalidResourceHandle);
-    if (n == 0) return cudaSuccess;
+/* The host addresses of a copy's ends, dst..dst+dbytes and src..src+sbytes,
+ * each inside one allocation (or unregistered host memory), in the
+ * direction `kind` says */
+static cudaError_t copy_ends(void *dst, size_t dbytes, const void *src, size_t sbytes, enum cudaMemcpyKind kind,
+                             void **dh, void **sh) {
     if (!dst || !src) return err(cudaErrorInvalidValue);
     int dk, sk, dd, sd;
-    void *dh, *sh;
-    if (fk_mem(dst, n, &dk, &dd, &dh) || fk_mem(src, n, &sk, &sd, &sh)) return err(cudaErrorInvalidValue);
+    if (fk_mem(dst, dbytes, &dk, &dd, dh) || fk_mem(src, sbytes, &sk, &sd, sh)) return err(cudaErrorInvalidValue);
     int ok;
     switch (kind) {
     case cudaMemcpyHostToDevice: ok = on_host(sk) && on_device(dk); break;
@@ -550,9 +586,40 @@ static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKin
     case cudaMemcpyDefault: ok = 1; break;
     default: ok = 0; break;
     }
-    if (!ok) return err(cudaErrorInvalidMemcpyDirection);
-    memmove(dh, sh, n);
-    return cudaSuccess;
+    return ok ? cudaSuccess : err(cudaErrorInvalidMemcpyDirection);
+}
+
+static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) {
+    if (!fk_stream_ok(s)) return err(cudaErrorInvalidResourceHandle);
+    if (n == 0) return cudaSuccess;
+    void *dh, *sh;
+    cudaError_t e = copy_ends(dst, n, src, n, kind, &dh, &sh);
+    if (e == cudaSuccess) memmove(dh, sh, n);
+    return e;
+}
+
+/* height rows of width bytes, dpitch and spitch bytes apart (CUDA's checks:
+ * a pitch below the width is cudaErrorInvalidPitchValue) */
+static cudaError_t copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                          enum cudaMemcpyKind kind, cudaStream_t s) {
+    if (!fk_stream_ok(s)) return err(cudaErrorInvalidResourceHandle);
+    if (width == 0 || height == 0) return cudaSuccess;
+    if (width > dpitch || width > spitch) return err(cudaErrorInvalidPitchValue);
+    void *dh, *sh;
+    cudaError_t e = copy_ends(dst, dpitch * (height - 1) + width, src, spitch * (height - 1) + width, kind, &dh, &sh);
+    for (size_t i = 0; e == cudaSuccess && i < height; i++)
+        memmove((char *)dh + i * dpitch, (const char *)sh + i * spitch, width);
+    return e;
+}
+
+cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                         enum cudaMemcpyKind kind) {
+    return copy2d(dst, dpitch, src, spitch, width, height, kind, NULL);
+}
+
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                              enum cudaMemcpyKind kind, cudaStream_t s) {
+    return copy2d(dst, dpitch, src, spitch, width, height, kind, s);
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {

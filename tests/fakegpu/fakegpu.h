@@ -54,8 +54,17 @@ enum { FK_UNREG = 0, FK_HOST = 1, FK_DEVICE = 2, FK_MANAGED = 3 };
  * the fake (or is unregistered host memory: kind FK_UNREG, host = p); -1 if it
  * starts inside an allocation and runs past its end. */
 int fk_mem(const void *p, size_t bytes, int *kind, int *dev, void **host);
-/* 1 if s is the default stream or a live stream of the fake. */
+/* 1 if s is the default stream or a live stream of the fake; counts a use
+ * of s (every call that enqueues work on s or makes it wait calls it). */
 int fk_stream_ok(cudaStream_t s);
+/* How often stream s was used (FK_STREAM_USES: copies, memsets, launches,
+ * NCCL calls, event records and waits on it) or synchronized
+ * (FK_STREAM_SYNCS: cudaStreamSynchronize); -1 for a handle that is no
+ * stream. NULL and cudaStreamLegacy count as one (the legacy default stream),
+ * cudaStreamPerThread on its own. What tests ask to see which stream a caller
+ * ordered its work on (the Python front's device arrays). */
+enum { FK_STREAM_USES = 0, FK_STREAM_SYNCS = 1 };
+long fk_stream_count(cudaStream_t s, int what);
 /* The calling thread's current device; the number of devices. */
 int fk_current_device(void);
 int fk_device_count(void);

@@ -1,7 +1,9 @@
 /* fakegpu_self: the stand-in itself (fakegpu.h) keeps the promises the other
  * fakegpu tests rely on: device memory is a PROT_NONE mapping (host code
  * touching it would fault) that starts as junk, copies refuse a direction that
- * does not match the memory, destroyed streams and host buffers are refused,
+ * does not match the memory (2D copies too, with CUDA's pitch check), the
+ * uses and synchronizations of each stream are counted, destroyed streams and
+ * host buffers are refused,
  * an event is "not ready" to the first query after a record, and a one-rank
  * communicator reduces, sends to itself in a group and splits as NCCL does. */
 #define _POSIX_C_SOURCE 200809L
@@ -61,10 +63,42 @@ int main(void) {
     CHECK(cudaMemcpy(back, d, sizeof host, cudaMemcpyDeviceToHost) == cudaSuccess && memcmp(back, host, sizeof host) == 0,
           "the round trip");
 
+    /* 2D copies: rows at their pitches, CUDA's pitch check, the bounds of every row */
+    CHECK(cudaMemcpy2D(d2, 8, d, 16, 8, 10, cudaMemcpyDeviceToDevice) == cudaSuccess, "2D copy");
+    CHECK(cudaMemcpy(back, d2, 80, cudaMemcpyDeviceToHost) == cudaSuccess && back[0] == host[0] && back[1] == host[1] &&
+              back[2] == host[4] && back[19] == host[37],
+          "2D copy: row 1 from byte 16 (%g, want %g)", (double)back[2], (double)host[4]);
+    CHECK(cudaMemcpy2DAsync(d2, 4, d, 16, 8, 2, cudaMemcpyDeviceToDevice, NULL) == cudaErrorInvalidPitchValue,
+          "a pitch below the width is refused");
+    CHECK(cudaMemcpy2D(d2, 8, d, sizeof host, 8, 2, cudaMemcpyDeviceToDevice) == cudaErrorInvalidValue,
+          "a 2D copy whose last row runs past the allocation is refused");
+    CHECK(cudaMemcpy2D(back, 8, d, 8, 8, 2, cudaMemcpyHostToDevice) == cudaErrorInvalidMemcpyDirection,
+          "a 2D copy checks its direction");
+    CHECK(cudaMemcpy2D(d2, 8, d, 8, 0, 5, cudaMemcpyDeviceToDevice) == cudaSuccess, "an empty 2D copy");
+    cudaGetLastError();
+
     /* streams and events */
     cudaStream_t s;
     cudaEvent_t e;
     CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "stream");
+    /* which stream a call used: fk_stream_count */
+    long u0 = fk_stream_count(s, FK_STREAM_USES), l0 = fk_stream_count(NULL, FK_STREAM_USES),
+         p0 = fk_stream_count(cudaStreamPerThread, FK_STREAM_USES), y0 = fk_stream_count(s, FK_STREAM_SYNCS);
+    CHECK(u0 == 0 && y0 == 0, "a new stream has no uses (%ld) or syncs (%ld)", u0, y0);
+    CHECK(cudaMemcpyAsync(d2, d, 4, cudaMemcpyDeviceToDevice, s) == cudaSuccess &&
+              cudaMemcpy2DAsync(d2, 4, d, 4, 4, 1, cudaMemcpyDeviceToDevice, s) == cudaSuccess &&
+              cudaStreamSynchronize(s) == cudaSuccess && cudaStreamQuery(s) == cudaSuccess,
+          "work on the stream");
+    CHECK(fk_stream_count(s, FK_STREAM_USES) == 2 && fk_stream_count(s, FK_STREAM_SYNCS) == 1,
+          "two uses and one sync counted (%ld, %ld)", fk_stream_count(s, FK_STREAM_USES),
+          fk_stream_count(s, FK_STREAM_SYNCS));
+    CHECK(cudaMemsetAsync(d2, 0, 4, cudaStreamLegacy) == cudaSuccess && cudaMemset(d2, 0, 4) == cudaSuccess &&
+              cudaMemsetAsync(d2, 0, 4, cudaStreamPerThread) == cudaSuccess,
+          "work on the default streams");
+    CHECK(fk_stream_count(NULL, FK_STREAM_USES) == l0 + 2 && fk_stream_count(cudaStreamLegacy, FK_STREAM_USES) == l0 + 2 &&
+              fk_stream_count(cudaStreamPerThread, FK_STREAM_USES) == p0 + 1,
+          "NULL and cudaStreamLegacy count as one stream, the per-thread one on its own");
+    CHECK(fk_stream_count((cudaStream_t)(uintptr_t)0x1234, FK_STREAM_USES) == -1, "no stream: -1");
     CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess, "event");
     CHECK(cudaEventRecord(e, s) == cudaSuccess, "record");
     CHECK(cudaEventQuery(e) == cudaErrorNotReady && cudaEventQuery(e) == cudaSuccess, "not ready once after a record");

@@ -359,6 +359,38 @@ def t_error_object():
               str(e))
 
 
+class _DeviceLike:
+    """A bare __cuda_array_interface__ (no memory behind it is ever touched:
+    every call below fails before)."""
+
+    def __init__(self):
+        self.__cuda_array_interface__ = {"version": 3, "shape": (2,), "typestr": "<f4",
+                                         "data": (4096, False), "stream": None}
+
+
+def t_device_arrays_here():
+    """Device arrays where none can be used (tests/python/test_device_fake.py
+    has the rest): host and device arrays mixed are refused before anything
+    moves, in any build; a process without a CUDA device refuses a device
+    array with the library's reason."""
+    d = _DeviceLike()
+    h = np.zeros(2, np.float32)
+    expect_raises("host x, device out", TypeError, lambda: dtrain.allreduce(h, out=d),
+                  "dtrain.allreduce: host and device arrays in one call", "x is a numpy array",
+                  "out is a")
+    expect_raises("device then host in a list", TypeError, lambda: dtrain.allgather([d, h]),
+                  "x[1] is a numpy array", "x[0] is a")
+    expect_raises("recv into a device out with a host token", TypeError,
+                  lambda: dtrain.recv(R, out=d, token=object()), "token must be None or an array")
+    if dtrain.cuda_device() is None:
+        expect_raises("a device array without a CUDA device", DtrainError,
+                      lambda: dtrain.allreduce(d, out=d), "x is a cuda device array",
+                      "this process has no cuda device", status="DT_ERR_UNSUPPORTED")
+        expect_raises("a device array without a CUDA device (send)", DtrainError,
+                      lambda: dtrain.send(d, R), "no cuda device", status="DT_ERR_UNSUPPORTED")
+    still_works("device arrays")
+
+
 for name, fn in list(globals().items()):
     if name.startswith("t_") and callable(fn):
         H.guarded(name, fn)

@@ -260,6 +260,52 @@ def t_library_search():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def t_init_device():
+    """dtrain.init(device=...): the rank's CUDA device, chosen before the runtime
+    starts (children, standalone): the launcher's local rank modulo the devices,
+    an index, "current"; the errors. On the fake runtime (libdtrain_fakegpu.so,
+    DTRAIN_FAKEGPU_LIBRARY, CUDA builds) and on the library under test."""
+    if R != 0:
+        return
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    py = os.path.join(src, "python")
+    probe = ("import dtrain\ntry:\n dtrain.init(%s)\n print('DEV', dtrain.cuda_device())\n"
+             "except Exception as e:\n print('ERR', type(e).__name__, e)")
+    fake = os.environ.get("DTRAIN_FAKEGPU_LIBRARY")
+    if fake:
+        cases = [("", "4", {"MPI_LOCALRANKID": "3"}, "DEV 3"),
+                 ("", "2", {"MPI_LOCALRANKID": "3"}, "DEV 1"),
+                 ("", "2", {"SLURM_LOCALID": "1"}, "DEV 1"),
+                 ("", "4", {}, "DEV 0"),
+                 ("device=2", "4", {"MPI_LOCALRANKID": "1"}, "DEV 2"),
+                 ("device='current'", "4", {"MPI_LOCALRANKID": "1"}, "DEV 0"),
+                 ("device=4", "4", {}, "ERR ValueError dtrain.init: device 4: this process sees 4 "
+                  "CUDA devices (0..3)"),
+                 ("device='gpu'", "4", {}, "ERR TypeError dtrain.init: device must be None, "
+                  "'current' or a CUDA device index"),
+                 ("device=True", "4", {}, "ERR TypeError"),
+                 ("device=1", "0", {}, "ERR DtrainError dtrain.init: device=1: this process has "
+                  "no CUDA device"),
+                 ("", "0", {}, "DEV None")]
+        for arg, ndev, extra, want in cases:
+            env = _child_env(PYTHONPATH=py, DTRAIN_LIBRARY=fake, DTRAIN_FAKEGPU_DEVICES=ndev,
+                             **extra)
+            rc, out, err = _child(probe % arg, env, src)
+            check("init(%s) with %s fake devices %s" % (arg, ndev, extra),
+                  rc == 0 and out.startswith(want), "rc %d out %r err %r" % (rc, out, err[-800:]))
+    else:
+        print("t_init_device: no DTRAIN_FAKEGPU_LIBRARY (a build without CUDA): the fake "
+              "devices' cases left out")
+    if dtrain.cuda_device() is None:  # the library under test sees no GPU
+        env = _child_env(PYTHONPATH=py, DTRAIN_LIBRARY=os.path.realpath(dtrain.library_path()))
+        rc, out, err = _child(probe % "device=0", env, src)
+        check("init(device=0) without a CUDA device", rc == 0 and out.startswith(
+            "ERR DtrainError dtrain.init: device=0: this process has no CUDA device"),
+            "rc %d out %r err %r" % (rc, out, err[-800:]))
+        expect_raises("init(device=0) once started without a device", RuntimeError,
+                      lambda: dtrain.init(device=0), "already runs without a CUDA device")
+
+
 def t_set_default_communicator():
     """RAF's dist.set_default_communicator("mpi" | "void"): before the runtime starts
     it picks the backend (DTRAIN_BACKEND); afterwards only the running one is accepted."""

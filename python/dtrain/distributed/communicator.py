@@ -95,7 +95,8 @@ class Communicator:
     world communicator has 0 / 1). ``root_rank``: the WORLD rank of the first
     (lowest) member, 0 for the world. ``members``: world ranks of the members,
     ascending. ``rank_list``: the rank_list as given (None for the world).
-    ``backend``: "mpi" or "void" (standalone).
+    ``backend``: "mpi" or "void" (standalone). ``device_path``: how device
+    arrays move ("nccl", "staged", "local", "none").
 
     Communicators belong to the library and die at ``dtrain.finalize()``;
     using one afterwards raises RuntimeError.
@@ -126,6 +127,13 @@ class Communicator:
     @property
     def global_size(self):
         return self.world_size
+
+    @property
+    def device_path(self):
+        """How device arrays move on this communicator (coll.h, "Device
+        memory"): "nccl", "staged" (through pinned host memory), "local" (a
+        group of one rank: copies), or "none" (no CUDA device here)."""
+        return (_lib.lib.dt_comm_device_path(self.handle) or b"?").decode()
 
     @property
     def handle(self):

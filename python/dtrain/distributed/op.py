@@ -1,4 +1,5 @@
-"""Collective communication operators on numpy arrays (``dir()`` lists them).
+"""Collective communication operators on numpy arrays and CUDA device arrays
+(``dir()`` lists them).
 
 Common rules
 ------------
@@ -39,13 +40,42 @@ Common rules
 * Signatures follow RAF's (``raf.distributed.op``) positional order; dtrain's
   extra arguments (``out``, ``dtype``, ``rank_list`` where RAF has none) come
   after RAF's.
+
+Device arrays
+-------------
+Every operator also takes CUDA device arrays (CuPy arrays, PyTorch CUDA
+tensors, Numba device arrays...): objects with ``__cuda_array_interface__``
+(versions 2 and 3) or ``__dlpack__``/``__dlpack_device__`` (dtrain._devarray
+says how each is read and which stream a call runs on). Such a call is
+dtrain._device_op's: the C library's device path (nccl, staged or local,
+``Communicator.device_path``), blocking: the result is complete for every
+stream and the host when the call returns. The rules above hold, except:
+
+* results are new arrays of the input's library on the input's device
+  (dtrain._arraylib: ``torch.empty``, ``cupy.empty``, the Array API's
+  ``empty``); ``out=`` (``out=x``: in place) as for numpy arrays;
+* every array of a call is a device array: a host (numpy) array beside a
+  device one is a TypeError naming both; every device array lies on this
+  rank's device, ``dtrain.cuda_device()`` (ValueError otherwise);
+* device arrays are never copied: a non-contiguous array or out= is a
+  ValueError, a byte-swapped one a TypeError; a read-only out= is a
+  ValueError;
+* bfloat16: PyTorch's (DLPack's) bfloat16 is bf16 as it is; uint16 bit
+  patterns with ``dtype="bf16"`` as for numpy;
+* scatter off the root and recv receive into a device array only when given
+  one (x of the root's shape and dtype; ``out=``); ``x=None`` or
+  ``shape``/``dtype`` alone receive into numpy arrays. Ranks of one call
+  on different kinds of memory get DtrainError (DT_ERR_MISMATCH) on every
+  rank.
 """
 import ctypes
 
 import numpy as np
 
 from .. import _lib
+from .._devarray import device_call as _device_call, is_device as _is_device
 from .._dtypes import prepare, op_code, code_of_dtype, CODES as _CODES, OPS as _OPS
+from . import _device_op as _dev
 from . import communicator as _communicator
 from .communicator import resolve, resolve_comm, INT_MIN, INT_MAX
 
@@ -155,7 +185,8 @@ def _token(token, fn):
     """RAF's send/recv token: a data dependency that keeps RAF's graph from
     reordering the calls. dtrain runs calls in program order, so it is not
     needed; it is accepted (None or an array) and ignored."""
-    if token is not None and not isinstance(token, (np.ndarray, np.generic)):
+    if token is not None and not isinstance(token, (np.ndarray, np.generic)) \
+            and not _is_device(token):
         raise TypeError("dtrain.%s: token must be None or an array (a previous send/recv's "
                         "result), got %s" % (fn, type(token).__name__))
 
@@ -201,6 +232,8 @@ def allreduce(x, computation="sum", rank_list=None, out=None, dtype=None):
                 if rc:
                     _raise(rc, "allreduce")
                 return res
+    if _device_call("allreduce", ("x", x), ("out", out)):
+        return _dev.allreduce(x, computation, rank_list, out, dtype)
     if isinstance(x, (list, tuple)):
         return _allreduce_list(x, computation, rank_list, out, dtype)
     op = op_code(computation, "allreduce")
@@ -287,6 +320,8 @@ def allgather(x, axis=0, rank_list=None, dtype=None):
     gives shape (size,). A list of arrays is gathered by one fused call
     (dt_allgather_list; each along ``axis``) and a list is returned."""
     fn = "allgather"
+    if _device_call(fn, ("x", x)):
+        return _dev.allgather(x, axis, rank_list, dtype)
     lib = _lib.ensure()
     c = resolve_comm(rank_list, fn)
     S = c.size
@@ -321,6 +356,8 @@ def group_allgather(tensor_list, axis=0, out=None, rank_list=None, dtype=None):
     if not isinstance(tensor_list, (list, tuple)):
         raise TypeError("dtrain.group_allgather: tensor_list must be a list of arrays, got %s"
                         % type(tensor_list).__name__)
+    if _device_call(fn, ("tensor_list", tensor_list), ("out", out)):
+        return _dev.group_allgather(tensor_list, axis, out, rank_list, dtype)
     _lib.ensure()
     c = resolve_comm(rank_list, fn)
     res = _allgather_list(tensor_list, axis, c, dtype, fn, "tensor_list")
@@ -360,6 +397,8 @@ def reduce_scatter(x, computation="sum", rank_list=None, out=None, dtype=None):
 
     ``out``: optional result array (``out=x[rank]`` is in place for a list)."""
     fn = "reduce_scatter"
+    if _device_call(fn, ("x", x), ("out", out)):
+        return _dev.reduce_scatter(x, computation, rank_list, out, dtype)
     lib = _lib.ensure()
     c = resolve_comm(rank_list, fn)
     op = op_code(computation, fn)
@@ -422,6 +461,8 @@ def group_reduce_scatter(tensor_list, computation="sum", rank_list=None, out=Non
     if not isinstance(tensor_list, (list, tuple)):
         raise TypeError("dtrain.group_reduce_scatter: tensor_list must be a list of arrays, got "
                         "%s (for one array use reduce_scatter)" % type(tensor_list).__name__)
+    if _device_call(fn, ("tensor_list", tensor_list), ("out", out)):
+        return _dev.group_reduce_scatter(tensor_list, computation, rank_list, out, dtype)
     lib = _lib.ensure()
     c = resolve_comm(rank_list, fn)
     op = op_code(computation, fn)
@@ -444,6 +485,8 @@ def reduce(x, root, computation="sum", rank_list=None, dtype=None):
     ranks of one group (``[0, 1]``); a rank in no group runs alone and gets its
     own x back."""
     fn = "reduce"
+    if _device_call(fn, ("x", x)):
+        return _dev.reduce(x, root, computation, rank_list, dtype)
     lib = _lib.ensure()
     c = resolve_comm(rank_list, fn, flat=True)
     root = _root(root, c, fn)
@@ -466,6 +509,8 @@ def broadcast(x, root, rank_list=None, out=None, dtype=None):
     ``rank_list`` also takes RAF's flat spelling, the ranks of one group
     (``[0, 1]``); a rank in no group runs alone and gets its own x back."""
     fn = "broadcast"
+    if _device_call(fn, ("x", x), ("out", out)):
+        return _dev.broadcast(x, root, rank_list, out, dtype)
     lib = _lib.ensure()
     c = resolve_comm(rank_list, fn, flat=True)
     root = _root(root, c, fn)
@@ -498,6 +543,8 @@ def all_to_all(x, split_axis=0, concat_axis=0, rank_list=None, dtype=None):
     size."""
     fn = "all_to_all"
     _no_list(x, fn)
+    if _device_call(fn, ("x", x)):
+        return _dev.all_to_all(x, split_axis, concat_axis, rank_list, dtype)
     lib = _lib.ensure()
     c = resolve_comm(rank_list, fn)
     S = c.size
@@ -530,6 +577,8 @@ def gather(x, root, rank_list=None, axis=0, dtype=None):
     None on the other ranks. All ranks pass the same shape."""
     fn = "gather"
     _no_list(x, fn)
+    if _device_call(fn, ("x", x)):
+        return _dev.gather(x, root, rank_list, axis, dtype)
     lib = _lib.ensure()
     c = resolve_comm(rank_list, fn)
     root = _root(root, c, fn)
@@ -555,6 +604,8 @@ def scatter(x, root, rank_list=None, shape=None, dtype=None):
     in the caller's group (None: the group's first member)."""
     fn = "scatter"
     _no_list(x, fn)
+    if _device_call(fn, ("x", x)):
+        return _dev.scatter(x, root, rank_list, shape, dtype)
     lib = _lib.ensure()
     c = resolve_comm(rank_list, fn)
     root = _root(root, c, fn)
@@ -595,6 +646,8 @@ def send(x, peer, token=None, rank_list=None, dtype=None):
     order). Returns None (RAF returns an empty 0-d tensor, "no return value")."""
     fn = "send"
     _token(token, fn)
+    if _device_call(fn, ("x", x)):
+        return _dev.send(x, peer, rank_list, dtype)
     lib = _lib.ensure()
     c = resolve_comm(rank_list, fn)
     peer = _world_rank_arg(peer, c, fn, "peer")
@@ -613,6 +666,8 @@ def recv(peer, shape=None, dtype=None, token=None, rank_list=None, out=None):
     (DT_ERR_MISMATCH)."""
     fn = "recv"
     _token(token, fn)
+    if _device_call(fn, ("out", out)):
+        return _dev.recv(peer, shape, dtype, rank_list, out)
     lib = _lib.ensure()
     c = resolve_comm(rank_list, fn)
     peer = _world_rank_arg(peer, c, fn, "peer")

@@ -17,7 +17,7 @@
 #      offloaded one's host memory. And the same global batch at 1, 2 and 4
 #      ranks (DDP and every stage, a GPU per rank), 6 steps: the final test
 #      loss within 1e-5 relative of the 1-rank run's (sums in another order),
-#      the saved model within 1e-3;
+#      the saved model within 1e-3 (on a GPU the loss only);
 #   3. checkpoints move between devices: a GPU run's checkpoint resumed on the
 #      CPU, and a CPU run's on the GPU, end as the uninterrupted run; at 2
 #      ranks a device ZeRO-2 checkpoint resumed on the device, a device ZeRO-3
@@ -66,7 +66,7 @@ close_run() {
     tb=$(grep '"type":"epoch"' "$tmp/$2.json" 2>/dev/null | tail -1 | sed -n 's/.*"test_loss":\([^,}]*\).*/\1/p')
     [ -n "$ta" ] && [ -n "$tb" ] && awk -v a="$ta" -v b="$tb" -v r="$3" \
         'BEGIN {d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; exit !(d <= r * m)}' || return 1
-    command -v python3 > /dev/null || return 0
+    [ -z "${DT_RTOL:-}" ] && command -v python3 > /dev/null || return 0 # a GPU: the losses only
     python3 - "$tmp/$1.st" "$tmp/$2.st" "$4" <<'PY'
 import array, json, struct, sys
 def load(path):
@@ -141,11 +141,13 @@ if [ ${#mpi[@]} -gt 0 ]; then
         check '[ -n "$o" ] && [ "$o" -gt 0 ] && [ "$od" = "$want" ]' \
               "$name ($*): optimizer state $o B of which $od B device memory, want $want B there"
     }
+    # (on a GPU, DT_RTOL: its 2 ranks share it, staged; the cases that add
+    # nothing there are left out to save the suite's time)
     for z in 1 2 3; do zrun "z$z" 4 --zero "$z"; done
-    zrun z3_staged 1 --zero 3
-    zrun hybrid_z2 4 --zero 2 --shard-group host
+    [ -z "${DT_RTOL:-}" ] && zrun z3_staged 1 --zero 3
+    [ -z "${DT_RTOL:-}" ] && zrun hybrid_z2 4 --zero 2 --shard-group host
     zrun hybrid_z3 4 --zero 3 --shard-group host
-    zrun offload_z1 4 --zero 1 --zero-offload 1
+    [ -z "${DT_RTOL:-}" ] && zrun offload_z1 4 --zero 1 --zero-offload 1
     zrun offload_z3 4 --zero 3 --zero-offload 1
     # the same global batch (4) at 1, 2 and 4 ranks, 6 steps: the test loss
     # within 1e-5 of 1 rank's (the step losses are rank 0's own), the model
@@ -171,7 +173,7 @@ if [ ${#mpi[@]} -gt 0 ]; then
     }
     zresume z2 cuda cuda gpu_z2 --zero 2
     zresume z3 cuda cpu cpu_z3 --zero 3
-    zresume offload_z1 cuda cuda gpu_offload_z1 --zero 1 --zero-offload 1
+    [ -z "${DT_RTOL:-}" ] && zresume offload_z1 cuda cuda gpu_offload_z1 --zero 1 --zero-offload 1
 else
     echo "(no MPI: the 2-rank cases are skipped)"
 fi

@@ -22,7 +22,8 @@
 #      CPU, and a CPU run's on the GPU, end as the uninterrupted run; at 2
 #      ranks a device ZeRO-2 checkpoint resumed on the device, a device ZeRO-3
 #      one on the CPU, and an offloaded ZeRO-1 one offloaded again, each as
-#      the uninterrupted run;
+#      the uninterrupted run; one whose rank 1 file is cut stops every rank
+#      (exit 1, naming the file);
 #   4. bf16: every step's loss within 2% of fp32's;
 #   5. a non-finite loss stops the run (exit 1) naming the step, and the last
 #      checkpoint is from before it;
@@ -172,6 +173,14 @@ if [ ${#mpi[@]} -gt 0 ]; then
               "$name: a $from checkpoint resumed on $to does not continue as $ref ($(tail -2 "$tmp/rest_$name.out"))"
     }
     zresume z2 cuda cuda gpu_z2 --zero 2
+    # a rank that cannot read its slice (its rank file cut short): every rank
+    # stops, exit 1, with that rank's message; none waits for the others
+    cp -r "$tmp/ck_z2" "$tmp/ck_cut" && truncate -s -4 "$tmp/ck_cut/rank-00001.g1.bin"
+    runmpi cut 4 2 --device cuda --max-steps 6 --batch-size 2 --resume "$tmp/ck_cut" --zero 2
+    st=$?
+    check '[ $st = 1 ] && grep -q "rank-00001.g1.bin: truncated" "$tmp/cut.out" &&
+           grep -q "another rank could not read its parameter slice" "$tmp/cut.out"' \
+          "a ZeRO checkpoint with a cut rank file: exit $st ($(tail -2 "$tmp/cut.out" | tr '\n' ' '))"
     zresume z3 cuda cpu cpu_z3 --zero 3
     [ -z "${DT_RTOL:-}" ] && zresume offload_z1 cuda cuda gpu_offload_z1 --zero 1 --zero-offload 1
 else

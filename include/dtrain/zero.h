@@ -148,14 +148,14 @@ typedef struct dt_zero_config {
                                 * each one. Unknown: DT_ERR_INVALID; not native
                                 * with device memory: DT_ERR_UNSUPPORTED (host memory
                                 * only), from dt_zero_create */
-    int offload;               /* device memory only (see "Device memory"): 0 (default)
-                                * the shard and the optimizer on the device, 1 on the
-                                * host (ZeRO-Offload); ignored for host memory. Not 0
-                                * or 1: DT_ERR_INVALID */
     dt_comm *replicas;         /* NULL (default): comm holds the only copy of the state;
                                 * or the ranks holding this rank's shard in the other
                                 * replicas (HYBRID SHARDING): each of them must have the
                                 * same rank and size in its own comm; must outlive z */
+    int offload;               /* device memory only (see "Device memory"): 0 (default)
+                                * the shard and the optimizer on the device, 1 on the
+                                * host (ZeRO-Offload); ignored for host memory. Not 0
+                                * or 1: DT_ERR_INVALID */
 } dt_zero_config;
 
 void dt_zero_config_default(dt_zero_config *cfg);

@@ -28,6 +28,13 @@
  *                                               on the two-level path only the leg between
  *                                               hosts is compressed, within a host's
  *                                               shared-memory window nothing is)
+ *   zero_offload          bool    default false ZeRO with the parameters on a GPU: false
+ *                                               keeps each rank's shard and optimizer
+ *                                               state on the device (stepped by the
+ *                                               device optimizer), true on the host
+ *                                               (ZeRO-Offload: less device memory, a
+ *                                               copy each way per step); dtrain/zero.h
+ *                                               "Device memory". Host models: no effect
  * Precedence, lowest first: defaults, JSON file, DTRAIN_* environment, flags.
  * Booleans accept true/false/1/0/yes/no/on/off, names (shard_group, grad_comm_dtype) any case. */
 #ifndef DTRAIN_CONFIG_H
@@ -52,6 +59,7 @@ typedef struct dt_config {
     int sync_bn;
     double timeout_s;
     int grad_comm_dtype; /* 0 f32, 1 bf16, 2 f16: the dt_wire value (coll.h) */
+    int zero_offload;    /* dt_zero_config.offload (dtrain/zero.h) */
 } dt_config;
 
 void dt_config_default(dt_config *cfg);

@@ -253,6 +253,12 @@ float dt_lr_at(const dt_lr_schedule *s, long step);
  * DT_ERR_INVALID for NULL opt/out or NULL g with n > 0. */
 int dt_optim_grad_sqnorm(const dt_optim *opt, const float *g, size_t n, double *out);
 int dt_optim_grad_scale(const dt_optim *opt, float *g, size_t n, float s);
+/* g[i] += src[i] for i in [0, n) where opt's state lives (one float add per
+ * element: a device instance's gives the host loop's bits), e.g. a reduced
+ * gradient piece added into a gradient shard. src may be g itself and must
+ * not overlap it otherwise. DT_ERR_INVALID for NULL opt, or NULL g or src
+ * with n > 0. */
+int dt_optim_grad_add(const dt_optim *opt, float *g, const float *src, size_t n);
 
 /* Sum of squares of g[0..n), accumulated in double (8 interleaved partial sums
  * over consecutive elements, then added in a fixed order: the result depends

@@ -72,15 +72,37 @@
  * mode, the owners' re-shared slices broadcast into the caller's device vector,
  * stage 2/3's layer gradients reduced from device layer buffers, stage 3's
  * parameters gathered into device layer buffers (the hooks then hand out device
- * pointers). The optimizer and its state stay on the host (as ZeRO-Offload):
- * this rank's parameter and gradient slices are host copies
- * (dt_zero_param_shard, dt_zero_grad_shard return host memory), the gradient
- * slice copied from the device at dt_zero_step (stage 1) or added as each
- * layer's reduction completes (stages 2, 3), the updated slice copied back to
- * the device before it is re-shared. Hooks wait on the host for the
- * communication they depend on (as on host memory), then the caller's kernels
- * on cfg.stream are ordered after it. dt_zero_gather_range's dst and
- * dt_zero_load_param_shard's slice are host memory. */
+ * pointers). Where this rank's shard and its optimizer live is cfg.offload's:
+ *  offload 0 (default): ON THE DEVICE. The fp32 parameter slice (stages 1/2:
+ *           the caller's device vector at [lo, hi); stage 3: a device buffer
+ *           of its own, the gathers' source), the gradient slice (stage 1: the
+ *           caller's averaged device gradients at [lo, hi); stages 2/3: a
+ *           device buffer into which each layer's owner piece is added, by a
+ *           kernel, and reduced in place) and the optimizer's state
+ *           (dt_optim_create_on(DT_DEVICE_CUDA) on cfg.stream) are device
+ *           memory; the replicas' sum, averaging, the norm, clipping and the
+ *           update are device collectives and the device optimizer's kernels
+ *           (the host's arithmetic: the same bits as the host path, except the
+ *           norm's double sum, added in another order, see dtrain/optim.h);
+ *           the updated slices are re-shared from the device. Nothing of the
+ *           shard crosses to the host. Needs the CUDA runtime (a test's fake
+ *           device runtime: DT_ERR_UNSUPPORTED from dt_zero_create, naming
+ *           cfg.offload).
+ *  offload 1: ON THE HOST, as ZeRO-Offload: the parameter and gradient
+ *           slices are host copies, the gradient slice copied from the device
+ *           at dt_zero_step (stage 1) or added as each layer's reduction
+ *           completes (stages 2, 3), the optimizer steps on the host, and the
+ *           updated slice is copied back to the device (stage 3: into a device
+ *           copy of the slice, the gathers' source) before it is re-shared.
+ * dt_zero_shard_mem says which. Hooks wait on the host for the communication
+ * they depend on (as on host memory), then the caller's kernels on cfg.stream
+ * are ordered after it. dt_zero_gather_range's dst and
+ * dt_zero_load_param_shard's slice are host memory either way.
+ *
+ * Memory accounting (dtrain/mem.h): the shard's slices this object allocates
+ * (DT_MEM_PARAMS, DT_MEM_GRADS), the optimizer's state (DT_MEM_OPTIM), the
+ * layer buffers (DT_MEM_COMM, DT_MEM_GATHERED), each counted as device memory
+ * where it is. */
 #ifndef DTRAIN_ZERO_H
 #define DTRAIN_ZERO_H
 
@@ -130,6 +152,10 @@ typedef struct dt_zero_config {
                                 * or the ranks holding this rank's shard in the other
                                 * replicas (HYBRID SHARDING): each of them must have the
                                 * same rank and size in its own comm; must outlive z */
+    int offload;               /* device memory only (see "Device memory"): 0 (default)
+                                * the shard and the optimizer on the device, 1 on the
+                                * host (ZeRO-Offload); ignored for host memory. Not 0
+                                * or 1: DT_ERR_INVALID */
 } dt_zero_config;
 
 void dt_zero_config_default(dt_zero_config *cfg);
@@ -184,17 +210,29 @@ int dt_zero_step(dt_zero *z, float lr, double max_grad_norm, double *grad_norm);
 
 /* This rank's slice [*lo, *hi). */
 int dt_zero_shard(const dt_zero *z, size_t *lo, size_t *hi);
-float *dt_zero_param_shard(dt_zero *z);   /* [hi - lo] */
-float *dt_zero_grad_shard(dt_zero *z);    /* [hi - lo] */
+/* This rank's parameter and gradient slices, [hi - lo] floats each, and the
+ * optimizer over them: memory of the kind dt_zero_shard_mem says (device
+ * memory, and a device optimizer, dtrain/optim.h's dt_optim_create_on, for
+ * device params without cfg.offload). Stages 1/2 on the device: views of the
+ * caller's params and (stage 1) grads at [lo, hi). Stages 2/3 zero the
+ * gradient slice at the end of dt_zero_step; offload's stage 1 fills its host
+ * copy at the start of it. */
+float *dt_zero_param_shard(dt_zero *z);
+float *dt_zero_grad_shard(dt_zero *z);
 dt_optim *dt_zero_optim(dt_zero *z);
+/* DT_MEM_DEVICE when the shard and the optimizer's state are device memory,
+ * DT_MEM_HOST otherwise (host params, or cfg.offload; also for NULL). */
+dt_mem_kind dt_zero_shard_mem(const dt_zero *z);
 /* Copy the global range [offset, offset + count) of the parameters into dst
  * on the rank with world rank `root`, a member of comm (dst may be NULL
  * elsewhere). Collective over comm (with replicas: only root's replica calls it);
  * moves only the pieces other ranks own (for consolidated checkpoints of
  * stage 3, layer by layer). */
 int dt_zero_gather_range(dt_zero *z, size_t offset, size_t count, float *dst, int root);
-/* Replace this rank's parameter slice (e.g. after loading a checkpoint);
- * stages 1/2 re-share it with every rank. Collective. */
+/* Replace this rank's parameter slice with `slice` (host memory, hi - lo
+ * floats; e.g. after loading a checkpoint): copied into the shard wherever it
+ * lives (offload: and into the device copy); stages 1/2 re-share it with
+ * every rank. Collective. */
 int dt_zero_load_param_shard(dt_zero *z, const float *slice);
 
 #ifdef __cplusplus

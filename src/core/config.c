@@ -37,6 +37,7 @@ static const key g_keys[] = {
     {"sync_bn", K_BOOL, F(sync_bn), 0, 1, NULL},
     {"timeout_s", K_NUM, F(timeout_s), 0.001, 1e7, NULL},
     {"grad_comm_dtype", K_ENUM, F(grad_comm_dtype), 0, 2, g_comm_dtypes},
+    {"zero_offload", K_BOOL, F(zero_offload), 0, 1, NULL},
 };
 #define NKEYS (sizeof g_keys / sizeof g_keys[0])
 
@@ -44,7 +45,7 @@ void dt_config_default(dt_config *c) {
     if (!c) return;
     *c = (dt_config){.enable_data_parallel = 1, .zero_opt_level = 0, .shard_group = DT_SHARD_WORLD, .bucket_size_mb = 25,
                      .first_bucket_mb = 1, .overlap = 1, .broadcast_buffers = 1, .sync_bn = 0,
-                     .timeout_s = 300, .grad_comm_dtype = 0};
+                     .timeout_s = 300, .grad_comm_dtype = 0, .zero_offload = 0};
 }
 
 static const key *find(const char *name) {

@@ -511,3 +511,11 @@ int dt_optim_grad_scale(const dt_optim *opt, float *g, size_t n, float s) {
     }
     return n ? opt->dk->scale(opt->stream, g, n, s) : DT_OK;
 }
+int dt_optim_grad_add(const dt_optim *opt, float *g, const float *src, size_t n) {
+    if (!opt || (n && (!g || !src))) return DT_ERR(DT_ERR_INVALID, "NULL opt or gradients");
+    if (!opt->device) {
+        for (size_t i = 0; i < n; i++) g[i] += src[i];
+        return DT_OK;
+    }
+    return n ? opt->dk->add(opt->stream, g, src, n) : DT_OK;
+}

@@ -39,6 +39,9 @@ typedef struct dt_optim_kernels {
     int (*sqnorm)(void *stream, const float *g, size_t n, double *out);
     /* g[i] *= s */
     int (*scale)(void *stream, float *g, size_t n, float s);
+    /* g[i] += src[i] (one float add per element: the host loop's bits);
+     * src may be g itself, or lie apart from it */
+    int (*add)(void *stream, float *g, const float *src, size_t n);
 } dt_optim_kernels;
 
 /* The kernels for device memory of this build (NULL with DT_ERR_UNSUPPORTED

@@ -144,13 +144,13 @@ int dt_strategy_make_optim(const dt_strategy_args *a, size_t base, size_t n, int
         *out = NULL;
         return rc;
     }
-    dt_mem_add(DT_MEM_OPTIM, (long long)dt_optim_state_bytes(*out));
+    dt_mem_add_on(DT_MEM_OPTIM, (long long)dt_optim_state_bytes(*out), dev);
     return DT_OK;
 }
 
 void dt_strategy_free_optim(dt_optim *opt) {
     if (!opt) return;
-    dt_mem_add(DT_MEM_OPTIM, -(long long)dt_optim_state_bytes(opt));
+    dt_mem_add_on(DT_MEM_OPTIM, -(long long)dt_optim_state_bytes(opt), dt_optim_device(opt) == DT_DEVICE_CUDA);
     dt_optim_free(opt);
 }
 

@@ -34,8 +34,8 @@ static void replica_destroy(dt_strategy *s) {
     if (!r) return;
     dt_ddp_free(r->ddp);
     dt_strategy_free_optim(r->opt);
-    dt_mem_add(DT_MEM_PARAMS, -r->mem[0]);
-    dt_mem_add(DT_MEM_GRADS, -r->mem[1]);
+    dt_mem_add_on(DT_MEM_PARAMS, -r->mem[0], s->table.device == DT_DEVICE_CUDA);
+    dt_mem_add_on(DT_MEM_GRADS, -r->mem[1], s->table.device == DT_DEVICE_CUDA);
     /* the model keeps pointing at the shared gradients: it is not used after
      * its strategy is gone (the trainer frees both together) */
     if (r->shared_grads) dt_comm_free_shared(s->comm, r->shared_grads);
@@ -54,8 +54,8 @@ static int replica_init(dt_strategy *s, const dt_strategy_args *a) {
     r->grads = s->table.grads;
     size_t P = s->table.num_params;
     r->mem[0] = r->mem[1] = (long long)(P * sizeof(float));
-    dt_mem_add(DT_MEM_PARAMS, r->mem[0]);
-    dt_mem_add(DT_MEM_GRADS, r->mem[1]);
+    dt_mem_add_on(DT_MEM_PARAMS, r->mem[0], s->table.device == DT_DEVICE_CUDA);
+    dt_mem_add_on(DT_MEM_GRADS, r->mem[1], s->table.device == DT_DEVICE_CUDA);
     return dt_strategy_make_optim(a, 0, P, 1, &r->opt); /* where the parameters are */
 }
 

@@ -5,7 +5,10 @@
  * its segments' owners. shard_group host: sharded over the ranks of each
  * host and replicated across hosts (dtrain/zero.h's HYBRID SHARDING); the
  * strategy's communicator (the world) still cuts the batches, synchronises
- * batch norm and broadcasts buffers. */
+ * batch norm and broadcasts buffers. A device model's shard and optimizer
+ * state stay on its device, or with dist.zero_offload on the host
+ * (dtrain/zero.h, "Device memory"); either way the checkpoint code reads
+ * and writes them through host copies (train_ckpt.c). */
 #include <stdlib.h>
 #include "core/error.h"
 #include "core/mem.h"
@@ -22,6 +25,7 @@ typedef struct zs {
     dt_comm *shard;   /* the ranks ZeRO shards over: s->comm, or this rank's host */
     int rep_rank, nrep; /* this rank's replica (hybrid: its host's place) and their count */
     long long mem[2]; /* bytes of the model's own flat params / grads registered */
+    int dev;          /* ... as device memory (a device model's) */
 } zs;
 
 static zs *Z(dt_strategy *s) { return s->impl; }
@@ -30,8 +34,8 @@ static void zero_destroy(dt_strategy *s) {
     zs *z = Z(s);
     if (!z) return;
     dt_zero_free(z->zero);
-    dt_mem_add(DT_MEM_PARAMS, -z->mem[0]);
-    dt_mem_add(DT_MEM_GRADS, -z->mem[1]);
+    dt_mem_add_on(DT_MEM_PARAMS, -z->mem[0], z->dev);
+    dt_mem_add_on(DT_MEM_GRADS, -z->mem[1], z->dev);
     free(z);
     s->impl = NULL;
 }
@@ -54,6 +58,8 @@ static int zero_create(dt_strategy *s, const dt_strategy_args *a, int stage) {
     if (t->device == DT_DEVICE_CUDA) { /* a device model: its parameters move on the device */
         zc.mem = DT_MEM_DEVICE;
         zc.stream = t->stream;
+        zc.offload = a->dist->zero_offload; /* the shard and optimizer: the device (0) or the host */
+        z->dev = 1;
     }
     z->shard = s->comm;
     z->nrep = 1;
@@ -76,8 +82,8 @@ static int zero_create(dt_strategy *s, const dt_strategy_args *a, int stage) {
      * buffer, stage 3 not the parameter buffer either: the model releases them */
     z->mem[0] = stage < 3 ? (long long)(t->num_params * sizeof(float)) : 0;
     z->mem[1] = stage < 2 ? (long long)(t->num_params * sizeof(float)) : 0;
-    dt_mem_add(DT_MEM_PARAMS, z->mem[0]);
-    dt_mem_add(DT_MEM_GRADS, z->mem[1]);
+    dt_mem_add_on(DT_MEM_PARAMS, z->mem[0], z->dev);
+    dt_mem_add_on(DT_MEM_GRADS, z->mem[1], z->dev);
     if (stage >= 2 && (rc = t->release_flat(t->model, stage == 3, 1))) return rc;
     /* batch-norm buffers start identical too */
     return t->num_buffers ? dt_broadcast(t->buffers, t->buffers, t->num_buffers, DT_F32,
@@ -150,7 +156,8 @@ static int zero_gather(dt_strategy *s, size_t offset, size_t count, float *dst, 
 static int zero_state(dt_strategy *s, dt_strategy_state *st) {
     zs *z = Z(s);
     dt_zero_shard(z->zero, &st->lo, &st->hi);
-    /* this rank's slice is current even while stages 1/2 re-share it */
+    /* this rank's slice is current even while stages 1/2 re-share it
+     * (device memory when the shard is there: the caller copies) */
     st->params = dt_zero_param_shard(z->zero);
     st->opt = dt_zero_optim(z->zero);
     /* hybrid: the replicas hold the same shard; replica k writes the k-th of
@@ -167,10 +174,18 @@ static int zero_load(dt_strategy *s, dt_strategy_read_fn read, void *ctx) {
     zs *z = Z(s);
     size_t lo, hi;
     dt_zero_shard(z->zero, &lo, &hi);
-    /* parameters: the full vector (stages 1-2: every rank's working copy) or
-     * this rank's slice (stage 3) */
-    int rc = z->stage == 3 ? read(ctx, "params", lo, hi - lo, dt_zero_param_shard(z->zero))
-                           : read(ctx, "params", 0, s->table.num_params, s->table.params);
+    /* parameters: this rank's slice, through a host copy into wherever ZeRO
+     * keeps it (stages 1/2 then re-share it into every rank's working copy) */
+    float *slice = malloc((hi - lo ? hi - lo : 1) * sizeof(float));
+    int rc = slice ? read(ctx, "params", lo, hi - lo, slice)
+                   : DT_ERR(DT_ERR_NOMEM, "out of memory for %zu parameters", hi - lo);
+    /* loading is collective: every rank read its slice, or none loads */
+    int bad = rc < 0, arc = dt_allreduce(&bad, &bad, 1, DT_I32, DT_MAX, s->comm);
+    if (!rc && arc) rc = arc;
+    if (!rc && bad) rc = DT_ERR(DT_ERR_IO, "another rank could not read its parameter slice (see its message)");
+    if (!rc) rc = dt_zero_load_param_shard(z->zero, slice);
+    free(slice);
+    /* the optimizer's state, where it lives (read copies into device memory) */
     dt_optim *opt = dt_zero_optim(z->zero);
     for (int i = 0; !rc && i < dt_optim_num_states(opt); i++) {
         const char *name;

@@ -1,69 +1,14 @@
 /* src/parallel/zero.c - ZeRO stages 1-3 over a sharded flat vector (see
- * dtrain/zero.h). */
-#include <math.h>
+ * dtrain/zero.h): create and free, the layer hooks (stage 3's gathers, the
+ * gradient layer buffers and their reductions to the owners), the
+ * micro-steps. This rank's shard, the step and the re-sharing are
+ * zero_shard.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "core/device.h"
 #include "core/error.h"
-#include "core/mem.h"
-#include "dtrain/coll.h"
-#include "dtrain/ddp.h"
-#include "dtrain/zero.h"
-
-#define MAXW 64 /* pending works per layer buffer (one per owner piece) */
-
-typedef struct wlist { dt_work *w[MAXW]; int n; } wlist;
-
-typedef struct layerbuf { /* a reusable layer-sized buffer */
-    float *buf;
-    int seg;   /* segment it holds, -1 if free */
-    wlist pending;
-    /* device: this rank's piece, reduced in place in buf, still to be added
-     * into the (host) gradient shard once pending completes */
-    size_t acc_off, acc_n;
-    const float *acc_src;
-} layerbuf;
-
-typedef struct chunk { size_t a, b; dt_work *w; } chunk;
-
-struct dt_zero {
-    dt_comm *comm;
-    dt_comm_info ci;
-    dt_zero_config cfg;
-    int N, r;
-    int R;          /* replicas (hybrid sharding: cfg.replicas' size), else 1 */
-    size_t P, S, lo, hi;
-    int nsegs;
-    size_t *off, *cnt, maxseg;
-    float *params;  /* stage 1/2: caller's full vector */
-    float *grads;   /* stage 1: caller's full gradients */
-    float *p_shard, *g_shard;
-    int own_p, own_g;
-    dt_optim *opt;
-    dt_ddp *ddp;    /* stage 1 */
-    int *ddp_seg;   /* seg -> ddp segment */
-    layerbuf gb[2]; /* stage 2/3 gradient layer buffers */
-    layerbuf pb[2]; /* stage 3 gathered parameter buffers */
-    int *owner;     /* [nsegs] segment whose parameters each computes with */
-    int *umin, *umax; /* [nsegs] lowest / highest segment using each one's parameters */
-    layerbuf *sp, *sg; /* [nsegs] a shared segment's own stage 3 parameter /
-                        * stage 2-3 gradient buffer (buf NULL for the others) */
-    chunk *chunks;  /* stage 1/2 parameter broadcasts in flight */
-    int nchunks, capchunks;
-    int in_step, sync;
-    /* device memory (cfg.mem DT_MEM_DEVICE): params, grads (stage 1), the
-     * layer buffers and p_dev (stage 3: this rank's slice, the gathers'
-     * source) live on the device; the optimizer's slice (p_shard, g_shard)
-     * and its state stay on the host */
-    int dev;
-    dt_coll_opts co;  /* the collectives' memory and stream */
-    dt_coll_opts gco; /* co with cfg.wire: the stage 2/3 gradient reduces */
-    dt_coll_opts rco; /* hybrid sharding: the shard's allreduce across the
-                       * replicas (host memory, cfg.wire) */
-    float *p_dev;
-    float *acc_host;  /* [maxseg]: a reduced piece copied back for the shard */
-};
+#include "parallel/zero_internal.h"
 
 void dt_zero_config_default(dt_zero_config *c) {
     if (!c) return;
@@ -72,7 +17,7 @@ void dt_zero_config_default(dt_zero_config *c) {
                           .mem = DT_MEM_AUTO, .stream = NULL};
 }
 
-static int wait_list(wlist *l) {
+int zero_wait_list(wlist *l) {
     int rc = DT_OK;
     for (int i = 0; i < l->n; i++) {
         int w = dt_work_wait(l->w[i]);
@@ -83,19 +28,14 @@ static int wait_list(wlist *l) {
     return rc;
 }
 
-static int owner_world(const dt_zero *z, int o) { return dt_comm_world_rank_of(z->comm, o); }
+int zero_owner_world(const dt_zero *z, int o) { return dt_comm_world_rank_of(z->comm, o); }
 
-/* Calls fn for each owner piece of [a, b). */
-#define FOR_PIECES(z, a, b, o, pa, pb)                                                    \
-    for (int o = (int)((a) / (z)->S); (size_t)o * (z)->S < (b) && o < (z)->N; o++)         \
-        for (size_t pa = (a) > (size_t)o * (z)->S ? (a) : (size_t)o * (z)->S,               \
-                    pb = (b) < ((size_t)o + 1) * (z)->S ? (b) : ((size_t)o + 1) * (z)->S,   \
-                    once_ = 1; once_ && pa < pb; once_ = 0)
-
-static void mem_buf(dt_mem_category c, size_t n, int sign) { dt_mem_add(c, sign * (long long)(n * sizeof(float))); }
+void zero_mem(dt_mem_category c, size_t n, int device, int sign) {
+    dt_mem_add_on(c, sign * (long long)(n * sizeof(float)), device);
+}
 
 /* Device copies on the configured stream, complete when they return. */
-static int dcopy(const dt_zero *z, void *dst, const void *src, size_t n) {
+int zero_dcopy(const dt_zero *z, void *dst, const void *src, size_t n) {
     if (!n) return DT_OK;
     int rc = dt_dev()->memcpy_async(dst, src, n * sizeof(float), z->co.stream);
     return rc ? rc : dt_dev()->stream_sync(z->co.stream);
@@ -119,32 +59,19 @@ static int zero_buf(const dt_zero *z, float *p, size_t n) {
     return DT_OK;
 }
 
-/* Wait for a gradient layer buffer's reduces; on the device, add this
- * rank's reduced piece into the host gradient shard. */
-static int wait_grads(dt_zero *z, layerbuf *g) {
-    int rc = wait_list(&g->pending);
-    if (g->acc_src) {
-        if (!rc) rc = dcopy(z, z->acc_host, g->acc_src, g->acc_n);
-        float *sp = z->g_shard + g->acc_off;
-        for (size_t i = 0; !rc && i < g->acc_n; i++) sp[i] += z->acc_host[i];
-        g->acc_src = NULL;
-    }
-    return rc;
-}
-
 void dt_zero_free(dt_zero *z) {
     if (!z) return;
     for (int i = 0; i < 2; i++) {
-        wait_list(&z->gb[i].pending);
-        wait_list(&z->pb[i].pending);
-        if (z->gb[i].buf) { buf_free(z, z->gb[i].buf); mem_buf(DT_MEM_COMM, z->maxseg, -1); }
-        if (z->pb[i].buf) { buf_free(z, z->pb[i].buf); mem_buf(DT_MEM_GATHERED, z->maxseg, -1); }
+        zero_wait_list(&z->gb[i].pending);
+        zero_wait_list(&z->pb[i].pending);
+        if (z->gb[i].buf) { buf_free(z, z->gb[i].buf); zero_mem(DT_MEM_COMM, z->maxseg, z->dev, -1); }
+        if (z->pb[i].buf) { buf_free(z, z->pb[i].buf); zero_mem(DT_MEM_GATHERED, z->maxseg, z->dev, -1); }
     }
     for (int s = 0; s < z->nsegs && z->sp && z->sg; s++) {
-        wait_list(&z->sp[s].pending);
-        wait_list(&z->sg[s].pending);
-        if (z->sp[s].buf) { buf_free(z, z->sp[s].buf); mem_buf(DT_MEM_GATHERED, z->cnt[s], -1); }
-        if (z->sg[s].buf) { buf_free(z, z->sg[s].buf); mem_buf(DT_MEM_COMM, z->cnt[s], -1); }
+        zero_wait_list(&z->sp[s].pending);
+        zero_wait_list(&z->sg[s].pending);
+        if (z->sp[s].buf) { buf_free(z, z->sp[s].buf); zero_mem(DT_MEM_GATHERED, z->cnt[s], z->dev, -1); }
+        if (z->sg[s].buf) { buf_free(z, z->sg[s].buf); zero_mem(DT_MEM_COMM, z->cnt[s], z->dev, -1); }
     }
     free(z->sp);
     free(z->sg);
@@ -154,11 +81,7 @@ void dt_zero_free(dt_zero *z) {
     for (int i = 0; i < z->nchunks; i++) { dt_work_wait(z->chunks[i].w); dt_work_free(z->chunks[i].w); }
     free(z->chunks);
     dt_ddp_free(z->ddp);
-    if (z->opt) { dt_mem_add(DT_MEM_OPTIM, -(long long)dt_optim_state_bytes(z->opt)); dt_optim_free(z->opt); }
-    if (z->own_p) { free(z->p_shard); mem_buf(DT_MEM_PARAMS, z->hi - z->lo, -1); }
-    if (z->own_g) { free(z->g_shard); mem_buf(DT_MEM_GRADS, z->hi - z->lo, -1); }
-    if (z->p_dev) dt_dev()->dev_free(z->p_dev);
-    free(z->acc_host);
+    zero_shard_free(z);
     free(z->off);
     free(z->cnt);
     free(z->ddp_seg);
@@ -224,9 +147,16 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
     } else if (c.mem != DT_MEM_HOST) {
         return DT_ERR(DT_ERR_INVALID, "cfg.mem %d (valid: DT_MEM_AUTO, DT_MEM_HOST, DT_MEM_DEVICE)", (int)c.mem);
     }
+    if (c.offload != 0 && c.offload != 1)
+        return DT_ERR(DT_ERR_INVALID, "cfg.offload %d (valid: 0, the shard and optimizer where the parameters are; 1, "
+                      "on the host)", c.offload);
     if (c.wire != DT_WIRE_NATIVE && dev) /* as dt_ddp_create (stage 1) and the collectives (coll.h) */
         return DT_ERR(DT_ERR_UNSUPPORTED, "gradient wire type %d with device memory: compressed wires are "
                       "host-memory only (use DT_WIRE_NATIVE)", c.wire);
+    if (dev && !c.offload && !dt_dev()->is_cuda) /* the device optimizer's kernels are CUDA's */
+        return DT_ERR(DT_ERR_UNSUPPORTED, "params are device memory of the '%s' runtime, where the optimizer has no "
+                      "kernels (CUDA's only): set cfg.offload 1 to keep the shard and optimizer on the host",
+                      dt_dev()->name);
     for (int s = 0; s < nsegs; s++)
         if (seg_off[s] > P || seg_cnt[s] > P - seg_off[s])
             return DT_ERR(DT_ERR_INVALID, "segment %d [%zu, +%zu) lies outside [0, %zu)", s, seg_off[s], seg_cnt[s], P);
@@ -253,10 +183,12 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
     z->hi = z->lo + z->S < P ? z->lo + z->S : P;
     z->nsegs = nsegs;
     z->dev = dev;
+    z->where = !dev ? ZW_HOST : c.offload ? ZW_OFFLOAD : ZW_DEVICE;
     z->co = (dt_coll_opts){.mem = dev ? DT_MEM_DEVICE : DT_MEM_HOST, .stream = dev ? c.stream : NULL};
     z->gco = z->co;
     z->gco.wire = (dt_wire)c.wire;
-    z->rco = (dt_coll_opts){.mem = DT_MEM_HOST, .wire = (dt_wire)c.wire};
+    /* the shard's allreduce across replicas: where the shard is */
+    z->rco = z->where == ZW_DEVICE ? z->co : (dt_coll_opts){.mem = DT_MEM_HOST, .wire = (dt_wire)c.wire};
     z->params = c.stage < 3 ? params : NULL;
     z->grads = c.stage == 1 ? grads : NULL;
     z->off = malloc(sizeof(size_t) * (size_t)nsegs);
@@ -292,57 +224,29 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
         FAIL(rc);
     if ((rc = dt_broadcast_ex(params, params, P, DT_F32, dt_comm_world_rank_of(comm, 0), comm, &z->co, NULL)))
         FAIL(rc);
-    size_t n = z->hi - z->lo;
-    if (c.stage == 3 || dev) { /* the optimizer's slice: on the host */
-        z->p_shard = malloc(sizeof(float) * (n ? n : 1));
-        if (!z->p_shard) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for the parameter shard"));
-        if (dev) rc = dcopy(z, z->p_shard, params + z->lo, n);
-        else if (n) memcpy(z->p_shard, params + z->lo, n * sizeof(float));
-        if (rc) FAIL(rc);
-        z->own_p = 1;
-        mem_buf(DT_MEM_PARAMS, n, 1);
-    } else {
-        z->p_shard = params + z->lo;
-    }
-    if (c.stage == 3 && dev) { /* the slice on the device: the gathers' source */
-        if (!(z->p_dev = buf_alloc(z, n))) FAIL(DT_ERR(DT_ERR_NOMEM, "out of device memory for the parameter shard"));
-        if (n && (rc = dt_dev()->memcpy_async(z->p_dev, params + z->lo, n * sizeof(float), z->co.stream))) FAIL(rc);
-        if ((rc = dt_dev()->stream_sync(z->co.stream))) FAIL(rc);
-    }
-    if (dev && c.stage >= 2 && !(z->acc_host = malloc(sizeof(float) * (z->maxseg ? z->maxseg : 1))))
-        FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory"));
-    if (c.stage >= 2 || dev) {
-        z->g_shard = calloc(n ? n : 1, sizeof(float));
-        if (!z->g_shard) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for the gradient shard"));
-        z->own_g = 1;
-        mem_buf(DT_MEM_GRADS, n, 1);
-    } else {
-        z->g_shard = grads + z->lo;
-    }
+    if ((rc = zero_shard_create(z, params, grads, ocfg))) FAIL(rc);
     if (c.stage >= 2)
         for (int i = 0; i < 2; i++) {
             z->gb[i].buf = buf_alloc(z, z->maxseg);
             if (!z->gb[i].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for gradient layer buffers"));
-            mem_buf(DT_MEM_COMM, z->maxseg, 1);
+            zero_mem(DT_MEM_COMM, z->maxseg, dev, 1);
         }
     if (c.stage == 3)
         for (int i = 0; i < 2; i++) {
             z->pb[i].buf = buf_alloc(z, z->maxseg);
             if (!z->pb[i].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for gathered-parameter buffers"));
-            mem_buf(DT_MEM_GATHERED, z->maxseg, 1);
+            zero_mem(DT_MEM_GATHERED, z->maxseg, dev, 1);
         }
     for (int s = 0; c.stage >= 2 && s < nsegs; s++) { /* the shared segments' own buffers */
         if (!z->cnt[s] || z->umin[s] == z->umax[s]) continue;
         z->sg[s].buf = buf_alloc(z, z->cnt[s]);
         if (!z->sg[s].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for a shared segment's gradient buffer"));
-        mem_buf(DT_MEM_COMM, z->cnt[s], 1);
+        zero_mem(DT_MEM_COMM, z->cnt[s], dev, 1);
         if (c.stage < 3) continue;
         z->sp[s].buf = buf_alloc(z, z->cnt[s]);
         if (!z->sp[s].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for a shared segment's parameter buffer"));
-        mem_buf(DT_MEM_GATHERED, z->cnt[s], 1);
+        zero_mem(DT_MEM_GATHERED, z->cnt[s], dev, 1);
     }
-    if ((rc = dt_optim_create(ocfg, n, &z->opt))) FAIL(rc);
-    dt_mem_add(DT_MEM_OPTIM, (long long)dt_optim_state_bytes(z->opt));
 
     if (c.stage == 1) { /* gradient averaging through the data-parallel buckets */
         dt_ddp_segment *ds = malloc(sizeof *ds * (size_t)nsegs);
@@ -374,16 +278,6 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
     return DT_OK;
 }
 
-int dt_zero_shard(const dt_zero *z, size_t *lo, size_t *hi) {
-    if (!z) return DT_ERR(DT_ERR_INVALID, "zero is NULL");
-    if (lo) *lo = z->lo;
-    if (hi) *hi = z->hi;
-    return DT_OK;
-}
-float *dt_zero_param_shard(dt_zero *z) { return z ? z->p_shard : NULL; }
-float *dt_zero_grad_shard(dt_zero *z) { return z ? z->g_shard : NULL; }
-dt_optim *dt_zero_optim(dt_zero *z) { return z ? z->opt : NULL; }
-
 static int check_seg(const dt_zero *z, int seg, const char *fn) {
     if (!z) return dt_error(DT_ERR_INVALID, fn, "zero is NULL");
     if (seg < 0 || seg >= z->nsegs) return dt_error(DT_ERR_INVALID, fn, "segment %d out of range [0, %d)", seg, z->nsegs);
@@ -403,31 +297,14 @@ int dt_zero_begin_step(dt_zero *z, int sync) {
     return DT_OK;
 }
 
-/* ---- stage 1/2: waiting for re-shared parameters ---- */
-static int wait_chunks(dt_zero *z, size_t a, size_t b) {
-    int rc = DT_OK, k = 0;
-    for (int i = 0; i < z->nchunks; i++) {
-        chunk *c = &z->chunks[i];
-        if (c->a < b && a < c->b) {
-            int w = dt_work_wait(c->w);
-            if (!rc) rc = w;
-            dt_work_free(c->w);
-        } else {
-            z->chunks[k++] = *c;
-        }
-    }
-    z->nchunks = k;
-    return rc;
-}
-
 /* ---- stage 3: gathering a segment's parameters ---- */
 static int gather_into(dt_zero *z, layerbuf *lb, int seg) {
     size_t a = z->off[seg], b = a + z->cnt[seg];
     lb->seg = seg;
     FOR_PIECES(z, a, b, o, pa, pb) {
         if (lb->pending.n >= MAXW) return DT_ERR(DT_ERR_INTERNAL, "too many owner pieces for one layer");
-        const float *src = o != z->r ? NULL : z->dev ? z->p_dev + (pa - z->lo) : z->p_shard + (pa - z->lo);
-        int rc = dt_broadcast_ex(src, lb->buf + (pa - a), pb - pa, DT_F32, owner_world(z, o), z->comm, &z->co,
+        const float *src = o != z->r ? NULL : zero_gather_src(z) + (pa - z->lo);
+        int rc = dt_broadcast_ex(src, lb->buf + (pa - a), pb - pa, DT_F32, zero_owner_world(z, o), z->comm, &z->co,
                                  &lb->pending.w[lb->pending.n]);
         if (rc) return rc;
         lb->pending.n++;
@@ -448,7 +325,7 @@ static int stage3_acquire(dt_zero *z, int seg, int next, float **params) {
         lb = z->pb[0].seg < 0 ? &z->pb[0] : z->pb[1].seg < 0 ? &z->pb[1] : NULL;
         if (!lb) { /* both hold other layers (a stale prefetch): reuse the first */
             lb = &z->pb[0];
-            if ((rc = wait_list(&lb->pending))) return rc;
+            if ((rc = zero_wait_list(&lb->pending))) return rc;
         }
         if ((rc = gather_into(z, lb, seg))) return rc;
     }
@@ -456,7 +333,7 @@ static int stage3_acquire(dt_zero *z, int seg, int next, float **params) {
         layerbuf *other = lb == &z->pb[0] ? &z->pb[1] : &z->pb[0];
         if (other->seg < 0 && (rc = gather_into(z, other, next))) return rc;
     }
-    if ((rc = wait_list(&lb->pending))) return rc;
+    if ((rc = zero_wait_list(&lb->pending))) return rc;
     *params = lb->buf;
     return DT_OK;
 }
@@ -493,7 +370,7 @@ static int shared_acquire(dt_zero *z, int o, int next, float **params) {
     int rc;
     if (b->seg != o && (rc = gather_into(z, b, o))) return rc;
     if ((rc = prefetch(z, next))) return rc;
-    if ((rc = wait_list(&b->pending))) return rc;
+    if ((rc = zero_wait_list(&b->pending))) return rc;
     *params = b->buf;
     return DT_OK;
 }
@@ -511,7 +388,7 @@ int dt_zero_pre_forward(dt_zero *z, int seg, float **params) {
     if (!z->cnt[o]) return DT_OK;
     if (z->cfg.stage < 3) {
         *params = z->params + z->off[o];
-        return wait_chunks(z, z->off[o], z->off[o] + z->cnt[o]);
+        return zero_wait_chunks(z, z->off[o], z->off[o] + z->cnt[o]);
     }
     if (is_shared(z, o)) return shared_acquire(z, o, next_nonempty(z, seg, +1), params);
     return stage3_acquire(z, o, next_nonempty(z, seg, +1), params);
@@ -542,7 +419,7 @@ int dt_zero_pre_backward(dt_zero *z, int seg, float **params, float **grads) {
     if (is_shared(z, o)) { /* one buffer from the first user to grad_ready(o) */
         layerbuf *g = &z->sg[o];
         if (g->seg != o) {
-            if ((rc = wait_grads(z, g))) return rc;
+            if ((rc = zero_wait_grads(z, g))) return rc;
             if ((rc = zero_buf(z, g->buf, z->cnt[o]))) return rc;
             g->seg = o;
         }
@@ -554,7 +431,7 @@ int dt_zero_pre_backward(dt_zero *z, int seg, float **params, float **grads) {
                 : z->gb[1].seg < 0 && !z->gb[1].pending.n ? &z->gb[1] : NULL;
     if (!g) {
         g = z->gb[0].pending.n ? &z->gb[0] : &z->gb[1];
-        if ((rc = wait_grads(z, g))) return rc;
+        if ((rc = zero_wait_grads(z, g))) return rc;
     }
     g->seg = seg;
     if ((rc = zero_buf(z, g->buf, z->cnt[seg]))) return rc;
@@ -576,20 +453,10 @@ int dt_zero_grad_ready(dt_zero *z, int seg) {
     FOR_PIECES(z, a, b, o, pa, pb) {
         if (g->pending.n >= MAXW) return DT_ERR(DT_ERR_INTERNAL, "too many owner pieces for one layer");
         dt_work **w = &g->pending.w[g->pending.n];
-        if (o == z->r && z->dev) { /* reduced in place here, added into the host shard once done */
-            float *lp = g->buf + (pa - a);
-            rc = dt_reduce_ex(lp, lp, pb - pa, DT_F32, DT_SUM, owner_world(z, o), z->comm, &z->gco, w);
-            g->acc_src = lp;
-            g->acc_off = pa - z->lo;
-            g->acc_n = pb - pa;
-        } else if (o == z->r) { /* the shard accumulates: own contribution = shard + local gradient */
-            float *sp = z->g_shard + (pa - z->lo);
-            const float *lp = g->buf + (pa - a);
-            for (size_t i = 0; i < pb - pa; i++) sp[i] += lp[i];
-            rc = dt_reduce_ex(sp, sp, pb - pa, DT_F32, DT_SUM, owner_world(z, o), z->comm, &z->gco, w);
-        } else {
-            rc = dt_reduce_ex(g->buf + (pa - a), NULL, pb - pa, DT_F32, DT_SUM, owner_world(z, o), z->comm, &z->gco, w);
-        }
+        if (o == z->r)
+            rc = zero_shard_reduce(z, g, a, pa, pb, w);
+        else
+            rc = dt_reduce_ex(g->buf + (pa - a), NULL, pb - pa, DT_F32, DT_SUM, zero_owner_world(z, o), z->comm, &z->gco, w);
         if (rc) return rc;
         g->pending.n++;
     }
@@ -614,116 +481,15 @@ int dt_zero_finish(dt_zero *z) {
     if (z->ddp) return dt_ddp_finish(z->ddp);
     int rc = DT_OK;
     for (int i = 0; i < 2; i++) {
-        int w = wait_grads(z, &z->gb[i]);
+        int w = zero_wait_grads(z, &z->gb[i]);
         if (!rc) rc = w;
         z->gb[i].seg = -1;
     }
     for (int s = 0; s < z->nsegs; s++) {
         if (!z->sg[s].buf) continue;
-        int w = wait_grads(z, &z->sg[s]);
+        int w = zero_wait_grads(z, &z->sg[s]);
         if (!rc) rc = w;
         z->sg[s].seg = -1;
     }
     return rc;
-}
-
-/* device: the updated host slice back to the device (the working copy for
- * stages 1/2, the gathers' source for stage 3) */
-static int push_slice(dt_zero *z) {
-    if (!z->dev) return DT_OK;
-    return dcopy(z, z->cfg.stage == 3 ? z->p_dev : z->params + z->lo, z->p_shard, z->hi - z->lo);
-}
-
-static int reshare_params(dt_zero *z) {
-    /* each owner broadcasts its updated slice, in chunks */
-    size_t cap = z->cfg.bucket_cap_bytes / sizeof(float);
-    if (cap == 0) cap = z->maxseg ? z->maxseg : 1;
-    for (int o = 0; o < z->N; o++) {
-        size_t a = (size_t)o * z->S, b = a + z->S < z->P ? a + z->S : z->P;
-        for (size_t c = a; c < b; c += cap) {
-            size_t e = c + cap < b ? c + cap : b;
-            if (z->nchunks == z->capchunks) {
-                int nc = z->capchunks ? 2 * z->capchunks : 64;
-                chunk *p = realloc(z->chunks, sizeof(chunk) * (size_t)nc);
-                if (!p) return DT_ERR(DT_ERR_NOMEM, "out of memory");
-                z->chunks = p;
-                z->capchunks = nc;
-            }
-            chunk *ch = &z->chunks[z->nchunks];
-            int rc = dt_broadcast_ex(z->params + c, z->params + c, e - c, DT_F32, owner_world(z, o), z->comm, &z->co,
-                                     &ch->w);
-            if (rc) return rc;
-            ch->a = c;
-            ch->b = e;
-            z->nchunks++;
-        }
-    }
-    return DT_OK;
-}
-
-int dt_zero_step(dt_zero *z, float lr, double max_norm, double *norm_out) {
-    if (!z) return DT_ERR(DT_ERR_INVALID, "zero is NULL");
-    if (z->in_step) return DT_ERR(DT_ERR_STATE, "dt_zero_step inside a micro-step (call dt_zero_finish first)");
-    size_t n = z->hi - z->lo;
-    int rc;
-    /* device, stage 1: this rank's slice of the averaged gradients, after
-     * the buckets (the stream waited for them at finish) */
-    if (z->dev && z->cfg.stage == 1 && (rc = dcopy(z, z->g_shard, z->grads + z->lo, n))) return rc;
-    /* hybrid sharding: the shard summed over the replicas (the same n on
-     * each): the leg between hosts, compressed with cfg.wire */
-    if (z->R > 1 && n && (rc = dt_allreduce_ex(z->g_shard, z->g_shard, n, DT_F32, DT_SUM, z->cfg.replicas, &z->rco, NULL)))
-        return rc;
-    if (z->cfg.average && (z->cfg.stage >= 2 || z->R > 1)) /* stage 1: DDP already divided by N */
-        dt_grad_scale(z->g_shard, n, 1.0f / (float)(z->cfg.stage >= 2 ? z->N * z->R : z->R));
-    if (norm_out || max_norm > 0) { /* a pass over the gradients and an allreduce: only when asked */
-        double sq = dt_grad_sqnorm(z->g_shard, n);
-        if ((rc = dt_allreduce(&sq, &sq, 1, DT_F64, DT_SUM, z->comm))) return rc;
-        double norm = sqrt(sq);
-        if (norm_out) *norm_out = norm;
-        if (max_norm > 0) {
-            double coef = max_norm / (norm + 1e-6);
-            if (coef < 1.0) dt_grad_scale(z->g_shard, n, (float)coef);
-        }
-    }
-    if ((rc = dt_optim_step(z->opt, z->p_shard, z->g_shard, lr))) return rc;
-    if (z->cfg.stage >= 2) memset(z->g_shard, 0, n * sizeof(float));
-    if ((rc = push_slice(z))) return rc;
-    if (z->cfg.stage < 3) return reshare_params(z);
-    return DT_OK;
-}
-
-int dt_zero_gather_range(dt_zero *z, size_t offset, size_t count, float *dst, int root) {
-    if (!z) return DT_ERR(DT_ERR_INVALID, "zero is NULL");
-    if (offset > z->P || count > z->P - offset) return DT_ERR(DT_ERR_INVALID, "range [%zu, +%zu) outside [0, %zu)", offset, count, z->P);
-    int me = z->ci.world_rank == root, rc;
-    if (me && !dst && count) return DT_ERR(DT_ERR_INVALID, "dst is NULL on the root");
-    if (z->cfg.stage < 3) {
-        if ((rc = wait_chunks(z, offset, offset + count))) return rc;
-        if (me && count && z->dev) return dcopy(z, dst, z->params + offset, count);
-        if (me && count) memcpy(dst, z->params + offset, count * sizeof(float));
-        return DT_OK;
-    }
-    FOR_PIECES(z, offset, offset + count, o, pa, pb) {
-        int ow = owner_world(z, o);
-        if (ow == root) {
-            if (me) memcpy(dst + (pa - offset), z->p_shard + (pa - z->lo), (pb - pa) * sizeof(float));
-        } else if (me) {
-            if ((rc = dt_recv(dst + (pa - offset), pb - pa, DT_F32, ow, z->comm))) return rc;
-        } else if (o == z->r) {
-            if ((rc = dt_send(z->p_shard + (pa - z->lo), pb - pa, DT_F32, root, z->comm))) return rc;
-        }
-    }
-    return DT_OK;
-}
-
-int dt_zero_load_param_shard(dt_zero *z, const float *slice) {
-    if (!z || (!slice && z->hi > z->lo)) return DT_ERR(DT_ERR_INVALID, "NULL argument");
-    if (z->cfg.stage < 3) {
-        int rc = wait_chunks(z, 0, z->P);
-        if (rc) return rc;
-    }
-    if (z->hi > z->lo) memmove(z->p_shard, slice, (z->hi - z->lo) * sizeof(float));
-    int rc = push_slice(z);
-    if (rc) return rc;
-    return z->cfg.stage < 3 ? reshare_params(z) : DT_OK;
 }

@@ -289,11 +289,15 @@ void dtm_memory(dt_metrics *m, long step, const char *when, size_t num_params, i
     field_int(&r, "ranks", ranks);
     field_int(&r, "zero_opt_level", zero_opt_level);
     for (int c = 0; c < DT_MEM_NUM; c++) {
-        char peak[64];
+        char peak[64], dev[64], dpeak[64];
         const char *name = dt_mem_category_name((dt_mem_category)c);
         snprintf(peak, sizeof peak, "%s_peak", name);
+        snprintf(dev, sizeof dev, "%s_device", name);
+        snprintf(dpeak, sizeof dpeak, "%s_device_peak", name);
         field_int_scalar(&r, name, dt_mem_current((dt_mem_category)c));
         field_int_scalar(&r, peak, dt_mem_peak((dt_mem_category)c));
+        field_int_scalar(&r, dev, dt_mem_device_current((dt_mem_category)c)); /* the part in device memory */
+        field_int_scalar(&r, dpeak, dt_mem_device_peak((dt_mem_category)c));
     }
     if (act_off || act_on) {
         field_int(&r, "activations_recompute_off", (long long)act_off);

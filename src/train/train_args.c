@@ -113,7 +113,9 @@ const char *dt_train_usage(void) {
 "  --first-bucket-mb MB --overlap 0|1 --broadcast-buffers 0|1 --sync-bn 0|1 --timeout-s S\n"
 "  --grad-comm-dtype f32|bf16|f16 (gradients between processes)\n"
 "  --shard-group world|host   ZeRO shards over all ranks (default) or over each host's ranks,\n"
-"                             replicated across hosts (hybrid sharding; same ranks per host)\n";
+"                             replicated across hosts (hybrid sharding; same ranks per host)\n"
+"  --zero-offload 0|1         ZeRO with --device cuda: each rank's shard and optimizer state\n"
+"                             on the GPU (0, default) or on the host (1, ZeRO-Offload)\n";
 }
 
 static int parse_long(const char *flag, const char *v, long lo, long hi, long *out) {
@@ -247,6 +249,9 @@ static int check_conflicts(const dt_train_options *o, unsigned given) {
     if (o->dist.shard_group == DT_SHARD_HOST && o->dist.zero_opt_level == 0)
         return DT_ERR(DT_ERR_INVALID, "shard_group host shards ZeRO's state per host: it needs zero_opt_level 1, 2 or 3 "
                       "(data parallelism at level 0 shards nothing; from flags, DTRAIN_* variables or --config)");
+    if (o->dist.zero_offload && o->dist.zero_opt_level == 0)
+        return DT_ERR(DT_ERR_INVALID, "zero_offload puts ZeRO's shard and optimizer state on the host: it needs "
+                      "zero_opt_level 1, 2 or 3 (from flags, DTRAIN_* variables or --config)");
     for (size_t i = 0; i < sizeof k_models / sizeof k_models[0]; i++) {
         const model_traits *m = &k_models[i];
         if (strcmp(o->model, m->name) != 0) continue;

@@ -189,10 +189,10 @@ static int setup_buffers(dt_trainer *t) {
     int T = t->io.max_seq > 0 ? t->io.max_seq : 0, rc;
     if ((rc = dt_model_activation_bytes(t->model, cap, T, t->o.recompute, &act))) return rc;
     t->mem_act = (long long)act;
-    dt_mem_add(DT_MEM_ACTIVATIONS, t->mem_act);
+    dt_mem_add_on(DT_MEM_ACTIVATIONS, t->mem_act, t->cuda_dev >= 0);
     /* bf16: the compute copy of the parameters the model keeps (2 B each) */
     t->mem_compute = dt_model_precision(t->model) == DT_PRECISION_BF16 ? 2 * (long long)dt_model_num_params(t->model) : 0;
-    dt_mem_add(DT_MEM_PARAMS, t->mem_compute);
+    dt_mem_add_on(DT_MEM_PARAMS, t->mem_compute, t->cuda_dev >= 0);
     if (t->io.max_seq > 0) {
         if ((rc = dt_model_activation_bytes(t->model, o->batch_size, T, 0, &t->act_bytes[0])) ||
             (rc = dt_model_activation_bytes(t->model, o->batch_size, T, 1, &t->act_bytes[1])))
@@ -335,8 +335,8 @@ void dt_trainer_free(dt_trainer *t) {
     dt_model_free(t->model);
     dt_weights_close(t->init);
     if (t->src) t->src->ops->close(t->src);
-    dt_mem_add(DT_MEM_ACTIVATIONS, -t->mem_act);
-    dt_mem_add(DT_MEM_PARAMS, -t->mem_compute);
+    dt_mem_add_on(DT_MEM_ACTIVATIONS, -t->mem_act, t->cuda_dev >= 0);
+    dt_mem_add_on(DT_MEM_PARAMS, -t->mem_compute, t->cuda_dev >= 0);
     free(t->l_off);
     free(t->l_cnt);
     free(t->l_owner);
@@ -429,8 +429,9 @@ void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when) {
             4.0 * (double)P / 1e6);
     dt_cuda_info info;
     if (t->cuda_dev >= 0 && dt_cuda_device_info(t->cuda_dev, &info) == DT_OK) {
-        /* where these bytes are: the model, its gradients and activations on the
-         * device (ZeRO: the optimizer's shard on the host, as ZeRO-Offload) */
+        /* where these bytes are: the "device B" column (the model, its
+         * gradients and activations, the optimizer's state or ZeRO's shard of
+         * it; with zero_offload ZeRO's shard and optimizer on the host) */
         fprintf(f, "  on cuda device %d (%s): %s; the device has %.2f GB, %.2f GB in use now (all processes)\n",
                 t->cuda_dev, info.name,
                 dt_model_precision(t->model) == DT_PRECISION_BF16
@@ -439,15 +440,18 @@ void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when) {
                 (double)info.total_bytes / 1e9, (double)(info.total_bytes - info.free_bytes) / 1e9);
     }
     dt_clear_error();
-    fprintf(f, "  %-11s %14s %14s %8s\n", "category", "current B", "peak B", "x P");
-    long long model_state = 0;
+    /* "device B": the part of "current B" in device memory (dtrain/mem.h) */
+    fprintf(f, "  %-11s %14s %14s %8s %14s %14s\n", "category", "current B", "peak B", "x P", "device B", "device peak B");
+    long long model_state = 0, model_dev = 0;
     for (int c = 0; c < DT_MEM_NUM; c++) {
         long long cur = dt_mem_current((dt_mem_category)c), pk = dt_mem_peak((dt_mem_category)c);
-        if (c <= DT_MEM_OPTIM) model_state += cur;
-        fprintf(f, "  %-11s %14lld %14lld %8.3f\n", dt_mem_category_name((dt_mem_category)c), cur, pk,
-                (double)cur / (double)P);
+        long long dcur = dt_mem_device_current((dt_mem_category)c), dpk = dt_mem_device_peak((dt_mem_category)c);
+        if (c <= DT_MEM_OPTIM) model_state += cur, model_dev += dcur;
+        fprintf(f, "  %-11s %14lld %14lld %8.3f %14lld %14lld\n", dt_mem_category_name((dt_mem_category)c), cur, pk,
+                (double)cur / (double)P, dcur, dpk);
     }
-    fprintf(f, "  %-11s %14lld %14s %8.3f\n", "model state", model_state, "", (double)model_state / (double)P);
+    fprintf(f, "  %-11s %14lld %14s %8.3f %14lld\n", "model state", model_state, "", (double)model_state / (double)P,
+            model_dev);
     if (t->act_bytes[0])
         fprintf(f, "  activations of a batch of %d x %d: %.2f MB, with --recompute 1 %.2f MB (%.1f%% less; recomputing "
                    "costs about one more forward of the blocks)%s\n", t->o.batch_size, t->io.max_seq,

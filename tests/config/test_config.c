@@ -11,7 +11,11 @@ int main(void) {
     dt_config_default(&c);
     CHECK(c.enable_data_parallel == 1 && c.zero_opt_level == 0 && c.bucket_size_mb == 25 &&
           c.first_bucket_mb == 1 && c.overlap == 1 && c.sync_bn == 0 && c.timeout_s == 300 &&
-          c.grad_comm_dtype == 0, "defaults");
+          c.grad_comm_dtype == 0 && c.zero_offload == 0, "defaults");
+    CHECK_OK(dt_config_set(&c, "zero_offload", "on"));
+    CHECK(c.zero_offload == 1, "zero_offload on -> %d", c.zero_offload);
+    CHECK_ERR(dt_config_set(&c, "zero_offload", "2"), DT_ERR_INVALID, "config key 'zero_offload': '2' is not a boolean");
+    CHECK_OK(dt_config_set(&c, "zero_offload", "false"));
     CHECK_OK(dt_config_set(&c, "zero_opt_level", "2"));
     CHECK_OK(dt_config_set(&c, "overlap", "off"));
     CHECK_OK(dt_config_set(&c, "bucket_size_mb", "0.5"));
@@ -96,7 +100,8 @@ int main(void) {
               strcmp(buf, "{\"enable_data_parallel\": true, \"zero_opt_level\": 0, \"shard_group\": \"world\", "
                           "\"bucket_size_mb\": 25, "
                           "\"first_bucket_mb\": 0.10000000000000001, \"overlap\": true, \"broadcast_buffers\": true, "
-                          "\"sync_bn\": false, \"timeout_s\": 10000000, \"grad_comm_dtype\": \"f32\"}") == 0,
+                          "\"sync_bn\": false, \"timeout_s\": 10000000, \"grad_comm_dtype\": \"f32\", "
+                          "\"zero_offload\": false}") == 0,
           "to_json: %s", buf);
     CHECK(dt_config_to_json(&d, buf, 8) > 8 && strcmp(buf, "{\"enabl") == 0, "to_json truncates like snprintf: %s", buf);
 

@@ -8,8 +8,14 @@
  * a parameter that was gathered or re-shared wrong changes the gradients.
  * Checked bitwise, device against host: the parameters every hook hands out
  * (stage 3: gathered on the device), the gradient and parameter slices, the
- * gradient norm, the caller's full device vector (stages 1, 2), and
- * dt_zero_gather_range. Shared by the fake-device test and the GPU test. */
+ * gradient norm (with the shard on the device, offload 0: within 1e-12
+ * relative, the device optimizer adding the squares in another order), the
+ * caller's full device vector (stages 1, 2), and dt_zero_gather_range. The
+ * device ZeRO keeps its shard and optimizer on the host (offload 1: the fake
+ * device runtime of tests/device, whose memory no kernel can reach) or on
+ * the device (offload 0: CUDA, or the fake CUDA runtime of tests/fakegpu):
+ * dt_zero_shard_mem must say which. Shared by the fake-device test and the
+ * GPU test. */
 #ifndef DT_ZERO_CASE_H
 #define DT_ZERO_CASE_H
 
@@ -26,8 +32,18 @@ static inline void zero_grads(float *g, const float *p, size_t n, int s, int ste
         g[k] = (float)((ME + 1) * (int)(k % 7) + step - 2 * s + micro) + (p[k] > 0.0f ? 0.25f : -0.25f);
 }
 
-/* one stage; stream: the device ZeRO's cfg.stream; returns 1 when all matched */
-static inline int zero_case(const dev_alloc *a, int stage, void *stream, size_t cap) {
+/* n floats of a shard of dz (device memory when its shard is there) into host dst */
+static inline const float *zero_shard_host(const dev_alloc *a, const dt_zero *dz, const float *p, float *dst, size_t n) {
+    if (dt_zero_shard_mem(dz) != DT_MEM_DEVICE) return p;
+    if (n) a->d2h(dst, p, n * sizeof(float));
+    return dst;
+}
+
+/* one stage over comm (replicas: hybrid sharding's cfg.replicas, or NULL);
+ * stream: the device ZeRO's cfg.stream; offload: its cfg.offload; returns 1
+ * when all matched */
+static inline int zero_case_on(const dev_alloc *a, dt_comm *comm, dt_comm *replicas, int stage, void *stream, size_t cap,
+                               int offload) {
     static const size_t cnt[ZNSEG] = {300, 0, 7001, 33, 0, 1000};
     static const int own[ZNSEG] = {0, 1, 2, 3, 0, 5}; /* segment 4 computes with 0's (a tied head) */
     size_t off[ZNSEG], P = 0;
@@ -45,16 +61,24 @@ static inline int zero_case(const dev_alloc *a, int stage, void *stream, size_t 
     hc.first_bucket_bytes = cap / 2;
     hc.mem = DT_MEM_HOST;
     hc.seg_owner = own;
+    hc.replicas = replicas;
     dt_zero_config dc = hc;
     dc.mem = DT_MEM_DEVICE;
     dc.stream = stream;
+    dc.offload = offload;
     dt_optim_config oc;
     CHECK_OK(dt_optim_config_default(&oc, DT_OPTIM_ADAMW));
     oc.weight_decay = 0.01;
     dt_zero *hz = NULL, *dz = NULL;
-    CHECK_OK(dt_zero_create(dt_comm_world(), &hc, P, off, cnt, ZNSEG, hp, stage == 1 ? hg : NULL, &oc, &hz));
-    CHECK_OK(dt_zero_create(dt_comm_world(), &dc, P, off, cnt, ZNSEG, dp, dg, &oc, &dz));
+    CHECK_OK(dt_zero_create(comm, &hc, P, off, cnt, ZNSEG, hp, stage == 1 ? hg : NULL, &oc, &hz));
+    CHECK_OK(dt_zero_create(comm, &dc, P, off, cnt, ZNSEG, dp, dg, &oc, &dz));
     int ok = hz && dz;
+    CHECK(!dz || dt_zero_shard_mem(dz) == (offload ? DT_MEM_HOST : DT_MEM_DEVICE),
+          "zero-%d offload %d: dt_zero_shard_mem %d", stage, offload, (int)dt_zero_shard_mem(dz));
+    CHECK(!dz || dt_optim_device(dt_zero_optim(dz)) == (offload ? DT_DEVICE_CPU : DT_DEVICE_CUDA),
+          "zero-%d offload %d: the optimizer on device %d", stage, offload, dt_optim_device(dt_zero_optim(dz)));
+    CHECK(dt_zero_shard_mem(hz) == DT_MEM_HOST && dt_zero_shard_mem(NULL) == DT_MEM_HOST, "host shards are host memory");
+    float *sh = malloc(B);
     char what[128];
     for (int step = 0; ok && step < 3; step++) {
         for (int micro = 0; ok && micro < 2; micro++) {
@@ -109,18 +133,21 @@ static inline int zero_case(const dev_alloc *a, int stage, void *stream, size_t 
         double hn = -1, dn = -2;
         CHECK_OK(dt_zero_step(hz, 1e-2f, 1e3, &hn));
         CHECK_OK(dt_zero_step(dz, 1e-2f, 1e3, &dn));
-        CHECK(hn == dn, "zero-%d step %d: gradient norm %.17g on the device, %.17g on the host", stage, step, dn, hn);
+        CHECK(offload ? hn == dn : fabs(hn - dn) <= 1e-12 * hn,
+              "zero-%d step %d: gradient norm %.17g on the device, %.17g on the host", stage, step, dn, hn);
         snprintf(what, sizeof what, "zero-%d step %d parameter slice (device vs host)", stage, step);
-        ok &= same_elems(what, DT_F32, dt_zero_param_shard(dz), dt_zero_param_shard(hz), hi - lo);
+        ok &= same_elems(what, DT_F32, zero_shard_host(a, dz, dt_zero_param_shard(dz), sh, hi - lo),
+                         dt_zero_param_shard(hz), hi - lo);
         snprintf(what, sizeof what, "zero-%d step %d gradient slice (device vs host)", stage, step);
-        ok &= same_elems(what, DT_F32, dt_zero_grad_shard(dz), dt_zero_grad_shard(hz), hi - lo);
+        ok &= same_elems(what, DT_F32, zero_shard_host(a, dz, dt_zero_grad_shard(dz), sh, hi - lo),
+                         dt_zero_grad_shard(hz), hi - lo);
         if (stage == 1) { /* the caller zeroes its full gradient buffer between steps */
             memset(hg, 0, B);
             a->h2d(dg, hg, B);
         }
     }
-    /* the whole vector, consolidated on world rank 0 */
-    int root = dt_comm_world_rank_of(dt_comm_world(), 0);
+    /* the whole vector, consolidated on comm's first rank (hybrid: each replica's) */
+    int root = dt_comm_world_rank_of(comm, 0);
     CHECK_OK(dt_zero_gather_range(hz, 0, P, ME == root ? tmp2 : NULL, root));
     CHECK_OK(dt_zero_gather_range(dz, 0, P, ME == root ? tmp : NULL, root));
     if (ME == root) {
@@ -151,13 +178,28 @@ static inline int zero_case(const dev_alloc *a, int stage, void *stream, size_t 
     }
     dt_zero_free(hz);
     dt_zero_free(dz);
-    free(hp); free(hg); free(tmp); free(tmp2);
+    free(hp); free(hg); free(tmp); free(tmp2); free(sh);
     a->release(dp);
     if (dg) a->release(dg);
     return ok;
 }
 
-/* the device ZeRO's refusals: host params under DT_MEM_DEVICE, mixed kinds */
+static inline int zero_case(const dev_alloc *a, int stage, void *stream, size_t cap, int offload) {
+    return zero_case_on(a, dt_comm_world(), NULL, stage, stream, cap, offload);
+}
+
+/* hybrid sharding at 4 ranks (else 1 without testing): sharded over the
+ * pairs [0,1] and [2,3], each shard replicated over [0,2] / [1,3] */
+static inline int zero_hybrid_case(const dev_alloc *a, int stage, void *stream, int offload) {
+    if (W != 4) return 1;
+    dt_comm *shard = NULL, *rep = NULL;
+    CHECK_OK(dt_comm_from_rank_list_str("[[0,1],[2,3]]", &shard));
+    CHECK_OK(dt_comm_from_rank_list_str("[[0,2],[1,3]]", &rep));
+    return shard && rep && zero_case_on(a, shard, rep, stage, stream, 0, offload);
+}
+
+/* the device ZeRO's refusals: host params under DT_MEM_DEVICE, mixed kinds,
+ * an offload that is not 0 or 1 */
 static inline void zero_errors(const dev_alloc *a) {
     size_t off[1] = {0}, cnt[1] = {64};
     float hp[64] = {0}, hg[64] = {0};
@@ -173,6 +215,10 @@ static inline void zero_errors(const dev_alloc *a) {
     c.mem = DT_MEM_AUTO;
     CHECK_ERRF(dt_zero_create(dt_comm_world(), &c, 64, off, cnt, 1, dp, hg, &oc, &z), DT_ERR_INVALID,
                "dt_zero_create", "params (device memory) and grads (host memory)");
+    c.offload = 2;
+    CHECK_ERRF(dt_zero_create(dt_comm_world(), &c, 64, off, cnt, 1, dp, dg, &oc, &z), DT_ERR_INVALID,
+               "dt_zero_create", "cfg.offload 2");
+    c.offload = 0;
     c.mem = (dt_mem_kind)7;
     CHECK_ERRF(dt_zero_create(dt_comm_world(), &c, 64, off, cnt, 1, hp, hg, &oc, &z), DT_ERR_INVALID,
                "dt_zero_create", "cfg.mem 7");

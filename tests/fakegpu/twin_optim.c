@@ -1,6 +1,6 @@
 /* tests/fakegpu/twin_optim.c - the CPU twins of src/optim/cuda's kernels
  * (fakegpu.h): adam and sgd per element through optim_math.h (the kernels'
- * own functions: the same bits), scale, and the squared norm's two stages
+ * own functions: the same bits), scale, add, and the squared norm's two stages
  * in the kernels' exact order (a thread's strided sum in double, then the
  * block's halving tree), so that the fake gives the device's bits. */
 #include <stdint.h>
@@ -63,6 +63,15 @@ static cudaError_t scale(const fk_launch *l) {
     return cudaSuccess;
 }
 
+/* dtk_add(g, src, n): grid-stride; src may be g */
+static cudaError_t add(const fk_launch *l) {
+    const size_t n = fk_size_arg(l, 2);
+    DEV(g, 0, n * 4);
+    DEV(src, 1, n * 4);
+    for (size_t i = 0; i < n; i++) ((float *)g)[i] += ((const float *)src)[i];
+    return cudaSuccess;
+}
+
 /* the block's halving tree over sh[SQ_THREADS] */
 static double tree(double *sh) {
     for (int s = SQ_THREADS / 2; s > 0; s >>= 1)
@@ -117,6 +126,7 @@ const fk_twin fk_twins_optim[] = {
     {"dtk_adam", adam},
     {"dtk_sgd", sgd},
     {"dtk_scale", scale},
+    {"dtk_add", add},
     {"dtk_sqnorm_part", sqnorm_part},
     {"dtk_sqnorm_final", sqnorm_final},
     {NULL, NULL},

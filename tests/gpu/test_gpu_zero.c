@@ -1,7 +1,10 @@
 /* gpu_zero: ZeRO stages 1-3 on CUDA device memory equal the host path
  * (tests/device/zero_case.h): parameters broadcast and gathered on the
  * device, layer gradients reduced from device buffers, on a stream of the
- * caller's and on the default stream; and the device ZeRO's refusals.
+ * caller's and on the default stream; the shard and optimizer on the device
+ * (the default) and on the host (offload); at 4 ranks also hybrid sharding
+ * (2 shards of 2, replicated: the shard's sum across replicas on the device);
+ * and the device ZeRO's refusals.
  * Skipped (77) without a device. */
 #define _POSIX_C_SOURCE 200809L
 #include "gpu_common.h"
@@ -24,8 +27,14 @@ int main(void) {
     cudaStream_t st;
     gpu_check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate");
     for (int stage = 1; stage <= 3; stage++) {
-        CHECK(zero_case(&CUDA, stage, st, 0), "zero-%d, per-layer buckets: device differs from host", stage);
-        CHECK(zero_case(&CUDA, stage, NULL, (size_t)16 << 10), "zero-%d, 16 KiB buckets: device differs from host", stage);
+        for (int offload = 0; offload <= 1; offload++) {
+            CHECK(zero_case(&CUDA, stage, st, 0, offload), "zero-%d offload %d, per-layer buckets: device differs from host",
+                  stage, offload);
+            CHECK(zero_case(&CUDA, stage, NULL, (size_t)16 << 10, offload),
+                  "zero-%d offload %d, 16 KiB buckets: device differs from host", stage, offload);
+            CHECK(zero_hybrid_case(&CUDA, stage, st, offload),
+                  "zero-%d offload %d, hybrid sharding (2 x 2): device differs from host", stage, offload);
+        }
     }
     zero_errors(&CUDA);
     gpu_check(cudaStreamDestroy(st), "cudaStreamDestroy");

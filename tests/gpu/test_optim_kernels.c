@@ -10,7 +10,8 @@
  *  - sqnorm within 1e-12 relative of dt_grad_sqnorm (both accumulate in
  *    double, in different orders), the same bits on a second call, 0 for
  *    n = 0;
- *  - scale exact (one float multiply per element).
+ *  - scale exact (one float multiply per element), add exact (one float
+ *    add per element), also in place and at unaligned pointers.
  * Built twice (tests/gpu, tests/fakegpu); skipped (77) without a device. */
 #include <math.h>
 #include <stdlib.h>
@@ -128,12 +129,26 @@ static void test_sqnorm_scale(const dt_optim_kernels *k, cudaStream_t st) {
         cudaStreamSynchronize(st);
         dget(h, d, n);
         CHECK(memcmp(h, g, n * 4) == 0, "scale n=%zu: not the host's bits", n);
+        /* add: the scaled vector onto itself shifted by one (unaligned src), then in place */
+        float *src = malloc(n * 4);
+        for (size_t i = 0; i < n; i++) src[i] = (float)(dt_rng_normal(&r) * 1e-3);
+        float *ds = dput(src, n);
+        CHECK_OK(k->add(st, d, ds + (n > 1), n - (n > 1)));
+        for (size_t i = 0; i + (n > 1) < n; i++) g[i] += src[i + (n > 1)];
+        CHECK_OK(k->add(st, d + (n > 1), d + (n > 1), n - (n > 1)));
+        for (size_t i = n > 1; i < n; i++) g[i] += g[i];
+        cudaStreamSynchronize(st);
+        dget(h, d, n);
+        CHECK(memcmp(h, g, n * 4) == 0, "add n=%zu: not the host's bits", n);
+        gpu_release(ds);
+        free(src);
         gpu_release(d);
         free(g), free(h);
     }
     double z = -1.0;
     CHECK_OK(k->sqnorm(st, NULL, 0, &z));
     CHECK(z == 0.0, "sqnorm of nothing: %g", z);
+    CHECK_OK(k->add(st, NULL, NULL, 0));
 }
 
 int main(int argc, char **argv) {

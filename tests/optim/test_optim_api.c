@@ -451,6 +451,23 @@ static void test_grad_helpers(void) {
     dt_grad_scale(NULL, 0, 2.0f);
     dt_grad_scale(g, 0, 2.0f);
     CHECK(g[1] == -0.875f, "scale n=0 is a no-op");
+
+    /* dt_optim_grad_add: g += src where the instance's state lives (here the host) */
+    dt_optim_config c;
+    dt_optim *o = NULL;
+    CHECK_OK(dt_optim_config_default(&c, DT_OPTIM_ADAMW));
+    CHECK_OK(dt_optim_create(&c, 4, &o));
+    float a[4] = {1.0f, -2.0f, 0.5f, 3.0f}, b[4] = {0.25f, 2.0f, -1.5f, 1e-8f};
+    CHECK_OK(dt_optim_grad_add(o, a, b, 4));
+    CHECK(a[0] == 1.25f && a[1] == 0.0f && a[2] == -1.0f && a[3] == 3.0f + 1e-8f, "grad_add: %g %g %g %g", a[0], a[1],
+          a[2], a[3]);
+    CHECK_OK(dt_optim_grad_add(o, a, a, 4)); /* src may be g itself */
+    CHECK(a[0] == 2.5f && a[2] == -2.0f, "grad_add in place: %g %g", a[0], a[2]);
+    CHECK_OK(dt_optim_grad_add(o, NULL, NULL, 0));
+    CHECK_ERR(dt_optim_grad_add(NULL, a, b, 4), DT_ERR_INVALID, "NULL opt");
+    CHECK_ERR(dt_optim_grad_add(o, a, NULL, 4), DT_ERR_INVALID, "dt_optim_grad_add");
+    CHECK_ERR(dt_optim_grad_add(o, NULL, b, 4), DT_ERR_INVALID, "NULL opt or gradients");
+    dt_optim_free(o);
 }
 
 int main(void) {

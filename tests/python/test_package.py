@@ -29,7 +29,7 @@ H._rank = R  # the harness must not ask the runtime after finalize
 
 DEFAULTS = {"enable_data_parallel": True, "zero_opt_level": 0, "shard_group": "world", "bucket_size_mb": 25.0,
             "first_bucket_mb": 1.0, "overlap": True, "broadcast_buffers": True,
-            "sync_bn": False, "timeout_s": 300.0, "grad_comm_dtype": "f32"}
+            "sync_bn": False, "timeout_s": 300.0, "grad_comm_dtype": "f32", "zero_offload": False}
 
 
 def t_config():
@@ -125,7 +125,7 @@ class _CConfig(ctypes.Structure):
                 ("shard_group", ctypes.c_int), ("bucket_size_mb", ctypes.c_double), ("first_bucket_mb", ctypes.c_double),
                 ("overlap", ctypes.c_int), ("broadcast_buffers", ctypes.c_int),
                 ("sync_bn", ctypes.c_int), ("timeout_s", ctypes.c_double),
-                ("grad_comm_dtype", ctypes.c_int)]
+                ("grad_comm_dtype", ctypes.c_int), ("zero_offload", ctypes.c_int)]
 
 
 def t_config_vs_c():
@@ -153,7 +153,7 @@ def t_config_vs_c():
           lambda: "%s vs %s" % (c_dumps(c_default()), DistConfig().to_dict()))
     py = DistConfig({"enable_data_parallel": False, "zero_opt_level": 2, "shard_group": "host", "bucket_size_mb": 0,
                      "first_bucket_mb": 0.25, "overlap": False, "broadcast_buffers": False,
-                     "sync_bn": True, "timeout_s": 1.5, "grad_comm_dtype": "bf16"})
+                     "sync_bn": True, "timeout_s": 1.5, "grad_comm_dtype": "bf16", "zero_offload": True})
     c = c_default()
     rc = lib.dt_config_parse_json(ctypes.byref(c), py.to_json().encode())
     check("C parses DistConfig.to_json()", rc == 0, lambda: lib.dt_last_error().decode())
@@ -167,6 +167,7 @@ def t_config_vs_c():
             [("timeout_s", v) for v in ("0", "0.001", "1e7", "1e8", "nan")] + \
             [("grad_comm_dtype", v) for v in ("f32", "BF16", "f16", "fp16", "", "1")] + \
             [("shard_group", v) for v in ("world", "host", "Host", "node", "1", "")] + \
+            [("zero_offload", v) for v in ("true", "0", "On", "2", "")] + \
             [("no_such_key", "1")]
     for key, val in cases:
         c = c_default()

@@ -103,16 +103,18 @@ int main(void) {
         "\"test_loss\":2.5,\"tokens_per_s\":100.0,\"mfu\":0.25}\n";
     const char *got = slurp();
     CHECK(strcmp(got, want) == 0, "records:\n%s\nwant:\n%s", got, want);
-    /* the memory record: every category, current then peak */
+    /* the memory record: every category, current, peak, and their device parts */
     CHECK_OK(dtm_open(&m, g_path, NULL));
     dtm_memory(&m, 0, "start", 1000, 4, 2, 0, 0);
     CHECK_OK(dtm_close(&m));
     char wantm[1024];
     int n = snprintf(wantm, sizeof wantm, "{\"type\":\"memory\",\"when\":\"start\",\"num_params\":1000,\"ranks\":4,\"zero_opt_level\":2");
     for (int c = 0; c < DT_MEM_NUM; c++)
-        n += snprintf(wantm + n, sizeof wantm - (size_t)n, ",\"%s\":%lld,\"%s_peak\":%lld",
+        n += snprintf(wantm + n, sizeof wantm - (size_t)n, ",\"%s\":%lld,\"%s_peak\":%lld,\"%s_device\":%lld,\"%s_device_peak\":%lld",
                       dt_mem_category_name((dt_mem_category)c), (long long)dt_mem_current((dt_mem_category)c),
-                      dt_mem_category_name((dt_mem_category)c), (long long)dt_mem_peak((dt_mem_category)c));
+                      dt_mem_category_name((dt_mem_category)c), (long long)dt_mem_peak((dt_mem_category)c),
+                      dt_mem_category_name((dt_mem_category)c), (long long)dt_mem_device_current((dt_mem_category)c),
+                      dt_mem_category_name((dt_mem_category)c), (long long)dt_mem_device_peak((dt_mem_category)c));
     snprintf(wantm + n, sizeof wantm - (size_t)n, "}\n");
     got = slurp();
     CHECK(strcmp(got, wantm) == 0, "memory record:\n%s\nwant:\n%s", got, wantm);

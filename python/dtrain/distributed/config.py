@@ -51,6 +51,11 @@ Settings (default):
     the type gradients travel in between processes: "f32", "bf16" or "f16"
     (sums in f32; data parallel and every ZeRO stage; with two-level
     collectives only the leg between hosts is compressed).
+``zero_offload`` (False)
+    ZeRO with the model on a GPU: False keeps each rank's shard and its
+    optimizer state on the device (stepped by the device optimizer), True on
+    the host (ZeRO-Offload: less device memory, a copy each way per step).
+    No effect on host models.
 
 Values: booleans take True/False, 0/1 or the strings true/false/1/0/yes/no/
 on/off (any case); numbers take ints, floats or numeric strings (as in the C
@@ -145,6 +150,7 @@ _FIELDS = {
     "sync_bn": (False, _bool),
     "timeout_s": (300.0, _num(0.001, 1e7)),
     "grad_comm_dtype": ("f32", _choice(("f32", "bf16", "f16"))),
+    "zero_offload": (False, _bool),
 }
 _READONLY = ("rank", "size", "local_rank", "local_size", "root_rank")
 

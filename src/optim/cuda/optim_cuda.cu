@@ -7,7 +7,8 @@
  * rounded by default, so a device step gives dt_optim_step's bits.
  *
  * Kernels and geometry (EL_THREADS-thread blocks):
- *   dtk_adam, dtk_sgd, dtk_scale   grid-stride over the elements (float4
+ *   dtk_adam, dtk_sgd, dtk_scale,  grid-stride over the elements (float4
+ *   dtk_add
  *                                  when every pointer is 16-byte aligned),
  *                                  any grid; up to EL_MAX_BLOCKS blocks
  *   dtk_sqnorm_part                SQ_THREADS threads x G blocks, G a
@@ -96,6 +97,18 @@ extern "C" __global__ void __launch_bounds__(EL_THREADS) dtk_scale(float *g, siz
         reinterpret_cast<float4 *>(g)[i] = x;
     }
     for (size_t i = nv * 4 + tid; i < n; i += step) g[i] *= s;
+}
+
+extern "C" __global__ void __launch_bounds__(EL_THREADS) dtk_add(float *g, const float *src, size_t n) {
+    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
+    const size_t nv = (((uintptr_t)g | (uintptr_t)src) & 15u) == 0 ? n / 4 : 0;
+    for (size_t i = tid; i < nv; i += step) {
+        float4 x = reinterpret_cast<float4 *>(g)[i];
+        const float4 y = reinterpret_cast<const float4 *>(src)[i];
+        x.x += y.x, x.y += y.y, x.z += y.z, x.w += y.w;
+        reinterpret_cast<float4 *>(g)[i] = x;
+    }
+    for (size_t i = nv * 4 + tid; i < n; i += step) g[i] += src[i];
 }
 
 /* ---- squared norm ------------------------------------------------------------------------------- */
@@ -191,4 +204,10 @@ static int k_scale(void *stream, float *g, size_t n, float s) {
     return launched("dtk_scale");
 }
 
-extern "C" const dt_optim_kernels dt_optim_kernels_cuda = {"cuda", k_adam, k_sgd, k_sqnorm, k_scale};
+static int k_add(void *stream, float *g, const float *src, size_t n) {
+    if (n == 0) return DT_OK;
+    dtk_add<<<el_grid(n), EL_THREADS, 0, (cudaStream_t)stream>>>(g, src, n);
+    return launched("dtk_add");
+}
+
+extern "C" const dt_optim_kernels dt_optim_kernels_cuda = {"cuda", k_adam, k_sgd, k_sqnorm, k_scale, k_add};

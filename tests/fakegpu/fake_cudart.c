@@ -59,7 +59,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
     if (!prop) return err(cudaErrorInvalidValue);
     if (device < 0 || device >= fk_device_count()) return err(cudaErrorInvalidDevice);
     memset(prop, 0, sizeof *prop);
-    snprintf(prop->name, sizeof prop->name, "dtrain fakegpu %d", device);
+    snprintf(prop->name, sizeof prop->name, "dtrain fakegpu %d%s", device, fk_device_name_suffix);
     /* the same device on every process of the machine: the same uuid */
     memcpy(prop->uuid.bytes, "dtfakegpu-dev", 13);
     prop->uuid.bytes[15] = (char)device;
@@ -158,6 +158,7 @@ const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidSymbol: return "cudaErrorInvalidSymbol";
     case cudaErrorMissingConfiguration: return "cudaErrorMissingConfiguration";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
     case cudaErrorNotSupported: return "cudaErrorNotSupported";
     default: return "cudaErrorUnknown";
     }
@@ -179,6 +180,7 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidSymbol: return "invalid device symbol";
     case cudaErrorMissingConfiguration: return "__global__ function call is not configured";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorNotSupported: return "operation not supported";
     default: return "unknown error";
     }
@@ -244,6 +246,21 @@ int fk_mem(const void *p, size_t bytes, int *kind, int *dev, void **host) {
             *host = r->shadow + (q - r->base);
             if (bytes > r->len - (size_t)(q - r->base)) rc = -1;
             break;
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+int fk_region(const void *p, void **base, size_t *len, void **shadow, int *kind, int *dev) {
+    const char *q = p;
+    int rc = -1;
+    pthread_mutex_lock(&g_mu);
+    for (size_t i = 0; i < g_nreg && rc; i++) {
+        const region *r = &g_reg[i];
+        if (q >= r->base && q < r->base + (r->len ? r->len : 1)) {
+            *base = r->base, *len = r->len, *shadow = r->shadow, *kind = r->kind, *dev = r->dev;
+            rc = 0;
         }
     }
     pthread_mutex_unlock(&g_mu);

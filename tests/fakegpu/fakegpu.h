@@ -54,6 +54,10 @@ enum { FK_UNREG = 0, FK_HOST = 1, FK_DEVICE = 2, FK_MANAGED = 3 };
  * the fake (or is unregistered host memory: kind FK_UNREG, host = p); -1 if it
  * starts inside an allocation and runs past its end. */
 int fk_mem(const void *p, size_t bytes, int *kind, int *dev, void **host);
+/* The allocation of the fake that holds p: where the caller's addresses
+ * start (*base), the bytes asked for (*len), the host address of its bytes
+ * (*shadow), its kind and device. 0, or -1 if p is in none. */
+int fk_region(const void *p, void **base, size_t *len, void **shadow, int *kind, int *dev);
 /* 1 if s is the default stream or a live stream of the fake; counts a use
  * of s (every call that enqueues work on s or makes it wait calls it). */
 int fk_stream_ok(cudaStream_t s);
@@ -123,6 +127,11 @@ extern const fk_twin fk_twins_optim[];
  * with fk_twins_add. A kernel has at most one twin: a launch of a kernel
  * whose name is in two tables fails (cudaErrorInvalidDeviceFunction). */
 extern const fk_twin *const fk_twin_tables[];
+/* What follows "dtrain fakegpu N" in the device's name (cudaGetDeviceProperties):
+ * "" where the twins run (twin_tables.c), " (emulated kernels)" where the
+ * kernels' own bodies run on the CPU instead (emu/: tests say which they
+ * are on by it). */
+extern const char fk_device_name_suffix[];
 /* Adds a table (ending with {NULL, NULL}; it must stay valid while kernels
  * run) that launches search after fk_twin_tables. 0, or -1 with the reason
  * on stderr: a name that has a twin already, a NULL twin, more than 16

@@ -8,3 +8,5 @@ const fk_twin *const fk_twin_tables[] = {
     fk_twins_optim, /* twin_optim.c: src/optim/cuda's kernels */
     NULL,
 };
+
+const char fk_device_name_suffix[] = "";

@@ -293,8 +293,8 @@ static void test_matmul_fwd(ctx *c, const shape *s, int OC, int ldo, int with_bi
     dfree_all(c);
 }
 
-/* OC a multiple of 8: cuBLASLt's GELU_AUX_BIAS epilogue where it has one;
- * else the two steps (matmul, then GELU) */
+/* bf16 with OC a multiple of 8: cuBLASLt's GELU_AUX_BIAS epilogue where it
+ * has one; else (and always in f32) the two steps (matmul, then GELU) */
 static void test_matmul_gelu(ctx *c, const shape *s, int OC) {
     const int N = s->B * s->T, C = s->C;
     float *x = rnd(c, (size_t)N * C, 1.0, 1), *w = rnd(c, (size_t)OC * C, 0.2, 1), *b = rnd(c, (size_t)OC, 0.5, 1);

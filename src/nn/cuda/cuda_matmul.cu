@@ -5,7 +5,8 @@
  *   forward   out[N,OC] (ld ldo) = inp[N,C] @ weight[OC,C]^T:
  *             D [OC x N] ld ldo = A^T B, A = weight [C x OC] ld C (trans),
  *             B = inp [C x N] ld C; bias through the BIAS epilogue (GELU_AUX_BIAS
- *             for matmul_gelu_forward, the GELU input kept in aux = pre);
+ *             for matmul_gelu_forward in bf16, the GELU input kept in aux =
+ *             pre; f32: the product, then the GELU kernel);
  *             resid through beta = 1 with C = resid.
  *   dinp      dinp[N,C] = dout[N,OC] @ weight: D [C x N] ld C = A B,
  *             A = weight [C x OC] ld C, B = dout [OC x N] ld lddo.
@@ -245,9 +246,14 @@ extern "C" int gpt_cuda_matmul_forward(gpt_be *be, void *out, const void *resid,
 
 extern "C" int gpt_cuda_matmul_gelu_forward(gpt_be *be, void *out, void *pre, const void *inp, const void *weight,
                                             const void *bias, int N, int C, int OC) {
-    /* fused: out = gelu(pre) with pre kept through the GELU_AUX(_BIAS)
-     * epilogue (its leading dimension must be a multiple of 8) */
-    if (OC % 8 == 0 && !be->gelu_unfused) {
+    /* bf16: fused, out = gelu(pre) with pre kept through the GELU_AUX(_BIAS)
+     * epilogue (its leading dimension must be a multiple of 8). f32 is the
+     * CPU's arithmetic to rounding: its GELU is dt_gelu_tanh's
+     * (cuda_elementwise.cu), not the epilogue's, whose precision cuBLASLt
+     * does not state (CUTLASS's GELU epilogues use tanh.approx.f32, 2^-11
+     * relative: within bf16's rounding, 100 times f32's); the extra pass
+     * costs little beside f32's GEMMs, which run without tensor cores. */
+    if (be->prec == GPT_BF16 && OC % 8 == 0 && !be->gelu_unfused) {
         gpt_lt_mm mm = forward_mm(be, out, inp, weight, bias, N, C, OC, OC);
         mm.aux = pre, mm.ldaux = OC;
         int rc = gpt_cuda_lt(be, "matmul_gelu_forward", &mm);

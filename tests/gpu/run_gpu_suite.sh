@@ -249,7 +249,9 @@ esac
 # ---- 3. build ------------------------------------------------------------------------------
 if [ $DO_BUILD -eq 1 ]; then
     t0=$SECONDS
-    { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DDTRAIN_WITH_CUDA=ON -DDTRAIN_WERROR=ON "${MPI_CMAKE[@]}" "${DEP_CMAKE[@]}" &&
+    # -DDTRAIN_FAKEGPU_EMU=OFF: not the CPU emulation of the kernels (tests/fakegpu/emu), here where they run
+    { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DDTRAIN_WITH_CUDA=ON -DDTRAIN_WERROR=ON \
+            -DDTRAIN_FAKEGPU_EMU=OFF "${MPI_CMAKE[@]}" "${DEP_CMAKE[@]}" &&
       cmake --build "$BUILD" -j "$JOBS"; } > "$OUTDIR/build.log" 2>&1
     rc=$?
     if [ $rc -ne 0 ]; then

@@ -35,7 +35,9 @@
 # build as it is), --allow-skip (skipped GPU tests and missing GPUs are not
 # failures: for checking this script on a machine without a GPU), --no-dev
 # (leave out the dev_ tests, which need no GPU), --no-tests (leave out step
-# 4: a rerun for figures), --memcheck (also gpu_coll, gpu_ddp, gpu_zero, a
+# 4: a rerun for figures), --tests REGEX (step 4 runs only the GPU tests
+# whose name matches: 'gpt|optim' for the kernels, docs/gpu-first-run.md),
+# --memcheck (also gpu_coll, gpu_ddp, gpu_zero, a
 # small gpu_gpt and gpu_optim_kernels at 1 rank under compute-sanitizer
 # --tool memcheck: memcheck.txt), --no-coll-bench (leave out step 6),
 # --no-gpt-bench (leave out step 7), --gpt-batch B (default 16), --llmc DIR,
@@ -51,6 +53,7 @@ DO_BUILD=1
 ALLOW_SKIP=0
 DEV_TESTS=1
 RUN_TESTS=1
+TESTS_RE=""
 MEMCHECK=0
 DEBS=$ROOT/.gpu-debs
 LLMC=$ROOT/.gpu-llmc
@@ -67,6 +70,7 @@ while [ $# -gt 0 ]; do
     --allow-skip) ALLOW_SKIP=1; shift ;;
     --no-dev) DEV_TESTS=0; shift ;;
     --no-tests) RUN_TESTS=0; shift ;;
+    --tests) TESTS_RE=$2; shift 2 ;;
     --memcheck) MEMCHECK=1; shift ;;
     --debs) DEBS=$2; shift 2 ;;
     --llmc) LLMC=$2; shift 2 ;;
@@ -274,7 +278,8 @@ grc=0
 drc=0
 : > "$OUTDIR/ctest.log"
 if [ $RUN_TESTS -eq 1 ]; then # the GPU tests leave 200 s
-    (cd "$BUILD" && capped "$(cap 200 60)" ctest -L gpu -V -j 4 --timeout 300) > "$OUTDIR/ctest.log" 2>&1
+    (cd "$BUILD" && capped "$(cap 200 60)" ctest -L gpu ${TESTS_RE:+-R "$TESTS_RE"} -V -j 4 --timeout 300) \
+        > "$OUTDIR/ctest.log" 2>&1
     grc=$?
 fi
 if [ $DEV_TESTS -eq 1 ]; then

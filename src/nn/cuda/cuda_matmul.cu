@@ -41,21 +41,6 @@ struct lt_plan {
     cublasLtMatmulAlgo_t algo;
 };
 
-static const char *lt_status(cublasStatus_t s) {
-    switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    default: return "a cuBLAS status";
-    }
-}
-
 /* the alignment (bytes, at most 256) of every matrix of a batch at p */
 static unsigned align_of(const void *p, long long stride, size_t es) {
     uintptr_t a = (uintptr_t)p | 256u | (uintptr_t)((unsigned long long)stride * es);
@@ -87,7 +72,7 @@ void gpt_cuda_lt_release(gpt_be *be) {
         if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
             plan_drop(p);                                                                              \
             return dt_error(s_ == CUBLAS_STATUS_NOT_SUPPORTED ? DT_ERR_UNSUPPORTED : DT_ERR_BACKEND, what, \
-                            "%s: %s", name, lt_status(s_));                                            \
+                            "%s: %s", name, cublasLtGetStatusName(s_));                                            \
         }                                                                                              \
     } while (0)
 

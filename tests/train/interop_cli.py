@@ -136,9 +136,12 @@ try:
             "--quiet", "--save-format", "hf", "--save-model"]
     rc, out = run("--model", "gpt", *conv, P("hf1"))
     rc2, out2 = run("--model", "gpt", "--zero", 3, "--batch-size", 2, *conv, P("hf2"), np_=2)
-    same = rc == 0 and rc2 == 0 and all(open(P("hf1", f), "rb").read() == open(P("hf2", f), "rb").read()
-                                        for f in ("model.safetensors", "config.json"))
-    check(same, "the HF export gathered from ZeRO-3 shards at 2 ranks is the one-rank export, byte for byte", out + out2)
+    if rc2 == 77:  # the no-MPI build's mpiexec stand-in: the MPI job cannot run here
+        print("skip the HF export gathered from ZeRO-3 shards at 2 ranks: " + out2.strip().splitlines()[-1], flush=True)
+    else:
+        same = rc == 0 and rc2 == 0 and all(open(P("hf1", f), "rb").read() == open(P("hf2", f), "rb").read()
+                                            for f in ("model.safetensors", "config.json"))
+        check(same, "the HF export gathered from ZeRO-3 shards at 2 ranks is the one-rank export, byte for byte", out + out2)
     rc, out = run("--model", "gpt", "--preset", "gpt-test", "--data", P("shards"), "--max-steps", 0, "--test-limit", 4,
                   "--sample-length", 8, "--json", P("tok.json"))
     rec = [d for d in map(json.loads, open(P("tok.json"))) if d["type"] == "sample"][0] if rc == 0 else {}

@@ -13,7 +13,8 @@
  *    by ascending world rank, dtrain's rule); ranks in no group of more than
  *    one pass NCCL_SPLIT_NOCOLOR.
  *  - Calls: the collective layer's primitives, copies first (on the stream),
- *    then the transfers in one ncclGroupStart/End; a barrier is a
+ *    then the transfers in one ncclGroupStart/End (a lone transfer, the
+ *    common case, without: NCCL makes it a group of its own); a barrier is a
  *    one-element allreduce. Every dtype and op is mapped before anything is
  *    enqueued (nccl_map.c).
  *  - Checks (where neither the host transport nor the bootstrap can carry
@@ -258,10 +259,11 @@ static int n_split(dt_comm *world, int color, dt_comm *out) {
 static int n_run(dt_comm *c, const dt_prim *p, int n, void *stream, void *done) {
     nccl_impl *m = c->dev_impl;
     cudaStream_t s = (cudaStream_t)stream;
-    int rc;
+    int rc, transfers = 0;
     /* every dtype and op first: nothing is enqueued for a call NCCL cannot make */
     for (int i = 0; i < n; i++) {
         int t, o;
+        transfers += p[i].kind != DT_PRIM_COPY;
         if ((rc = dt_nccl_dtype(p[i].dtype, g_version, &t))) return rc;
         if ((p[i].kind == DT_PRIM_ALLREDUCE || p[i].kind == DT_PRIM_REDUCE || p[i].kind == DT_PRIM_REDUCE_SCATTER) &&
             (rc = dt_nccl_op(p[i].op, g_version, &o)))
@@ -271,7 +273,9 @@ static int n_run(dt_comm *c, const dt_prim *p, int n, void *stream, void *done) 
         if (p[i].kind == DT_PRIM_COPY)
             CU(cudaMemcpyAsync(p[i].recv, p[i].send, p[i].count * dt_dtype_size(p[i].dtype), cudaMemcpyDeviceToDevice, s),
                "cudaMemcpyAsync");
-    NC(ncclGroupStart(), m->comm, "ncclGroupStart");
+    /* a lone transfer is a group of its own in NCCL: no group calls for it */
+    int group = transfers > 1;
+    if (group) NC(ncclGroupStart(), m->comm, "ncclGroupStart");
     ncclResult_t first = ncclSuccess;
     const char *what = "";
     for (int i = 0; i < n && first == ncclSuccess; i++) {
@@ -304,7 +308,7 @@ static int n_run(dt_comm *c, const dt_prim *p, int n, void *stream, void *done) 
         }
         first = r;
     }
-    ncclResult_t end = ncclGroupEnd();
+    ncclResult_t end = group ? ncclGroupEnd() : ncclSuccess;
     if (first != ncclSuccess) return nfail(first, m->comm, what);
     if (end != ncclSuccess) return nfail(end, m->comm, "ncclGroupEnd");
     if (done) CU(cudaEventRecord((cudaEvent_t)done, s), "cudaEventRecord");

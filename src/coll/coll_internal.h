@@ -89,7 +89,10 @@ int dt_dev_plan(const dt_coll_desc *d, void *scratch, dt_prim *p, int cap);
 size_t dt_dev_plan_scratch(const dt_coll_desc *d);
 
 /* Fingerprints (fingerprint.c). */
-/* Header of d with sequence number seq (also the watchdog's description). */
+/* Header of d with sequence number seq (also the watchdog's description),
+ * without its hash: fp is 0 until a check computes it (dt_fp_execute,
+ * dt_fp_execute_on), so an unchecked call (a group of one, the check off)
+ * pays no hashing. */
 void dt_fp_fill(dt_fp_hdr *h, const dt_coll_desc *d, uint64_t seq);
 /* 1 if d is an allreduce whose check travels with its data. */
 int dt_fp_inline_ok(const dt_coll_desc *d);

@@ -265,16 +265,34 @@ static size_t page_round(size_t n) {
  * granules, from one reserved, inaccessible arena, as cudaMalloc hands out
  * small allocations from one chunk: two allocations can touch, and a copy
  * that runs from one into the next is refused (cudaErrorInvalidValue), as
- * CUDA refuses it. Slices are not reused; when the arena is spent (or could
- * not be reserved), each allocation gets a mapping of its own. */
+ * CUDA refuses it. Slices are not reused (but for fk_malloc_reuse); when the
+ * arena is spent (or could not be reserved), each allocation gets a mapping
+ * of its own. */
 #define FK_ARENA_BYTES ((size_t)8 << 30)
 static char *g_arena;
 static size_t g_arena_used;
 static int g_arena_tried;
+static char *g_freed;      /* the slice the last cudaFree of the arena released */
+static size_t g_freed_len;
+static int g_reuse;        /* fk_malloc_reuse: the next cudaMalloc takes it */
+
+void fk_malloc_reuse(void) {
+    pthread_mutex_lock(&g_mu);
+    g_reuse = 1;
+    pthread_mutex_unlock(&g_mu);
+}
 
 static char *arena_take(size_t len) {
     char *p = NULL;
     pthread_mutex_lock(&g_mu);
+    if (g_reuse && g_freed && len <= g_freed_len) {
+        p = g_freed;
+        g_freed = NULL;
+        g_reuse = 0;
+        pthread_mutex_unlock(&g_mu);
+        return p;
+    }
+    g_reuse = 0;
     if (!g_arena_tried) {
         g_arena_tried = 1;
         void *a = mmap(NULL, FK_ARENA_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -346,6 +364,12 @@ cudaError_t cudaFree(void *p) {
     if (r.kind == FK_DEVICE) {
         if (!r.in_arena) munmap(r.base, r.maplen);
         munmap(r.shadow, r.maplen);
+        if (r.in_arena) {
+            pthread_mutex_lock(&g_mu);
+            g_freed = r.base;
+            g_freed_len = ((r.len ? r.len : 1) + 255) & ~(size_t)255;
+            pthread_mutex_unlock(&g_mu);
+        }
     } else {
         free(r.base);
     }

@@ -66,6 +66,10 @@ int fk_stream_ok(cudaStream_t s);
  * ordered its work on (the Python front's device arrays). */
 enum { FK_STREAM_USES = 0, FK_STREAM_SYNCS = 1 };
 long fk_stream_count(cudaStream_t s, int what);
+/* The next cudaMalloc (of this process, on the current device) hands out the
+ * address the last cudaFree of device memory released, if the size fits, as
+ * a real allocator may: for tests of what remembers an address past its free. */
+void fk_malloc_reuse(void);
 /* The calling thread's current device; the number of devices. */
 int fk_current_device(void);
 int fk_device_count(void);

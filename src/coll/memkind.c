@@ -61,6 +61,19 @@ int dt_coll_classify(const char *fn, dt_coll_desc *d, const dt_coll_opts *opts) 
      * device are not asked about again (device.h, "Known device buffers") */
     dt_comm *c = d->comm;
     int known = want == DT_MEM_DEVICE && c->dev && dt_dev_known_on(), cdev = known ? c->dev->device(c) : -1;
+    if (known) { /* every buffer known: the repeated call's whole answer */
+        int all = 1;
+        for (int i = 0; i < n && all; i++) {
+            int dev;
+            all = dt_dev_known(r[i].p, &dev) && (dev == cdev || dev == -1);
+        }
+        if (all) {
+            if (r != stack) { free(r); free(devs); }
+            d->mem = DT_MEM_DEVICE;
+            d->device = cdev;
+            return DT_OK;
+        }
+    }
     int rc = DT_OK, first_dev = -1, first_host = -1, dev0 = -1;
     for (int i = 0; i < n && rc == DT_OK; i++) {
         int dev, is;

@@ -105,6 +105,9 @@ int dt_dev_known(const void *p, int *dev);
 /* Remember p as device memory of dev (-1: managed); nothing when off. */
 void dt_dev_known_add(const void *p, int dev);
 void dt_dev_known_forget_all(void);
+/* Moves on (never 0) each time everything is forgotten: what was derived
+ * from the known buffers of one generation holds while it lasts. */
+uint64_t dt_dev_known_gen(void);
 /* On (the default) or off (DTRAIN_DEVICE_BUFFER_CACHE=0: every buffer of
  * every call is classified); forgets everything. */
 void dt_dev_known_enable(int on);

@@ -19,6 +19,7 @@
 
 static _Atomic uint64_t g_slot[SLOTS];
 static atomic_int g_on = 1;
+static _Atomic uint64_t g_gen = 1; /* moves on after each forgetting (never 0) */
 
 static unsigned slot_of(uint64_t a) {
     return (unsigned)(((a >> 3) * 0x9e3779b97f4a7c15ull) >> (64 - SLOTS_LOG2));
@@ -46,6 +47,11 @@ void dt_dev_known_add(const void *p, int dev) {
     atomic_store_explicit(&g_slot[slot_of(a)], a << 16 | (uint64_t)(dev + 2), memory_order_relaxed);
 }
 
+/* the slots first, then the generation: whoever reads the new generation
+ * finds the slots empty */
 void dt_dev_known_forget_all(void) {
     for (unsigned i = 0; i < SLOTS; i++) atomic_store_explicit(&g_slot[i], 0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_gen, 1, memory_order_release);
 }
+
+uint64_t dt_dev_known_gen(void) { return atomic_load_explicit(&g_gen, memory_order_acquire); }

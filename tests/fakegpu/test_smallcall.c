@@ -14,7 +14,11 @@
  *    (an address the caller freed and got back on another device is refused
  *    there; with the cache on it goes to NCCL as it is, which the fake
  *    refuses); a malformed DTRAIN_DEVICE_BUFFER_CACHE fails dt_init;
- *  - managed memory is remembered as such;
+ *  - managed memory is remembered as such; every single-buffer kind repeated
+ *    is answered from the call memo with the same results, and a call that
+ *    differs in one argument is checked again (refused where wrong);
+ *  - handles kept for the next call: 40 outstanding (more than are kept),
+ *    then 40 again without creating an event; one freed after dt_finalize;
  *  - threads calling at once on their own buffers, while another frees
  *    memory through dtrain (forgetting everything), all get right results.
  * One process, two fake devices (DTRAIN_FAKEGPU_DEVICES=2), the world on
@@ -185,6 +189,93 @@ static void repeated(dt_comm *w, cudaStream_t st) {
     cu(cudaFree(t), "cudaFree");
 }
 
+/* every single-buffer kind, three times with the same arguments: the second
+ * and third are answered from the known buffers and the call memo, with the
+ * first one's results; a call differing in one argument is checked again */
+static void kinds(dt_comm *w, cudaStream_t st) {
+    dt_coll_opts o = {.mem = DT_MEM_DEVICE, .stream = st};
+    float *s = dev_buf(), *r = dev_buf();
+    fill(s, 5.0f);
+    for (int k = 0; k < 7; k++) {
+        calls c;
+        for (int rep = 0; rep < 3; rep++) {
+            if (rep == 1) mark();
+            cu(cudaMemset(r, 0, N * sizeof(float)), "cudaMemset");
+            int rc;
+            switch (k) {
+            case 0: rc = dt_reduce_scatter_ex(s, r, N, DT_F32, DT_SUM, w, &o, NULL); break;
+            case 1: rc = dt_allgather_ex(s, r, N, DT_F32, w, &o, NULL); break;
+            case 2: rc = dt_broadcast_ex(s, r, N, DT_F32, 0, w, &o, NULL); break;
+            case 3: rc = dt_reduce_ex(s, r, N, DT_F32, DT_MAX, 0, w, &o, NULL); break;
+            case 4: rc = dt_gather_ex(s, r, N, DT_F32, 0, w, &o, NULL); break;
+            case 5: rc = dt_scatter_ex(s, r, N, DT_F32, 0, w, &o, NULL); break;
+            default: rc = dt_all_to_all_ex(s, r, N, DT_F32, w, &o, NULL); break;
+            }
+            CHECK(rc == DT_OK, "kind %d, call %d: %s", k, rep, dt_last_error());
+            CHECK(holds(r, 5.0f), "kind %d, call %d: result", k, rep);
+        }
+        since(&c);
+        CHECK(of(&c, "cudaPointerGetAttributes") == 0, "kind %d repeated: %ld classifications", k,
+              of(&c, "cudaPointerGetAttributes"));
+    }
+    /* the same buffers, one argument changed: checked again, as ever */
+    CHECK_OK(dt_allreduce_ex(s, r, N, DT_F32, DT_SUM, w, &o, NULL));
+    CHECK_ERR(dt_allreduce_ex(s, r, N, DT_F32, (dt_op)99, w, &o, NULL), DT_ERR_INVALID, "unknown reduction op 99");
+    CHECK_ERR(dt_allreduce_ex(s, r, N, (dt_dtype)42, DT_SUM, w, &o, NULL), DT_ERR_INVALID, "unknown dtype 42");
+    CHECK_ERR(dt_allreduce_ex(s, r, (size_t)-1 / 2, DT_F32, DT_SUM, w, &o, NULL), DT_ERR_INVALID,
+              "overflows the address space");
+    CHECK_ERR(dt_allreduce_ex(s, s + 1, N, DT_F32, DT_SUM, w, &o, NULL), DT_ERR_INVALID, "overlap");
+    CHECK_ERR(dt_broadcast_ex(s, r, N, DT_F32, 3, w, &o, NULL), DT_ERR_INVALID, "root 3 is out of range");
+    dt_coll_opts wire = o;
+    wire.wire = DT_WIRE_BF16;
+    for (int i = 0; i < 2; i++)
+        CHECK_ERR(dt_allreduce_ex(s, r, N, DT_F32, DT_SUM, w, &wire, NULL), DT_ERR_UNSUPPORTED,
+                  "compressed wires are host-memory only");
+    CHECK_OK(dt_allreduce_ex(s, r, N / 2, DT_F32, DT_SUM, w, &o, NULL));
+    CHECK_OK(dt_allreduce_ex(s, r, N, DT_F32, DT_SUM, w, &o, NULL));
+    CHECK(holds(r, 5.0f), "after the refused calls");
+    cu(cudaFree(s), "cudaFree");
+    cu(cudaFree(r), "cudaFree");
+}
+
+/* handles kept for the next call: more outstanding than the pool keeps, and
+ * one freed after dt_finalize */
+static void handles(cudaStream_t st) {
+    enum { H = 40 };
+    dt_comm *w = dt_comm_world();
+    dt_coll_opts o = {.mem = DT_MEM_DEVICE, .stream = st};
+    float *s = dev_buf(), *r = dev_buf();
+    fill(s, 6.0f);
+    dt_work *wk[H];
+    calls c;
+    for (int round = 0; round < 2; round++) {
+        mark();
+        for (int i = 0; i < H; i++) CHECK_OK(dt_allreduce_ex(s, r, N, DT_F32, DT_SUM, w, &o, &wk[i]));
+        since(&c);
+        if (round == 1)
+            CHECK(of(&c, "cudaEventCreateWithFlags") == 0, "%d handles again: %ld events created", H,
+                  of(&c, "cudaEventCreateWithFlags"));
+        CHECK_OK(dt_work_wait(wk[H - 1]));
+        for (int i = 0; i < H; i++) dt_work_free(wk[i]);
+    }
+    CHECK_OK(dt_coll_sync());
+    CHECK(holds(r, 6.0f), "after %d handles", H);
+    /* a handle that outlives dt_finalize is released, not kept */
+    dt_work *late = NULL;
+    CHECK_OK(dt_allreduce_ex(s, r, N, DT_F32, DT_SUM, w, &o, &late));
+    CHECK_OK(dt_finalize());
+    dt_work_free(late);
+    CHECK_OK(dt_init());
+    w = dt_comm_world();
+    dt_work *again = NULL;
+    CHECK_OK(dt_allreduce_ex(s, r, N, DT_F32, DT_SUM, w, &o, &again));
+    CHECK_OK(dt_work_wait(again));
+    dt_work_free(again);
+    CHECK(holds(r, 6.0f), "in the next session");
+    cu(cudaFree(s), "cudaFree");
+    cu(cudaFree(r), "cudaFree");
+}
+
 /* what is forgotten: dtrain's frees, and an address handed out again */
 static void forgotten(dt_comm *w, cudaStream_t st) {
     dt_coll_opts o = {.mem = DT_MEM_DEVICE, .stream = st};
@@ -350,8 +441,10 @@ int main(void) {
     cudaStream_t st;
     cu(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate");
     repeated(w, st);
+    kinds(w, st);
     forgotten(w, st);
     threads(w);
+    handles(st);
     cu(cudaStreamDestroy(st), "cudaStreamDestroy");
     CHECK_OK(dt_finalize());
     cache_off();

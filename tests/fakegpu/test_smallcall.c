@@ -265,6 +265,8 @@ static void handles(cudaStream_t st) {
     CHECK_OK(dt_allreduce_ex(s, r, N, DT_F32, DT_SUM, w, &o, &late));
     CHECK_OK(dt_finalize());
     dt_work_free(late);
+    /* the memo of the last session does not answer (nor touch the old world) */
+    CHECK_ERR(dt_allreduce_ex(s, r, N, DT_F32, DT_SUM, w, &o, NULL), DT_ERR_STATE, "dtrain is not initialised");
     CHECK_OK(dt_init());
     w = dt_comm_world();
     dt_work *again = NULL;

@@ -11,7 +11,11 @@
  * synchronised, the time per call = max over ranks; `rounds` blocks of each,
  * alternated, best kept. busbw as nccl-tests (2(n-1)/n x algbw; 0 at one
  * rank, so the ratio is taken on time: ref time / dtrain time = dtrain algbw
- * / ref algbw). Results are checked (small integers: exact sums). */
+ * / ref algbw). Also the host's time per call before the stream is
+ * synchronised ("enq": what issuing the calls cost the host, dtrain's async
+ * form against raw NCCL's), which bounds small calls when it exceeds the
+ * device's time per call; the smallest size's is printed last. Results are
+ * checked (small integers: exact sums). */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <mpi.h>
@@ -61,8 +65,10 @@ static double tmax(double t) {
 
 enum { K_ASYNC, K_BLOCK, K_NCCL, K_MPI };
 
+/* time per call of `iters` calls of `kind`, the stream synchronised; *enq:
+ * per call before the synchronisation (the host's issuing) */
 static double block(int kind, float *s, float *r, float *hs, float *hr, size_t n, int iters, dt_comm *w,
-                    ncclComm_t nc, cudaStream_t st) {
+                    ncclComm_t nc, cudaStream_t st, double *enq) {
     dt_coll_opts o = {.mem = DT_MEM_DEVICE, .stream = st};
     DT(dt_barrier(w));
     double t0 = now_s();
@@ -75,8 +81,11 @@ static double block(int kind, float *s, float *r, float *hs, float *hr, size_t n
         default: MPI_Allreduce(hs, hr, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
         }
     }
+    double t1 = now_s();
     CU(cudaStreamSynchronize(st));
-    return tmax((now_s() - t0) / iters);
+    double t = tmax((now_s() - t0) / iters);
+    *enq = tmax((t1 - t0) / iters);
+    return t;
 }
 
 int bench_device_main(size_t minb, size_t maxb, size_t factor, int iters, int warmup, int rounds, int vs_nccl,
@@ -108,11 +117,13 @@ int bench_device_main(size_t minb, size_t maxb, size_t factor, int iters, int wa
                vs_mpi ? ", reference: MPI_Allreduce on pinned host buffers" : "");
         printf("# async: dt_allreduce_ex enqueued on a stream, handle freed (stream order); blocking: the host waits "
                "each call; ratio = ref time / async time (= busbw ratio)\n");
-        printf("#  %10s %11s | %9s %8s %8s | %9s %8s | %9s %8s %8s | %6s %5s\n", "bytes", "count", "async us",
-               "algbw", "busbw", "block us", "busbw", "ref us", "algbw", "busbw", "ratio", "wrong");
+        printf("#  %10s %11s | %9s %8s %8s | %9s %8s | %9s %8s %8s | %6s %5s | %9s %9s\n", "bytes", "count",
+               "async us", "algbw", "busbw", "block us", "busbw", "ref us", "algbw", "busbw", "ratio", "wrong",
+               "enq us", "ref enq");
     }
     double factor_bus = g_size > 1 ? 2.0 * (g_size - 1) / g_size : 0.0;
-    double ratio_min = INFINITY;
+    double ratio_min = INFINITY, enq_first[2] = {-1, -1};
+    size_t enq_bytes = 0;
     int64_t wrong_total = 0;
     for (size_t b = minb; b <= maxb;) {
         size_t n = b / sizeof(float);
@@ -139,15 +150,22 @@ int bench_device_main(size_t minb, size_t maxb, size_t factor, int iters, int wa
         DT(dt_allreduce(&wrong, &wsum, 1, DT_I64, DT_SUM, w));
         wrong_total += wsum;
         int ref = have_nccl_ref ? K_NCCL : (vs_mpi ? K_MPI : -1);
+        double enq, best_enq[4] = {INFINITY, INFINITY, INFINITY, INFINITY};
         for (int k = 0; k < 4; k++)
-            if (k <= K_BLOCK || k == ref) block(k, s, r, hs, hr, n, warmup, w, nc, st);
+            if (k <= K_BLOCK || k == ref) block(k, s, r, hs, hr, n, warmup, w, nc, st, &enq);
         double best[4] = {INFINITY, INFINITY, INFINITY, INFINITY};
         for (int rd = 0; rd < rounds; rd++)
             for (int k = 0; k < 4; k++) {
                 if (k > K_BLOCK && k != ref) continue;
-                double t = block(k, s, r, hs, hr, n, iters, w, nc, st);
+                double t = block(k, s, r, hs, hr, n, iters, w, nc, st, &enq);
                 if (t < best[k]) best[k] = t;
+                if (enq < best_enq[k]) best_enq[k] = enq;
             }
+        if (enq_first[0] < 0) {
+            enq_first[0] = best_enq[K_ASYNC];
+            enq_first[1] = ref == K_NCCL ? best_enq[K_NCCL] : -1;
+            enq_bytes = bytes;
+        }
         if (g_rank == 0) {
             double a = (double)bytes / best[K_ASYNC] / 1e9;
             printf("   %10zu %11zu | %9.2f %8.2f %8.2f | %9.2f %8.2f |", bytes, n, best[K_ASYNC] * 1e6, a,
@@ -159,7 +177,9 @@ int bench_device_main(size_t minb, size_t maxb, size_t factor, int iters, int wa
             } else {
                 printf(" %9s %8s %8s | %6s", "-", "-", "-", "-");
             }
-            printf(" %5lld\n", (long long)wsum);
+            printf(" %5lld | %9.2f", (long long)wsum, best_enq[K_ASYNC] * 1e6);
+            if (ref == K_NCCL) printf(" %9.2f\n", best_enq[K_NCCL] * 1e6);
+            else printf(" %9s\n", "-");
             fflush(stdout);
         }
         CU(cudaFree(s));
@@ -175,6 +195,9 @@ int bench_device_main(size_t minb, size_t maxb, size_t factor, int iters, int wa
     if (g_rank == 0) {
         printf("# Out of bounds values : %lld %s\n", (long long)wrong_total, wrong_total ? "ERROR" : "OK");
         if (isfinite(ratio_min)) printf("# Ratio vs %s (time) : min %.3f\n", have_nccl_ref ? "NCCL" : "MPI", ratio_min);
+        if (enq_first[1] >= 0)
+            printf("# Enqueue per call at %zu bytes (host) : dtrain %.2f us, NCCL %.2f us, dtrain's own %+.2f us\n", enq_bytes,
+                   enq_first[0] * 1e6, enq_first[1] * 1e6, (enq_first[0] - enq_first[1]) * 1e6);
         printf("#\n");
         fflush(stdout);
     }

@@ -85,6 +85,18 @@
  *    (also with DT_MEM_DEVICE, which classifies every buffer as a check), and
  *    every rank of the group must pass the same kind (part of the fingerprint:
  *    a rank on host memory and one on device memory is DT_ERR_MISMATCH).
+ *  - DT_MEM_DEVICE over NCCL classifies a buffer once: an address found to be
+ *    device memory of the communicator's device (or managed memory) is
+ *    remembered, and a call on buffers seen before asks CUDA nothing but
+ *    NCCL's enqueue and its own event (no cudaPointerGetAttributes, about as
+ *    costly as enqueueing a small allreduce). dtrain forgets them all when it
+ *    frees device memory itself and at dt_finalize, but it cannot see the
+ *    caller's cudaFree: an address the caller freed and got back as host
+ *    memory or as another device's memory then goes to NCCL unchecked (as
+ *    every buffer does with NCCL alone), the one mistake the check misses.
+ *    DTRAIN_DEVICE_BUFFER_CACHE=0 (read by dt_init) classifies every buffer
+ *    of every call, the check complete. DT_MEM_AUTO always classifies (it
+ *    decides the path), and host answers are never remembered.
  *  - Path (dt_comm_device_path): "nccl" when the communicator has an NCCL
  *    communicator (every rank on its own GPU; DTRAIN_DEVICE_PATH=auto|nccl);
  *    "local" for a group of one rank without one (its collectives are

@@ -319,16 +319,30 @@ int dt_coll_execute(const dt_coll_desc *d, dt_fp_hdr *hdr_out) {
         counter = &c->p2p_seq[2 * (size_t)d->root + (d->kind == DT_COLL_RECV)];
     }
     uint64_t seq = ++*counter;
-    dt_fp_hdr h;
-    dt_fp_fill(&h, d, seq);
-    if (hdr_out) *hdr_out = h;
-    dt_wd_op_begin(h.cid, h.kind, seq, h.dtype, h.count, h.root, h.op, h.nlist);
-    int rc = d->mem == DT_MEM_DEVICE ? dt_dev_execute(d, &h) : dt_coll_run_host(d, &h);
+    dt_fp_hdr mine, *h = hdr_out ? hdr_out : &mine;
+    dt_fp_fill(h, d, seq);
+    dt_wd_op_begin(h->cid, h->kind, seq, h->dtype, h->count, h->root, h->op, h->nlist);
+    int rc = d->mem == DT_MEM_DEVICE ? dt_dev_execute(d, h) : dt_coll_run_host(d, h);
     dt_wd_op_end();
     /* A mismatched call does not count (every rank that took part rolls
      * back), so the ranks stay in step for the calls that follow. */
     if (rc == DT_ERR_MISMATCH) --*counter;
     return rc;
+}
+
+/* Validate and classify d (remembered for the call memo). Out of line: a
+ * repeated device call skips it. */
+__attribute__((noinline)) static int check(const char *fn, dt_coll_desc *d, const dt_coll_opts *opts) {
+    dt_coll_desc key = *d;
+    TRY(validate(fn, d));
+    TRY(dt_coll_classify(fn, d, opts));
+    if (d->wire != DT_WIRE_NATIVE && d->mem == DT_MEM_DEVICE)
+        return dt_error(DT_ERR_UNSUPPORTED, fn, "a compressed wire type (opts.wire %d) on device memory: "
+                        "compressed wires are host-memory only", d->wire);
+    /* host buffers with a stream: the device work that produced them first */
+    if (d->mem == DT_MEM_HOST && d->stream) TRY(dt_dev()->stream_sync(d->stream));
+    dt_coll_memo_put(&key, d, opts);
+    return DT_OK;
 }
 
 /* Validate, then run blocking (work == NULL) or submit asynchronously. The
@@ -347,13 +361,8 @@ static int issue_opts(const char *fn, dt_coll_desc *d, const dt_coll_opts *opts,
                             "and reduce take a wire type", (int)opts->wire);
         }
     }
-    TRY(validate(fn, d));
-    TRY(dt_coll_classify(fn, d, opts));
-    if (d->wire != DT_WIRE_NATIVE && d->mem == DT_MEM_DEVICE)
-        return dt_error(DT_ERR_UNSUPPORTED, fn, "a compressed wire type (opts.wire %d) on device memory: "
-                        "compressed wires are host-memory only", d->wire);
-    /* host buffers with a stream: the device work that produced them first */
-    if (d->mem == DT_MEM_HOST && d->stream) TRY(dt_dev()->stream_sync(d->stream));
+    /* these very arguments passed before, or the checks */
+    if (!dt_coll_memo_get(d, opts)) TRY(check(fn, d, opts));
     return async ? dt_engine_submit(d, work) : dt_engine_run(d);
 }
 

@@ -55,6 +55,16 @@ int dt_coll_reduce_scatter_op(dt_comm *c, const void *s, void *r, size_t n, dt_d
  * a device. Call after the argument checks (roots are group ranks). */
 int dt_coll_classify(const char *fn, dt_coll_desc *d, const dt_coll_opts *opts);
 
+/* Call memo (call_memo.c): a DT_MEM_DEVICE call over a device transport with
+ * exactly the arguments of an earlier one that passed validation on known
+ * device buffers (core/device.h) passes again, while those stay known.
+ * dt_coll_memo_get: 1 and d validated and classified (as dt_coll_classify
+ * leaves it) if d, as the caller passed it, is such a call; else 0, d
+ * untouched. dt_coll_memo_put: remember `key` (the arguments as passed) with
+ * d, its validated and classified form. Per thread; single-buffer kinds. */
+int dt_coll_memo_get(dt_coll_desc *d, const dt_coll_opts *opts);
+void dt_coll_memo_put(const dt_coll_desc *key, const dt_coll_desc *d, const dt_coll_opts *opts);
+
 /* ---- the device path (device_path.c, device_plan.c, device_stage.c) ---- */
 /* Run d (device memory) over the communicator's device transport or staged
  * through pinned host memory; h as for dt_coll_run_host. */
@@ -89,7 +99,10 @@ int dt_dev_plan(const dt_coll_desc *d, void *scratch, dt_prim *p, int cap);
 size_t dt_dev_plan_scratch(const dt_coll_desc *d);
 
 /* Fingerprints (fingerprint.c). */
-/* Header of d with sequence number seq (also the watchdog's description). */
+/* Header of d with sequence number seq (also the watchdog's description),
+ * without its hash: fp is 0 until a check computes it (dt_fp_execute,
+ * dt_fp_execute_on), so an unchecked call (a group of one, the check off)
+ * pays no hashing. */
 void dt_fp_fill(dt_fp_hdr *h, const dt_coll_desc *d, uint64_t seq);
 /* 1 if d is an allreduce whose check travels with its data. */
 int dt_fp_inline_ok(const dt_coll_desc *d);

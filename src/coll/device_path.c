@@ -77,7 +77,7 @@ static int plan(const dt_coll_desc *d, void *scratch, int *n) {
 
 /* ---- a group of one: every primitive is a copy on the stream ------------------- */
 
-static int local(const dt_coll_desc *d) {
+__attribute__((noinline)) static int local(const dt_coll_desc *d) {
     const dt_dev_ops *o = dt_dev();
     int n, rc = plan(d, NULL, &n);
     for (int i = 0; i < n && !rc; i++) {
@@ -175,7 +175,7 @@ static int overlap_run(int k, int m, int outs, const char **lo, const char **hi,
     return k;
 }
 
-static int staged(const dt_coll_desc *d, dt_fp_hdr *h) {
+__attribute__((noinline)) static int staged(const dt_coll_desc *d, dt_fp_hdr *h) {
     const dt_dev_ops *o = dt_dev();
     int n = dt_coll_regions(d, g_reg, g_reg_cap), rc;
     if (n > g_reg_cap) {

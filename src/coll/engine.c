@@ -22,7 +22,10 @@ struct dt_work {
     void *event;
     int ev_done;
     dt_fp_hdr hdr;         /* the call, for the watchdog while a host waits on it */
-    struct dt_work *dnext; /* the list of device work not known complete (dt_coll_sync) */
+    struct dt_work *dnext, *dprev; /* the list of device work not known complete (dt_coll_sync) */
+    int linked;            /* on that list */
+    int lists_cap;         /* tensors lists holds (pooled handles keep it) */
+    unsigned session;      /* g_session when made: pooled only within it */
 };
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -32,6 +35,47 @@ static int g_busy;            /* some thread is inside the transport */
 static int g_thread_on, g_stop;
 static pthread_t g_thread;
 static dt_work *g_dev_works; /* stream-ordered device work not known complete */
+static int g_waiting;         /* threads in cv_wait */
+
+/* g_cv, under g_mu: a wake-up costs nothing when nobody waits */
+static void cv_wait(void) {
+    g_waiting++;
+    pthread_cond_wait(&g_cv, &g_mu);
+    g_waiting--;
+}
+static void cv_wake(void) {
+    if (g_waiting) pthread_cond_broadcast(&g_cv);
+}
+
+/* Handles of stream-ordered device work, kept with their events (and list
+ * copies) by dt_work_free for the next call on the same device: a calloc, a
+ * free and an event from the device's pool per call cost as much as the rest
+ * of dtrain's host work. Under g_mu; emptied by dt_engine_shutdown, after
+ * which (g_session moves on) handles of that session are freed, not kept. */
+#define POOL_DEVICES 64
+#define POOL_CAP 32
+static dt_work *g_pool[POOL_DEVICES];
+static int g_pool_n[POOL_DEVICES];
+static unsigned g_session;
+
+static void dev_link(dt_work *w) {
+    w->dprev = NULL;
+    w->dnext = g_dev_works;
+    if (g_dev_works) g_dev_works->dprev = w;
+    g_dev_works = w;
+    w->linked = 1;
+}
+
+static void dev_unlink_locked(dt_work *w) {
+    if (w->linked) {
+        if (w->dprev) w->dprev->dnext = w->dnext;
+        else g_dev_works = w->dnext;
+        if (w->dnext) w->dnext->dprev = w->dprev;
+        w->dnext = w->dprev = NULL;
+        w->linked = 0;
+    }
+    w->ev_done = 1;
+}
 
 static void run_item(dt_work *w) {
     dt_clear_error();
@@ -46,7 +90,7 @@ static void *engine_main(void *arg) {
     (void)arg;
     pthread_mutex_lock(&g_mu);
     for (;;) {
-        while (!g_stop && (!g_head || g_busy)) pthread_cond_wait(&g_cv, &g_mu);
+        while (!g_stop && (!g_head || g_busy)) cv_wait();
         if (!g_head || g_busy) { if (g_stop) break; continue; }
         dt_work *w = g_head;
         g_head = w->next;
@@ -57,7 +101,7 @@ static void *engine_main(void *arg) {
         pthread_mutex_lock(&g_mu);
         g_busy = 0;
         w->done = 1; /* w may be freed by its owner as soon as we unlock */
-        pthread_cond_broadcast(&g_cv);
+        cv_wake();
     }
     pthread_mutex_unlock(&g_mu);
     return NULL;
@@ -67,7 +111,7 @@ static void enqueue(dt_work *w) {
     w->next = NULL;
     if (g_tail) g_tail->next = w; else g_head = w;
     g_tail = w;
-    pthread_cond_broadcast(&g_cv);
+    cv_wake();
 }
 
 static int report(const dt_work *w) {
@@ -94,7 +138,7 @@ int dt_engine_run(const dt_coll_desc *desc) {
             int rc = dt_coll_execute(desc, NULL);
             pthread_mutex_lock(&g_mu);
             g_busy = 0;
-            pthread_cond_broadcast(&g_cv);
+            cv_wake();
             pthread_mutex_unlock(&g_mu);
             return rc;
         }
@@ -103,11 +147,11 @@ int dt_engine_run(const dt_coll_desc *desc) {
             memset(&w, 0, sizeof w);
             w.desc = *desc;
             enqueue(&w);
-            while (!w.done) pthread_cond_wait(&g_cv, &g_mu);
+            while (!w.done) cv_wait();
             pthread_mutex_unlock(&g_mu);
             return report(&w);
         }
-        pthread_cond_wait(&g_cv, &g_mu); /* another caller thread is inside */
+        cv_wait(); /* another caller thread is inside */
     }
 }
 
@@ -116,7 +160,107 @@ int dt_engine_run(const dt_coll_desc *desc) {
  * Otherwise async work runs at submission. */
 static int async_possible(const dt_comm *c) { return !c->ops->async_ok || c->ops->async_ok(c); }
 
+/* handles with events, released for good (their events to the device's pool) */
+static void drop_all(dt_work *w) {
+    while (w) {
+        dt_work *next = w->next;
+        dt_dev_event_put(w->desc.device, w->event);
+        free(w->lists);
+        free(w);
+        w = next;
+    }
+}
+
+/* d's lists copied into w (grown as needed): w->desc.in / out point there */
+static int copy_lists(dt_work *w, const dt_coll_desc *d) {
+    if (d->n <= 0 || !d->in) return DT_OK;
+    if (d->n > w->lists_cap) {
+        dt_tensor *l = malloc(sizeof(dt_tensor) * 2 * (size_t)d->n);
+        if (!l) return DT_ERR(DT_ERR_NOMEM, "out of memory for a list of %d tensors", d->n);
+        free(w->lists);
+        w->lists = l;
+        w->lists_cap = d->n;
+    }
+    memcpy(w->lists, d->in, sizeof(dt_tensor) * (size_t)d->n);
+    if (d->out) memcpy(w->lists + d->n, d->out, sizeof(dt_tensor) * (size_t)d->n);
+    w->desc.in = w->lists;
+    w->desc.out = d->out ? w->lists + d->n : NULL; /* NULL: per-rank reduce_scatter */
+    return DT_OK;
+}
+
+/* A handle of stream-ordered device work on `dev`: a pooled one (its event
+ * and list copy kept, the rest reset) or a new one with an event of dev. */
+static int ordered_handle(dt_work *pooled, int dev, dt_work **out) {
+    dt_work *w = pooled;
+    if (w) { /* as it was left: unlinked, its event, lists and session kept */
+        w->status = 0;
+        w->done = 0;
+        w->msg[0] = '\0';
+        w->next = NULL;
+        w->ev_done = 0;
+        *out = w;
+        return DT_OK;
+    }
+    if (!(w = calloc(1, sizeof *w))) return DT_ERR(DT_ERR_NOMEM, "out of memory for a work handle");
+    int rc = dt_dev_event_on(dev, &w->event);
+    if (rc) {
+        free(w);
+        return rc;
+    }
+    w->session = g_session;
+    *out = w;
+    return DT_OK;
+}
+
+/* Stream-ordered device work (a device transport, or a group of one):
+ * enqueued now on the caller's stream, in the exclusive section, complete on
+ * its event. One lock to enter (taking a pooled handle), one to leave
+ * (listing the handle for dt_coll_sync). */
+static int submit_ordered(const dt_coll_desc *desc, dt_work **work) {
+    int dev = desc->device;
+    dt_work *pooled = NULL;
+    pthread_mutex_lock(&g_mu);
+    while (g_busy || g_head) cv_wait();
+    g_busy = 1;
+    if (dev >= 0 && dev < POOL_DEVICES && g_pool[dev]) {
+        pooled = g_pool[dev];
+        g_pool[dev] = pooled->next;
+        g_pool_n[dev]--;
+    }
+    pthread_mutex_unlock(&g_mu);
+    dt_work *w = NULL;
+    int rc = ordered_handle(pooled, dev, &w);
+    if (!rc) {
+        w->desc = *desc;
+        rc = copy_lists(w, desc);
+        if (rc) dt_work_free(w);
+    }
+    if (rc) {
+        dt_engine_exclusive_end();
+        return rc;
+    }
+    w->desc.event = w->event;
+    w->t_start = dt_trace_now_us();
+    rc = dt_coll_execute(&w->desc, &w->hdr);
+    w->t_end = w->t_start; /* when its event completes (dev_test, dev_wait) */
+    if (rc) {
+        w->t_end = dt_trace_now_us();
+        snprintf(w->msg, sizeof w->msg, "%s", dt_last_error());
+    }
+    w->status = rc;
+    w->done = 1;
+    w->ev_done = rc != DT_OK;
+    pthread_mutex_lock(&g_mu);
+    if (!w->ev_done) dev_link(w);
+    g_busy = 0;
+    cv_wake();
+    pthread_mutex_unlock(&g_mu);
+    *work = w;
+    return DT_OK;
+}
+
 int dt_engine_submit(const dt_coll_desc *desc, dt_work **work) {
+    if (desc->mem == DT_MEM_DEVICE && dt_dev_stream_ordered(desc)) return submit_ordered(desc, work);
     dt_work *w = calloc(1, sizeof *w);
     if (!w) return DT_ERR(DT_ERR_NOMEM, "out of memory for a work handle");
     w->desc = *desc;
@@ -128,29 +272,14 @@ int dt_engine_submit(const dt_coll_desc *desc, dt_work **work) {
         w->desc.in = w->lists;
         w->desc.out = desc->out ? w->lists + desc->n : NULL; /* NULL: per-rank reduce_scatter */
     }
-    if (desc->mem == DT_MEM_DEVICE) {
-        /* enqueued now on the caller's stream (a device transport: complete
-         * on the event), or staged: complete on return */
-        int rc = DT_OK;
-        if (dt_dev_stream_ordered(desc) && (rc = dt_dev_event_on(desc->device, &w->event))) {
-            free(w->lists);
-            free(w);
-            return rc;
-        }
-        w->desc.event = w->event;
+    if (desc->mem == DT_MEM_DEVICE) { /* staged: complete on return */
         w->t_start = dt_trace_now_us();
-        rc = run_exclusive(&w->desc, &w->hdr);
+        int rc = run_exclusive(&w->desc, &w->hdr);
         w->t_end = dt_trace_now_us();
         if (rc) snprintf(w->msg, sizeof w->msg, "%s", dt_last_error());
         w->status = rc;
         w->done = 1;
-        w->ev_done = rc != DT_OK || !w->event;
-        if (!w->ev_done) {
-            pthread_mutex_lock(&g_mu);
-            w->dnext = g_dev_works;
-            g_dev_works = w;
-            pthread_mutex_unlock(&g_mu);
-        }
+        w->ev_done = 1;
         *work = w;
         return DT_OK;
     }
@@ -183,7 +312,7 @@ int dt_engine_submit(const dt_coll_desc *desc, dt_work **work) {
 
 void dt_engine_exclusive_begin(void) {
     pthread_mutex_lock(&g_mu);
-    while (g_busy || g_head) pthread_cond_wait(&g_cv, &g_mu);
+    while (g_busy || g_head) cv_wait();
     g_busy = 1;
     pthread_mutex_unlock(&g_mu);
 }
@@ -191,7 +320,7 @@ void dt_engine_exclusive_begin(void) {
 void dt_engine_exclusive_end(void) {
     pthread_mutex_lock(&g_mu);
     g_busy = 0;
-    pthread_cond_broadcast(&g_cv);
+    cv_wake();
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -199,7 +328,7 @@ static int dev_wait(dt_work *w);
 
 int dt_engine_sync(void) {
     pthread_mutex_lock(&g_mu);
-    while (g_head || (g_busy && g_thread_on)) pthread_cond_wait(&g_cv, &g_mu);
+    while (g_head || (g_busy && g_thread_on)) cv_wait();
     pthread_mutex_unlock(&g_mu);
     int rc = DT_OK;
     for (;;) { /* device work: dev_wait takes each off the list */
@@ -218,11 +347,27 @@ int dt_engine_shutdown(void) {
     pthread_mutex_lock(&g_mu);
     int on = g_thread_on;
     g_stop = 1;
-    pthread_cond_broadcast(&g_cv);
+    cv_wake();
     pthread_mutex_unlock(&g_mu);
     if (on) pthread_join(g_thread, NULL);
     g_thread_on = 0;
     g_stop = 0;
+    /* the pooled handles: their events back to the device's pool (freed with
+     * it); handles of this session freed later are not kept */
+    pthread_mutex_lock(&g_mu);
+    dt_work *all = NULL;
+    for (int d = 0; d < POOL_DEVICES; d++) {
+        while (g_pool[d]) {
+            dt_work *w = g_pool[d];
+            g_pool[d] = w->next;
+            w->next = all;
+            all = w;
+        }
+        g_pool_n[d] = 0;
+    }
+    g_session++;
+    pthread_mutex_unlock(&g_mu);
+    drop_all(all);
     dt_fusion_release();
     dt_dev_path_release();
     dt_fp_release();
@@ -233,9 +378,7 @@ int dt_engine_shutdown(void) {
 
 static void dev_unlink(dt_work *w) {
     pthread_mutex_lock(&g_mu);
-    for (dt_work **p = &g_dev_works; *p; p = &(*p)->dnext)
-        if (*p == w) { *p = w->dnext; break; }
-    w->ev_done = 1;
+    dev_unlink_locked(w);
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -306,22 +449,31 @@ int dt_work_wait(dt_work *work) {
         return report(work);
     }
     pthread_mutex_lock(&g_mu);
-    while (!work->done) pthread_cond_wait(&g_cv, &g_mu);
+    while (!work->done) cv_wait();
     pthread_mutex_unlock(&g_mu);
     return report(work);
 }
 
 void dt_work_free(dt_work *work) {
     if (!work) return;
-    if (work->event) { /* stream-ordered: released without waiting */
-        if (!work->ev_done) dev_unlink(work);
-        dt_dev_event_put(work->desc.device, work->event);
-        free(work->lists);
-        free(work);
+    if (work->event) { /* stream-ordered: released without waiting, kept for the next call */
+        int dev = work->desc.device, kept = 0;
+        pthread_mutex_lock(&g_mu);
+        dev_unlink_locked(work);
+        if (work->session == g_session && dev >= 0 && dev < POOL_DEVICES && g_pool_n[dev] < POOL_CAP) {
+            work->next = g_pool[dev];
+            g_pool[dev] = work;
+            g_pool_n[dev]++;
+            kept = 1;
+        }
+        pthread_mutex_unlock(&g_mu);
+        if (kept) return;
+        work->next = NULL;
+        drop_all(work);
         return;
     }
     pthread_mutex_lock(&g_mu);
-    while (!work->done) pthread_cond_wait(&g_cv, &g_mu);
+    while (!work->done) cv_wait();
     pthread_mutex_unlock(&g_mu);
     free(work->lists);
     free(work);

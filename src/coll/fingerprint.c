@@ -20,15 +20,9 @@ static uint64_t mix(uint64_t h, uint64_t v) {
     return h;
 }
 
-/* Every rank of a call passes the same memory kind: device calls carry it
- * in the fingerprint (host calls keep theirs unchanged) and in the flags,
- * for the message. */
-static void device_kind(dt_fp_hdr *h, const dt_coll_desc *d) {
-    if (d->mem != DT_MEM_DEVICE) return;
-    h->fp = mix(h->fp, 0x6465766963650000ull);
-    h->flags |= DT_FP_DEVICE;
-}
-
+/* The header of d without its hash (fp 0): what the watchdog shows and the
+ * check's messages name. Every rank of a call passes the same memory kind:
+ * device calls say so in the flags (and so in the hash). */
 void dt_fp_fill(dt_fp_hdr *h, const dt_coll_desc *d, uint64_t seq) {
     const dt_comm *c = d->comm;
     memset(h, 0, sizeof *h);
@@ -42,7 +36,7 @@ void dt_fp_fill(dt_fp_hdr *h, const dt_coll_desc *d, uint64_t seq) {
     h->dtype = (uint8_t)d->dtype;
     h->op = DT_FP_NONE;
     h->count = d->count;
-    uint64_t sig = 0;
+    if (d->mem == DT_MEM_DEVICE) h->flags |= DT_FP_DEVICE;
     switch (d->kind) {
     case DT_COLL_ALLREDUCE: case DT_COLL_REDUCE_SCATTER: case DT_COLL_REDUCE_SCATTER_PER_RANK:
         h->op = (uint8_t)d->op;
@@ -52,24 +46,15 @@ void dt_fp_fill(dt_fp_hdr *h, const dt_coll_desc *d, uint64_t seq) {
         h->root = c->world_ranks[d->root];
         break;
     case DT_COLL_BROADCAST: case DT_COLL_GATHER: case DT_COLL_SCATTER:
+    case DT_COLL_SEND: case DT_COLL_RECV: /* the peer */
         h->root = c->world_ranks[d->root];
         break;
-    case DT_COLL_SEND: case DT_COLL_RECV: {
-        /* the same value on both ends of a matching pair: (sender, receiver) */
-        h->root = c->world_ranks[d->root];
-        int src = d->kind == DT_COLL_SEND ? c->info.world_rank : h->root;
-        int dst = d->kind == DT_COLL_SEND ? h->root : c->info.world_rank;
-        uint64_t f = mix(mix(mix(0x7032700000000000ull, seq), d->dtype), d->count);
-        h->fp = mix(mix(mix(f, c->gkey), (uint64_t)src), (uint64_t)dst);
-        device_kind(h, d);
-        return;
-    }
     case DT_COLL_BARRIER:
         h->dtype = DT_FP_NONE;
         h->count = 0;
         break;
     case DT_COLL_ALLREDUCE_LIST: case DT_COLL_ALLGATHER_LIST: case DT_COLL_REDUCE_SCATTER_LIST: {
-        sig = mix(d->list_sig, (uint64_t)d->n); /* summed by validation, which every call passes */
+        uint64_t sig = mix(d->list_sig, (uint64_t)d->n); /* summed by validation, which every call passes */
         h->dtype = d->list_dtype >= 0 ? (uint8_t)d->list_dtype : DT_FP_NONE;
         h->count = d->list_count;
         h->nlist = (uint32_t)d->n;
@@ -80,14 +65,31 @@ void dt_fp_fill(dt_fp_hdr *h, const dt_coll_desc *d, uint64_t seq) {
     default:
         break;
     }
-    uint64_t f = mix(mix(mix(0x636f6c6c00000000ull, seq), h->kind), h->dtype);
-    f = mix(mix(mix(f, h->op), h->count), (uint64_t)(int64_t)h->root);
-    h->fp = mix(mix(mix(f, c->gkey), sig), h->nlist);
-    if (d->wire) { /* compressed: another exchange, so another call */
-        h->fp = mix(h->fp, 0x7769726500000000ull | (uint64_t)d->wire);
-        h->flags |= (uint32_t)d->wire << DT_FP_WIRE_SHIFT;
+    if (d->wire && d->kind != DT_COLL_SEND && d->kind != DT_COLL_RECV)
+        h->flags |= (uint32_t)d->wire << DT_FP_WIRE_SHIFT; /* compressed: another exchange, so another call */
+}
+
+/* h->fp: the hash of everything that must agree across the group, for the
+ * check (only a checked call needs it). d: the call h was filled from (or its
+ * staged twin), for the list layout's full 64 bits. */
+static void seal(dt_fp_hdr *h, const dt_coll_desc *d) {
+    if (h->kind == DT_COLL_SEND || h->kind == DT_COLL_RECV) {
+        /* the same value on both ends of a matching pair: (sender, receiver) */
+        int src = h->kind == DT_COLL_SEND ? (int)h->world_rank : h->root;
+        int dst = h->kind == DT_COLL_SEND ? h->root : (int)h->world_rank;
+        uint64_t f = mix(mix(mix(0x7032700000000000ull, h->seq), h->dtype), h->count);
+        h->fp = mix(mix(mix(f, h->gkey), (uint64_t)src), (uint64_t)dst);
+    } else {
+        int list = h->kind == DT_COLL_ALLREDUCE_LIST || h->kind == DT_COLL_ALLGATHER_LIST ||
+                   h->kind == DT_COLL_REDUCE_SCATTER_LIST;
+        uint64_t sig = list ? mix(d->list_sig, (uint64_t)d->n) : 0;
+        uint64_t f = mix(mix(mix(0x636f6c6c00000000ull, h->seq), h->kind), h->dtype);
+        f = mix(mix(mix(f, h->op), h->count), (uint64_t)(int64_t)h->root);
+        h->fp = mix(mix(mix(f, h->gkey), sig), h->nlist);
+        unsigned wire = (h->flags >> DT_FP_WIRE_SHIFT) & 0xffu;
+        if (wire) h->fp = mix(h->fp, 0x7769726500000000ull | (uint64_t)wire);
     }
-    device_kind(h, d);
+    if (h->flags & DT_FP_DEVICE) h->fp = mix(h->fp, 0x6465766963650000ull);
 }
 
 int dt_fp_inline_ok(const dt_coll_desc *d) {
@@ -189,10 +191,14 @@ static int desc_mismatch(const dt_coll_desc *d, const dt_fp_hdr *mine, const dt_
 
 static int run_transport(const dt_coll_desc *d, void *arg) { return dt_coll_transport(d); }
 
+static int execute_sealed(const dt_coll_desc *d, dt_fp_hdr *h, const dt_fp_channel *ch,
+                          int (*run)(const dt_coll_desc *d, void *arg), void *arg);
+
 int dt_fp_execute(const dt_coll_desc *d, dt_fp_hdr *h) {
     dt_comm *c = d->comm;
     const dt_backend_ops *o = c->ops;
     dt_fp_channel ch = {o->name, o->check, o->gather_views, o->p2p_check};
+    seal(h, d);
     if (dt_fp_inline_ok(d)) {
         int rc = o->allreduce_checked(c, d->send, d->recv, d->count, d->dtype, d->op, h);
         if (rc) return rc;
@@ -205,11 +211,17 @@ int dt_fp_execute(const dt_coll_desc *d, dt_fp_hdr *h) {
         if (rc) return rc;
         return (h->flags & DT_FP_MISMATCH) ? desc_mismatch(d, h, &ch) : DT_OK;
     }
-    return dt_fp_execute_on(d, h, &ch, run_transport, NULL);
+    return execute_sealed(d, h, &ch, run_transport, NULL);
 }
 
 int dt_fp_execute_on(const dt_coll_desc *d, dt_fp_hdr *h, const dt_fp_channel *ch,
                      int (*run)(const dt_coll_desc *d, void *arg), void *arg) {
+    seal(h, d);
+    return execute_sealed(d, h, ch, run, arg);
+}
+
+static int execute_sealed(const dt_coll_desc *d, dt_fp_hdr *h, const dt_fp_channel *ch,
+                          int (*run)(const dt_coll_desc *d, void *arg), void *arg) {
     dt_comm *c = d->comm;
     int rc;
     if (d->kind == DT_COLL_SEND || d->kind == DT_COLL_RECV) {

@@ -4,7 +4,9 @@
  * device memory only where a device exists, the buffers on the device of an
  * NCCL communicator. DT_MEM_HOST costs nothing; DT_MEM_AUTO costs one load
  * when the process has no device (dt_dev_is_device), one
- * cudaPointerGetAttributes per buffer otherwise. */
+ * cudaPointerGetAttributes per buffer otherwise; DT_MEM_DEVICE over a device
+ * transport asks only about buffers not already known as device memory of
+ * its device (or managed memory), a lookup each (dt_dev_known). */
 #include <stdio.h>
 #include <stdlib.h>
 #include "coll/coll_internal.h"
@@ -55,10 +57,33 @@ int dt_coll_classify(const char *fn, dt_coll_desc *d, const dt_coll_opts *opts) 
         }
         dt_coll_regions(d, r, n);
     }
+    /* said device memory over a device transport: buffers seen before on its
+     * device are not asked about again (device.h, "Known device buffers") */
+    dt_comm *c = d->comm;
+    int known = want == DT_MEM_DEVICE && c->dev && dt_dev_known_on(), cdev = known ? c->dev->device(c) : -1;
+    if (known) { /* every buffer known: the repeated call's whole answer */
+        int all = 1;
+        for (int i = 0; i < n && all; i++) {
+            int dev;
+            all = dt_dev_known(r[i].p, &dev) && (dev == cdev || dev == -1);
+        }
+        if (all) {
+            if (r != stack) { free(r); free(devs); }
+            d->mem = DT_MEM_DEVICE;
+            d->device = cdev;
+            return DT_OK;
+        }
+    }
     int rc = DT_OK, first_dev = -1, first_host = -1, dev0 = -1;
     for (int i = 0; i < n && rc == DT_OK; i++) {
-        int dev, is = dt_dev_is_device(r[i].p, &dev);
-        if (is < 0) { rc = is; break; }
+        int dev, is;
+        if (known && dt_dev_known(r[i].p, &dev) && (dev == cdev || dev == -1)) {
+            is = 1;
+        } else {
+            is = dt_dev_is_device(r[i].p, &dev);
+            if (is < 0) { rc = is; break; }
+            if (known && is && (dev == cdev || dev == -1)) dt_dev_known_add(r[i].p, dev);
+        }
         devs[i] = is ? dev : -1;
         if (is && first_dev < 0) { first_dev = i; dev0 = dev; }
         if (!is && first_host < 0) first_host = i;
@@ -77,11 +102,10 @@ int dt_coll_classify(const char *fn, dt_coll_desc *d, const dt_coll_opts *opts) 
                       arg_name(a, sizeof a, &r[first_host]));
     }
     if (rc == DT_OK && (first_dev >= 0 || want == DT_MEM_DEVICE)) {
-        dt_comm *c = d->comm;
         d->mem = DT_MEM_DEVICE;
         d->device = dev0;
         if (c->dev) { /* over a device transport: every buffer on its device */
-            int cdev = c->dev->device(c);
+            if (!known) cdev = c->dev->device(c);
             for (int i = 0; i < n && rc == DT_OK; i++)
                 if (devs[i] >= 0 && devs[i] != cdev) {
                     char a[48];

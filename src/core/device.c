@@ -79,16 +79,28 @@ extern const dt_dev_ops dt_dev_cuda;
 
 static const dt_dev_ops *g_test_ops;
 static const dt_dev_ops *g_ops = BUILD_OPS;
+/* what dt_dev() hands out after a probe: g_ops, whose dev_free also forgets
+ * the known device buffers (an address freed may come back as another
+ * device's memory, or as host memory) */
+static dt_dev_ops g_view;
 static int g_count;
 static int g_pool_closed; /* the event pool (below): dt_dev_release ran, dt_dev_probe not since */
 static char g_why[512] = "dt_init has not run";
 
-const dt_dev_ops *dt_dev(void) { return g_ops; }
+const dt_dev_ops *dt_dev(void) { return g_view.name ? &g_view : g_ops; }
+
+static void free_and_forget(void *p) {
+    dt_dev_known_forget_all();
+    g_ops->dev_free(p);
+}
 
 void dt_dev_use_for_testing(const dt_dev_ops *ops) { g_test_ops = ops; }
 
 void dt_dev_probe(void) {
     g_ops = g_test_ops ? g_test_ops : BUILD_OPS;
+    g_view = *g_ops;
+    g_view.dev_free = free_and_forget;
+    dt_dev_known_forget_all();
     int n = 0;
     g_why[0] = '\0';
     if (g_ops->count(&n, g_why, sizeof g_why) != DT_OK || n < 0) n = 0;
@@ -203,6 +215,7 @@ void *dt_dev_staging(size_t bytes) {
 }
 
 void dt_dev_release(void) {
+    dt_dev_known_forget_all();
     const dt_dev_ops *o = g_blocking_ops ? g_blocking_ops : g_ops;
     for (int d = 0; d < MAX_DEVICES; d++)
         if (g_blocking_ev[d]) {

@@ -92,6 +92,27 @@ const char *dt_dev_absent_reason(void);
  * Host without a runtime call when the process has no device. */
 int dt_dev_is_device(const void *p, int *dev);
 
+/* ---- known device buffers (device_known.c) ------------------------------
+ * Addresses classified as device memory before, with their device (-1:
+ * managed), so that a call on buffers seen before asks the runtime nothing.
+ * The collective layer remembers the buffers of DT_MEM_DEVICE calls over a
+ * device transport that lie on its device (coll.h, "Device memory": for those
+ * a buffer seen before is trusted). Host answers are never remembered. All
+ * are forgotten when dtrain frees device memory through dt_dev()->dev_free,
+ * at dt_dev_probe and at dt_dev_release. Lookups take no lock; any thread. */
+/* 1 with *dev if p is remembered as device memory, else 0 (*dev untouched). */
+int dt_dev_known(const void *p, int *dev);
+/* Remember p as device memory of dev (-1: managed); nothing when off. */
+void dt_dev_known_add(const void *p, int dev);
+void dt_dev_known_forget_all(void);
+/* Moves on (never 0) each time everything is forgotten: what was derived
+ * from the known buffers of one generation holds while it lasts. */
+uint64_t dt_dev_known_gen(void);
+/* On (the default) or off (DTRAIN_DEVICE_BUFFER_CACHE=0: every buffer of
+ * every call is classified); forgets everything. */
+void dt_dev_known_enable(int on);
+int dt_dev_known_on(void);
+
 /* Block the host until ev completes, polling: first spinning briefly, then
  * sleeping up to 50 us between queries. `poll`, when given, is called
  * between queries; a non-zero return (an error status, message set) ends the

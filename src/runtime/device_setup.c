@@ -10,19 +10,32 @@
  * is split from it, only when every rank has its own GPU; otherwise device
  * memory is staged (and with DTRAIN_DEVICE_PATH=nccl, dt_init fails saying
  * why). Two ranks on one GPU are left to NCCL only when it is forced: NCCL
- * 2.5 and later refuse them ("Duplicate GPU detected"). */
+ * 2.5 and later refuse them ("Duplicate GPU detected").
+ *
+ * DTRAIN_DEVICE_BUFFER_CACHE = 1 (default) | 0, local: whether DT_MEM_DEVICE
+ * calls over the device transport trust buffers seen before on its device
+ * (core/device.h, "Known device buffers") or classify every buffer of every
+ * call. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "bootstrap/bootstrap.h"
 #include "comm/watchdog.h"
 #include "core/device.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "runtime/runtime.h"
 
 static const dt_dev_transport *g_tp; /* the device transport of this job, NULL: none */
+static int g_known_on = 1;           /* DTRAIN_DEVICE_BUFFER_CACHE, for dt_device_setup */
 
 int dt_device_path_read(int *path) {
+    if (dt_env_bool("DTRAIN_DEVICE_BUFFER_CACHE", 1, &g_known_on)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", dt_last_error());
+        const char *m = strstr(msg, "DTRAIN_");
+        return dt_error(DT_ERR_INVALID, "dt_init", "%s", m ? m : msg);
+    }
     const char *v = getenv("DTRAIN_DEVICE_PATH");
     *path = DT_DEVPATH_AUTO;
     if (!v || !*v || strcmp(v, "auto") == 0) return DT_OK;
@@ -100,6 +113,7 @@ int dt_device_setup(dt_comm *world, int path) {
     const dt_dev_transport *t = dt_dev_transport_first();
     g_tp = NULL;
     dt_dev_probe();
+    dt_dev_known_enable(g_known_on);
     if (!t) {
         if (path == DT_DEVPATH_NCCL)
             return dt_error(DT_ERR_UNSUPPORTED, "dt_init", "DTRAIN_DEVICE_PATH=nccl, but this build has no device "

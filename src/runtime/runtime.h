@@ -13,7 +13,8 @@ void dt_comm_pool_clear(void);
 /* ---- device_setup.c: the path of device memory (DTRAIN_DEVICE_PATH) ---- */
 enum { DT_DEVPATH_AUTO = 0, DT_DEVPATH_NCCL = 1, DT_DEVPATH_STAGED = 2 };
 
-/* DTRAIN_DEVICE_PATH: DT_ERR_INVALID naming it when malformed. */
+/* DTRAIN_DEVICE_PATH (and DTRAIN_DEVICE_BUFFER_CACHE, kept for
+ * dt_device_setup): DT_ERR_INVALID naming it when malformed. */
 int dt_device_path_read(int *path);
 
 /* What each rank tells the others at dt_init (one bootstrap allgather). */

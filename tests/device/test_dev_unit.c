@@ -5,10 +5,12 @@
  * API on the fake runtime: memory-kind classification (mixed buffers named,
  * DT_MEM_DEVICE checked, bad kinds), that the host path asks nothing of the
  * device runtime (DT_MEM_HOST, or no device), streams with host buffers, and
- * device memory in a process without a device. */
+ * device memory in a process without a device; an asynchronous call whose
+ * handle gets no event, and the handle kept for the next call. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include "coll/coll_internal.h"
+#include "core/error.h"
 #include "fake_device.h"
 #include "runtime/runtime.h"
 #include "dtrain/zero.h"
@@ -340,6 +342,44 @@ static void test_setting(void) {
     dt_dev_use_for_testing(NULL);
 }
 
+/* the fake runtime whose event creations fail after the first `g_events_ok` */
+static int g_events_ok;
+static int failing_ecreate(void **ev) {
+    if (g_events_ok-- > 0) return fake_dev_ops.event_create(ev);
+    return DT_ERR(DT_ERR_NOMEM, "fake: no event (as told)");
+}
+
+/* an asynchronous call whose handle gets no event: refused, and the engine
+ * left free for the next call; then the handle pool: a handle freed and the
+ * next call needs no new event */
+static void test_handle_errors(void) {
+    static dt_dev_ops ops;
+    ops = fake_dev_ops;
+    ops.event_create = failing_ecreate;
+    fake_dev_install(1);
+    dt_dev_use_for_testing(&ops);
+    CHECK_OK(dt_init());
+    dt_comm *w = dt_comm_world();
+    float *d = fake_dev_malloc(64, 0);
+    dt_coll_opts o = {.mem = DT_MEM_DEVICE, .stream = fake_dev_stream(2)};
+    g_events_ok = 1; /* the blocking calls' event */
+    CHECK_OK(dt_allreduce_ex(d, d + 8, 8, DT_F32, DT_SUM, w, &o, NULL));
+    dt_work *wk = (dt_work *)0x1;
+    CHECK_ERR(dt_allreduce_ex(d, d + 8, 8, DT_F32, DT_SUM, w, &o, &wk), DT_ERR_NOMEM, "fake: no event (as told)");
+    CHECK(wk == NULL, "no handle on failure");
+    CHECK_OK(dt_allreduce_ex(d, d + 8, 8, DT_F32, DT_SUM, w, &o, NULL)); /* not left inside the engine */
+    g_events_ok = 1;
+    CHECK_OK(dt_allreduce_ex(d, d + 8, 8, DT_F32, DT_SUM, w, &o, &wk));
+    CHECK_OK(dt_work_wait(wk));
+    dt_work_free(wk);
+    CHECK_OK(dt_allreduce_ex(d, d + 8, 8, DT_F32, DT_SUM, w, &o, &wk)); /* the kept handle: no event to make */
+    CHECK_OK(dt_work_wait(wk));
+    dt_work_free(wk);
+    fake_dev_free(d);
+    CHECK_OK(dt_finalize());
+    dt_dev_use_for_testing(NULL);
+}
+
 int main(void) {
     test_plans();
     test_regions();
@@ -347,5 +387,6 @@ int main(void) {
     test_decide();
     test_classify();
     test_setting();
+    test_handle_errors();
     return dt_test_finish("dev_unit");
 }

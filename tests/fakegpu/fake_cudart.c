@@ -37,6 +37,7 @@ int fk_device_count(void) {
 int fk_current_device(void) { return t_dev; }
 
 cudaError_t cudaGetDeviceCount(int *count) {
+    FK_COUNTED(FK_LIB_CUDA);
     if (!count) return err(cudaErrorInvalidValue);
     *count = fk_device_count();
     if (*count == 0) return err(cudaErrorNoDevice);
@@ -44,18 +45,21 @@ cudaError_t cudaGetDeviceCount(int *count) {
 }
 
 cudaError_t cudaGetDevice(int *device) {
+    FK_COUNTED(FK_LIB_CUDA);
     if (!device) return err(cudaErrorInvalidValue);
     *device = t_dev;
     return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device) {
+    FK_COUNTED(FK_LIB_CUDA);
     if (device < 0 || device >= fk_device_count()) return err(cudaErrorInvalidDevice);
     t_dev = device;
     return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
+    FK_COUNTED(FK_LIB_CUDA);
     if (!prop) return err(cudaErrorInvalidValue);
     if (device < 0 || device >= fk_device_count()) return err(cudaErrorInvalidDevice);
     memset(prop, 0, sizeof *prop);
@@ -97,6 +101,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
  * cudaErrorInvalidValue and a line on stderr, so that a kernel relying on
  * one the fake does not know is noticed. */
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
+    FK_COUNTED(FK_LIB_CUDA);
     if (!value) return err(cudaErrorInvalidValue);
     if (device < 0 || device >= fk_device_count()) return err(cudaErrorInvalidDevice);
     int v;
@@ -135,12 +140,13 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
 }
 
 cudaError_t cudaGetLastError(void) {
+    FK_COUNTED(FK_LIB_CUDA);
     cudaError_t e = t_last;
     t_last = cudaSuccess;
     return e;
 }
 
-cudaError_t cudaPeekAtLastError(void) { return t_last; }
+cudaError_t cudaPeekAtLastError(void) { FK_COUNTED(FK_LIB_CUDA); return t_last; }
 
 const char *cudaGetErrorName(cudaError_t e) {
     switch (e) {
@@ -276,16 +282,34 @@ static size_t page_round(size_t n) {
  * granules, from one reserved, inaccessible arena, as cudaMalloc hands out
  * small allocations from one chunk: two allocations can touch, and a copy
  * that runs from one into the next is refused (cudaErrorInvalidValue), as
- * CUDA refuses it. Slices are not reused; when the arena is spent (or could
- * not be reserved), each allocation gets a mapping of its own. */
+ * CUDA refuses it. Slices are not reused (but for fk_malloc_reuse); when the
+ * arena is spent (or could not be reserved), each allocation gets a mapping
+ * of its own. */
 #define FK_ARENA_BYTES ((size_t)8 << 30)
 static char *g_arena;
 static size_t g_arena_used;
 static int g_arena_tried;
+static char *g_freed;      /* the slice the last cudaFree of the arena released */
+static size_t g_freed_len;
+static int g_reuse;        /* fk_malloc_reuse: the next cudaMalloc takes it */
+
+void fk_malloc_reuse(void) {
+    pthread_mutex_lock(&g_mu);
+    g_reuse = 1;
+    pthread_mutex_unlock(&g_mu);
+}
 
 static char *arena_take(size_t len) {
     char *p = NULL;
     pthread_mutex_lock(&g_mu);
+    if (g_reuse && g_freed && len <= g_freed_len) {
+        p = g_freed;
+        g_freed = NULL;
+        g_reuse = 0;
+        pthread_mutex_unlock(&g_mu);
+        return p;
+    }
+    g_reuse = 0;
     if (!g_arena_tried) {
         g_arena_tried = 1;
         void *a = mmap(NULL, FK_ARENA_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -300,6 +324,7 @@ static char *arena_take(size_t len) {
 }
 
 cudaError_t cudaMalloc(void **p, size_t bytes) {
+    FK_COUNTED(FK_LIB_CUDA);
     if (!p) return err(cudaErrorInvalidValue);
     *p = NULL;
     if (fk_device_count() == 0) return err(cudaErrorNoDevice);
@@ -338,19 +363,30 @@ static cudaError_t host_kind_alloc(void **p, size_t bytes, int kind) {
 }
 
 cudaError_t cudaMallocManaged(void **p, size_t bytes, unsigned int flags) {
+    FK_COUNTED(FK_LIB_CUDA);
     if (fk_device_count() == 0) return err(cudaErrorNoDevice);
     return host_kind_alloc(p, bytes, FK_MANAGED);
 }
 
-cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags) { return host_kind_alloc(p, bytes, FK_HOST); }
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags) {
+    FK_COUNTED(FK_LIB_CUDA);
+    return host_kind_alloc(p, bytes, FK_HOST);
+}
 
 cudaError_t cudaFree(void *p) {
+    FK_COUNTED(FK_LIB_CUDA);
     if (!p) return cudaSuccess;
     region r;
     if (reg_take(p, 1u << FK_DEVICE | 1u << FK_MANAGED, &r)) return err(cudaErrorInvalidValue);
     if (r.kind == FK_DEVICE) {
         if (!r.in_arena) munmap(r.base, r.maplen);
         munmap(r.shadow, r.maplen);
+        if (r.in_arena) {
+            pthread_mutex_lock(&g_mu);
+            g_freed = r.base;
+            g_freed_len = ((r.len ? r.len : 1) + 255) & ~(size_t)255;
+            pthread_mutex_unlock(&g_mu);
+        }
     } else {
         free(r.base);
     }
@@ -358,6 +394,7 @@ cudaError_t cudaFree(void *p) {
 }
 
 cudaError_t cudaFreeHost(void *p) {
+    FK_COUNTED(FK_LIB_CUDA);
     if (!p) return cudaSuccess;
     region r;
     if (reg_take(p, 1u << FK_HOST, &r)) return err(cudaErrorInvalidValue);
@@ -381,6 +418,7 @@ cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
  * current device's live allocations (not less than 0: the fake hands out
  * more than its total if asked) */
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) {
+    FK_COUNTED(FK_LIB_CUDA);
     if (!free_bytes || !total) return err(cudaErrorInvalidValue);
     if (fk_device_count() == 0) return err(cudaErrorNoDevice);
     size_t used = 0;
@@ -394,6 +432,7 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) {
 }
 
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p) {
+    FK_COUNTED(FK_LIB_CUDA);
     if (!a) return err(cudaErrorInvalidValue);
     int kind, dev;
     void *host;
@@ -492,6 +531,7 @@ long fk_stream_count(cudaStream_t s, int what) {
 static int event_ok(cudaEvent_t e) { return handle_live(e, EVENT_LIVE, 0); }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) {
+    FK_COUNTED(FK_LIB_CUDA);
     if (!s) return err(cudaErrorInvalidValue);
     handle *q = handle_new(STREAM_LIVE);
     if (!q) return err(cudaErrorMemoryAllocation);
@@ -502,22 +542,26 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) {
 cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
 
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    FK_COUNTED(FK_LIB_CUDA);
     return handle_live(s, STREAM_LIVE, 1) ? cudaSuccess : err(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    FK_COUNTED(FK_LIB_CUDA);
     return stream_note(s, 1) ? cudaSuccess : err(cudaErrorInvalidResourceHandle);
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { FK_COUNTED(FK_LIB_CUDA); return cudaSuccess; }
 
 /* a live stream is always idle: its work ran when it was enqueued */
 cudaError_t cudaStreamQuery(cudaStream_t s) {
+    FK_COUNTED(FK_LIB_CUDA);
     int live = s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread || handle_live(s, STREAM_LIVE, 0);
     return live ? cudaSuccess : err(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
+    FK_COUNTED(FK_LIB_CUDA);
     if (!e) return err(cudaErrorInvalidValue);
     if (flags & ~(unsigned)(cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess))
         return err(cudaErrorInvalidValue);
@@ -531,6 +575,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
 cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    FK_COUNTED(FK_LIB_CUDA);
     return handle_live(e, EVENT_LIVE, 1) ? cudaSuccess : err(cudaErrorInvalidResourceHandle);
 }
 
@@ -541,6 +586,7 @@ static double now_ms(void) {
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    FK_COUNTED(FK_LIB_CUDA);
     if (!event_ok(e) || !fk_stream_ok(s)) return err(cudaErrorInvalidResourceHandle);
     e->h.ms = now_ms();
     e->h.recorded = 1;
@@ -550,6 +596,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 
 /* waits for the event: afterwards it is complete (no "not ready" to come) */
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    FK_COUNTED(FK_LIB_CUDA);
     if (!event_ok(e)) return err(cudaErrorInvalidResourceHandle);
     e->h.pending = 0;
     return cudaSuccess;
@@ -561,6 +608,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
  * its record gives cudaErrorNotReady, as a GPU may still be running the work
  * before it. */
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    FK_COUNTED(FK_LIB_CUDA);
     if (!ms) return err(cudaErrorInvalidValue);
     if (!event_ok(start) || !event_ok(end)) return err(cudaErrorInvalidResourceHandle);
     if (!start->h.recorded || !end->h.recorded) return err(cudaErrorInvalidResourceHandle);
@@ -571,12 +619,14 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t e) {
+    FK_COUNTED(FK_LIB_CUDA);
     if (!event_ok(e)) return err(cudaErrorInvalidResourceHandle);
     if (atomic_exchange(&e->h.pending, 0)) return err(cudaErrorNotReady);
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
+    FK_COUNTED(FK_LIB_CUDA);
     if (!event_ok(e) || !fk_stream_ok(s)) return err(cudaErrorInvalidResourceHandle);
     return cudaSuccess;
 }
@@ -631,19 +681,23 @@ static cudaError_t copy2d(void *dst, size_t dpitch, const void *src, size_t spit
 
 cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
                          enum cudaMemcpyKind kind) {
+    FK_COUNTED(FK_LIB_CUDA);
     return copy2d(dst, dpitch, src, spitch, width, height, kind, NULL);
 }
 
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
                               enum cudaMemcpyKind kind, cudaStream_t s) {
+    FK_COUNTED(FK_LIB_CUDA);
     return copy2d(dst, dpitch, src, spitch, width, height, kind, s);
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
+    FK_COUNTED(FK_LIB_CUDA);
     return copy(dst, src, n, kind, NULL);
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) {
+    FK_COUNTED(FK_LIB_CUDA);
     return copy(dst, src, n, kind, s);
 }
 
@@ -657,6 +711,9 @@ static cudaError_t set(void *p, int value, size_t n, cudaStream_t s) {
     return cudaSuccess;
 }
 
-cudaError_t cudaMemset(void *p, int value, size_t n) { return set(p, value, n, NULL); }
+cudaError_t cudaMemset(void *p, int value, size_t n) { FK_COUNTED(FK_LIB_CUDA); return set(p, value, n, NULL); }
 
-cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s) { return set(p, value, n, s); }
+cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s) {
+    FK_COUNTED(FK_LIB_CUDA);
+    return set(p, value, n, s);
+}

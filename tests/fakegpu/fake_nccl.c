@@ -44,6 +44,7 @@ const char *ncclGetErrorString(ncclResult_t r) {
 const char *ncclGetLastError(ncclComm_t c) { return c ? c->last : t_last; }
 
 ncclResult_t ncclGetVersion(int *v) {
+    FK_COUNTED(FK_LIB_NCCL);
     if (!v) return ncclInvalidArgument;
     *v = NCCL_VERSION_CODE;
     return ncclSuccess;
@@ -55,6 +56,7 @@ static int comm_ok(ncclComm_t c) { return c && c->magic == FK_COMM_LIVE; }
 /* ---- communicators ----------------------------------------------------------------------------- */
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+    FK_COUNTED(FK_LIB_NCCL);
     static _Atomic unsigned seq;
     if (!id) return ncclInvalidArgument;
     struct timespec ts;
@@ -75,6 +77,7 @@ static long fail_after(int rank) {
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int n, ncclUniqueId id, int rank) {
+    FK_COUNTED(FK_LIB_NCCL);
     if (!comm) return fail(NULL, ncclInvalidArgument, "fakegpu: ncclCommInitRank: comm is NULL");
     *comm = NULL;
     if (n < 1 || n > FK_MAXR || rank < 0 || rank >= n)
@@ -87,6 +90,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int n, ncclUniqueId id, int rank
 }
 
 ncclResult_t ncclCommSplit(ncclComm_t c, int color, int key, ncclComm_t *out, ncclConfig_t *config) {
+    FK_COUNTED(FK_LIB_NCCL);
     COMM(c);
     if (!out) return fail(c, ncclInvalidArgument, "fakegpu: ncclCommSplit: newcomm is NULL");
     *out = NULL;
@@ -112,23 +116,27 @@ ncclResult_t ncclCommSplit(ncclComm_t c, int color, int key, ncclComm_t *out, nc
 }
 
 ncclResult_t ncclCommCount(const ncclComm_t c, int *count) {
+    FK_COUNTED(FK_LIB_NCCL);
     COMM(c);
     *count = c->n;
     return ncclSuccess;
 }
 
 ncclResult_t ncclCommUserRank(const ncclComm_t c, int *rank) {
+    FK_COUNTED(FK_LIB_NCCL);
     COMM(c);
     *rank = c->rank;
     return ncclSuccess;
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t c) {
+    FK_COUNTED(FK_LIB_NCCL);
     COMM(c);
     return ncclSuccess;
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t c) {
+    FK_COUNTED(FK_LIB_NCCL);
     COMM(c);
     fk_close(c);
     return ncclSuccess;
@@ -141,6 +149,7 @@ static ncclComm_t g_aborted[256];
 static int g_naborted;
 
 ncclResult_t ncclCommAbort(ncclComm_t c) {
+    FK_COUNTED(FK_LIB_NCCL);
     if (!c) return ncclSuccess;
     COMM(c);
     atomic_store(&c->aborted, 1);
@@ -154,6 +163,7 @@ ncclResult_t ncclCommAbort(ncclComm_t c) {
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *e) {
+    FK_COUNTED(FK_LIB_NCCL);
     COMM(c);
     if (!e) return ncclInvalidArgument;
     *e = (ncclResult_t)atomic_load(&c->async);
@@ -341,11 +351,13 @@ static ncclResult_t run_ops(fk_op *q, size_t n) {
 }
 
 ncclResult_t ncclGroupStart(void) {
+    FK_COUNTED(FK_LIB_NCCL);
     t_depth++;
     return ncclSuccess;
 }
 
 ncclResult_t ncclGroupEnd(void) {
+    FK_COUNTED(FK_LIB_NCCL);
     if (t_depth == 0) return fail(NULL, ncclInvalidUsage, "fakegpu: ncclGroupEnd without ncclGroupStart");
     if (--t_depth > 0) return ncclSuccess;
     ncclResult_t e = t_err;
@@ -359,32 +371,39 @@ ncclResult_t ncclGroupEnd(void) {
 
 ncclResult_t ncclAllReduce(const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
                            cudaStream_t st) {
+    FK_COUNTED(FK_LIB_NCCL);
     return enqueue(K_AR, s, r, count, t, op, 0, c, st);
 }
 
 ncclResult_t ncclAllGather(const void *s, void *r, size_t count, ncclDataType_t t, ncclComm_t c, cudaStream_t st) {
+    FK_COUNTED(FK_LIB_NCCL);
     return enqueue(K_AG, s, r, count, t, ncclSum, 0, c, st);
 }
 
 ncclResult_t ncclReduceScatter(const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
                                cudaStream_t st) {
+    FK_COUNTED(FK_LIB_NCCL);
     return enqueue(K_RS, s, r, count, t, op, 0, c, st);
 }
 
 ncclResult_t ncclReduce(const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op, int root, ncclComm_t c,
                         cudaStream_t st) {
+    FK_COUNTED(FK_LIB_NCCL);
     return enqueue(K_RED, s, r, count, t, op, root, c, st);
 }
 
 ncclResult_t ncclBroadcast(const void *s, void *r, size_t count, ncclDataType_t t, int root, ncclComm_t c,
                            cudaStream_t st) {
+    FK_COUNTED(FK_LIB_NCCL);
     return enqueue(K_BC, s, r, count, t, ncclSum, root, c, st);
 }
 
 ncclResult_t ncclSend(const void *s, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t st) {
+    FK_COUNTED(FK_LIB_NCCL);
     return enqueue(K_SEND, s, NULL, count, t, ncclSum, peer, c, st);
 }
 
 ncclResult_t ncclRecv(void *r, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t st) {
+    FK_COUNTED(FK_LIB_NCCL);
     return enqueue(K_RECV, NULL, r, count, t, ncclSum, peer, c, st);
 }

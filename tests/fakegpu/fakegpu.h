@@ -44,6 +44,7 @@
 #define DT_FAKEGPU_H
 
 #include <cuda_runtime_api.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 /* The memory kinds of the fake: cudaMemoryType's values. */
@@ -69,10 +70,50 @@ int fk_stream_ok(cudaStream_t s);
  * ordered its work on (the Python front's device arrays). */
 enum { FK_STREAM_USES = 0, FK_STREAM_SYNCS = 1 };
 long fk_stream_count(cudaStream_t s, int what);
+/* The next cudaMalloc (of this process, on the current device) hands out the
+ * address the last cudaFree of device memory released, if the size fits, as
+ * a real allocator may: for tests of what remembers an address past its free. */
+void fk_malloc_reuse(void);
 /* The calling thread's current device; the number of devices. */
 int fk_current_device(void);
 int fk_device_count(void);
 
+
+/* ---- calls ----------------------------------------------------------------------------
+ * Every CUDA runtime and NCCL function of the fake (not the launches, not
+ * cuBLASLt) counts its calls (fake_calls.c): what tests and benchmarks read to
+ * say which calls a dtrain call made, e.g. "a repeated allreduce makes no
+ * cudaPointerGetAttributes". Counters are process-wide, any thread. */
+enum { FK_LIB_CUDA = 0, FK_LIB_NCCL = 1, FK_LIB_N = 2 };
+typedef struct fk_counter {
+    const char *name;        /* the function's */
+    int lib;                 /* FK_LIB_* */
+    _Atomic long n;
+    struct fk_counter *next; /* the list of functions called so far */
+} fk_counter;
+/* One count for c (registered on its first). */
+void fk_count(fk_counter *c);
+/* At the top of each counted function of the fake. */
+#define FK_COUNTED(lib)                                                  \
+    static fk_counter fk_counter_ = {__func__, (lib), 0, NULL};         \
+    fk_count(&fk_counter_)
+/* A function's count. */
+typedef struct fk_call {
+    const char *name;
+    int lib;
+    long n;
+} fk_call;
+#define FK_MAX_COUNTED 128
+/* Calls of `name` so far (0: never called). */
+long fk_calls(const char *name);
+/* Every function called so far with its count, into out[0..cap); returns
+ * how many there are. */
+int fk_calls_snapshot(fk_call *out, int cap);
+/* The calls made since `before` (a snapshot of nbefore counts): the
+ * functions whose count changed, with the difference, into out[0..cap)
+ * (returns how many); total[FK_LIB_N] (if not NULL): the calls of each
+ * library. */
+long fk_calls_since(const fk_call *before, int nbefore, fk_call *out, int cap, long *total);
 
 /* ---- kernels: launches run their CPU twins ---------------------------------------
  * nvcc compiles a launch `k<<<grid, block, shmem, stream>>>(args)` into calls

@@ -355,8 +355,9 @@ elif [ "$NGPU" -eq 0 ]; then
 elif [ ! -x "$BENCH" ]; then
     say "benchmarks: not run (dtrain-bench is built with MPI only)"
 else
-    big=256M; n=20; r=3
-    [ "$(left)" -lt 240 ] && { big=64M; n=10; r=2; }
+    # 50 calls a block: small calls take ~5 us, and their ratio is the one to read
+    big=256M; n=50; r=3
+    [ "$(left)" -lt 240 ] && { big=64M; n=20; r=2; }
     [ "$(left)" -lt 120 ] && { big=16M; n=5; r=1; }
     echo "== 1 rank, device path nccl: dtrain vs raw ncclAllReduce" >> "$OUTDIR/bench.txt"
     capped "$(cap 80 30)" "$MPIRUN" -np 1 "$BENCH" --device --vs-nccl -b 4K -e $big -f 4 -n $n -w 5 --rounds $r >> "$OUTDIR/bench.txt" 2>&1 ||
@@ -368,10 +369,11 @@ else
             >> "$OUTDIR/bench.txt" 2>&1 || fail "dtrain-bench --device --vs-mpi at $np ranks (bench.txt)"
     done
     say "benchmarks (bench.txt): allreduce f32 on device buffers; ratio = reference time / dtrain's (stream-ordered form)"
-    grep -E '^== |Ratio vs|Out of bounds' "$OUTDIR/bench.txt" | sed 's/^/    /' | tee -a "$SUMMARY"
-    # the largest size of the NCCL run, in full
-    awk '/^== 1 rank/{on=1; next} /^== /{on=0} on && /^ +[0-9]/{last=$0} END{if (last) print "    largest size (bytes count | async us algbw busbw | block us busbw | nccl us algbw busbw | ratio wrong):\n   " last}' \
-        "$OUTDIR/bench.txt" | tee -a "$SUMMARY"
+    grep -E '^== |Ratio vs|Enqueue per call|Out of bounds' "$OUTDIR/bench.txt" | sed 's/^/    /' | tee -a "$SUMMARY"
+    # the NCCL run's table in full: dtrain vs raw NCCL at every size (issue 26
+    # wants a ratio >= 0.95 from 4 KB; "enq us" is the host's time per call)
+    awk '/^== 1 rank/{on=1; next} /^== /{on=0} on && (/^# +bytes/ || /^ +[0-9]/)' "$OUTDIR/bench.txt" |
+        sed 's/^/    /' | tee -a "$SUMMARY"
 fi
 
 # ---- 7. the GPT-2 124M shape: dtrain, PyTorch, llm.c -----------------------------------------------

@@ -13,7 +13,8 @@
  *    by ascending world rank, dtrain's rule); ranks in no group of more than
  *    one pass NCCL_SPLIT_NOCOLOR.
  *  - Calls: the collective layer's primitives, copies first (on the stream),
- *    then the transfers in one ncclGroupStart/End; a barrier is a
+ *    then the transfers in one ncclGroupStart/End (a lone transfer, the
+ *    common case, without: NCCL makes it a group of its own); a barrier is a
  *    one-element allreduce. Every dtype and op is mapped before anything is
  *    enqueued (nccl_map.c).
  *  - Checks (where neither the host transport nor the bootstrap can carry
@@ -255,56 +256,72 @@ static int n_split(dt_comm *world, int color, dt_comm *out) {
 
 /* ---- calls ------------------------------------------------------------------------------ */
 
+/* q's NCCL type and op (ops of reductions only; 0 otherwise) */
+static int map_prim(const dt_prim *q, int *t, int *o) {
+    int rc;
+    *o = 0;
+    if ((rc = dt_nccl_dtype(q->dtype, g_version, t))) return rc;
+    if (q->kind == DT_PRIM_ALLREDUCE || q->kind == DT_PRIM_REDUCE || q->kind == DT_PRIM_REDUCE_SCATTER)
+        return dt_nccl_op(q->op, g_version, o);
+    return DT_OK;
+}
+
+/* Enqueue transfer q (type ti, op oi) on s; *what: the NCCL call's name. */
+static ncclResult_t transfer(const dt_comm *c, const nccl_impl *m, const dt_prim *q, int ti, int oi, cudaStream_t s,
+                             const char **what) {
+    ncclDataType_t t = (ncclDataType_t)ti;
+    ncclRedOp_t o = (ncclRedOp_t)oi;
+    /* NCCL's one-rank reduction kernel (avg is a pre-multiplied sum there)
+     * gives each block count / blocks elements rounded up to a 16-byte
+     * pack and drops the rest when that quotient is already whole packs:
+     * NCCL 2.28.9 left the last 3 of 2^20 + 3 f32 unwritten on an H100.
+     * Over one rank avg is the sum (x / 1), which NCCL copies whole. */
+    if (o == ncclAvg && c->info.size == 1) o = ncclSum;
+    switch (q->kind) {
+    case DT_PRIM_ALLREDUCE: *what = "ncclAllReduce"; return ncclAllReduce(q->send, q->recv, q->count, t, o, m->comm, s);
+    case DT_PRIM_ALLGATHER: *what = "ncclAllGather"; return ncclAllGather(q->send, q->recv, q->count, t, m->comm, s);
+    case DT_PRIM_REDUCE_SCATTER:
+        *what = "ncclReduceScatter";
+        return ncclReduceScatter(q->send, q->recv, q->count, t, o, m->comm, s);
+    case DT_PRIM_REDUCE: *what = "ncclReduce"; return ncclReduce(q->send, q->recv, q->count, t, o, q->peer, m->comm, s);
+    case DT_PRIM_BROADCAST: *what = "ncclBroadcast"; return ncclBroadcast(q->send, q->recv, q->count, t, q->peer, m->comm, s);
+    case DT_PRIM_SEND: *what = "ncclSend"; return ncclSend(q->send, q->count, t, q->peer, m->comm, s);
+    case DT_PRIM_RECV: *what = "ncclRecv"; return ncclRecv(q->recv, q->count, t, q->peer, m->comm, s);
+    case DT_PRIM_BARRIER: *what = "ncclAllReduce"; return ncclAllReduce(m->bar, m->bar, 1, ncclInt32, ncclSum, m->comm, s);
+    default: return ncclSuccess; /* copies: done before */
+    }
+}
+
 static int n_run(dt_comm *c, const dt_prim *p, int n, void *stream, void *done) {
     nccl_impl *m = c->dev_impl;
     cudaStream_t s = (cudaStream_t)stream;
-    int rc;
-    /* every dtype and op first: nothing is enqueued for a call NCCL cannot make */
-    for (int i = 0; i < n; i++) {
-        int t, o;
-        if ((rc = dt_nccl_dtype(p[i].dtype, g_version, &t))) return rc;
-        if ((p[i].kind == DT_PRIM_ALLREDUCE || p[i].kind == DT_PRIM_REDUCE || p[i].kind == DT_PRIM_REDUCE_SCATTER) &&
-            (rc = dt_nccl_op(p[i].op, g_version, &o)))
-            return rc;
+    const char *what = "";
+    int rc, t, o;
+    if (n == 1 && p->kind != DT_PRIM_COPY) { /* the usual call: a lone transfer, its own group in NCCL */
+        if ((rc = map_prim(p, &t, &o))) return rc;
+        ncclResult_t r = transfer(c, m, p, t, o, s, &what);
+        if (r != ncclSuccess) return nfail(r, m->comm, what);
+        if (done) CU(cudaEventRecord((cudaEvent_t)done, s), "cudaEventRecord");
+        return DT_OK;
     }
+    /* every dtype and op first: nothing is enqueued for a call NCCL cannot make */
+    for (int i = 0; i < n; i++)
+        if ((rc = map_prim(&p[i], &t, &o))) return rc;
     for (int i = 0; i < n; i++)
         if (p[i].kind == DT_PRIM_COPY)
             CU(cudaMemcpyAsync(p[i].recv, p[i].send, p[i].count * dt_dtype_size(p[i].dtype), cudaMemcpyDeviceToDevice, s),
                "cudaMemcpyAsync");
-    NC(ncclGroupStart(), m->comm, "ncclGroupStart");
+    int transfers = 0;
+    for (int i = 0; i < n; i++) transfers += p[i].kind != DT_PRIM_COPY;
+    int group = transfers > 1;
+    if (group) NC(ncclGroupStart(), m->comm, "ncclGroupStart");
     ncclResult_t first = ncclSuccess;
-    const char *what = "";
     for (int i = 0; i < n && first == ncclSuccess; i++) {
-        const dt_prim *q = &p[i];
-        int ti = 0, oi = 0;
-        dt_nccl_dtype(q->dtype, g_version, &ti);
-        dt_nccl_op(q->op, g_version, &oi);
-        ncclDataType_t t = (ncclDataType_t)ti;
-        ncclRedOp_t o = (ncclRedOp_t)oi;
-        /* NCCL's one-rank reduction kernel (avg is a pre-multiplied sum there)
-         * gives each block count / blocks elements rounded up to a 16-byte
-         * pack and drops the rest when that quotient is already whole packs:
-         * NCCL 2.28.9 left the last 3 of 2^20 + 3 f32 unwritten on an H100.
-         * Over one rank avg is the sum (x / 1), which NCCL copies whole. */
-        if (o == ncclAvg && c->info.size == 1) o = ncclSum;
-        ncclResult_t r = ncclSuccess;
-        switch (q->kind) {
-        case DT_PRIM_ALLREDUCE: r = ncclAllReduce(q->send, q->recv, q->count, t, o, m->comm, s); what = "ncclAllReduce"; break;
-        case DT_PRIM_ALLGATHER: r = ncclAllGather(q->send, q->recv, q->count, t, m->comm, s); what = "ncclAllGather"; break;
-        case DT_PRIM_REDUCE_SCATTER:
-            r = ncclReduceScatter(q->send, q->recv, q->count, t, o, m->comm, s);
-            what = "ncclReduceScatter";
-            break;
-        case DT_PRIM_REDUCE: r = ncclReduce(q->send, q->recv, q->count, t, o, q->peer, m->comm, s); what = "ncclReduce"; break;
-        case DT_PRIM_BROADCAST: r = ncclBroadcast(q->send, q->recv, q->count, t, q->peer, m->comm, s); what = "ncclBroadcast"; break;
-        case DT_PRIM_SEND: r = ncclSend(q->send, q->count, t, q->peer, m->comm, s); what = "ncclSend"; break;
-        case DT_PRIM_RECV: r = ncclRecv(q->recv, q->count, t, q->peer, m->comm, s); what = "ncclRecv"; break;
-        case DT_PRIM_BARRIER: r = ncclAllReduce(m->bar, m->bar, 1, ncclInt32, ncclSum, m->comm, s); what = "ncclAllReduce"; break;
-        default: break; /* copies: done */
-        }
-        first = r;
+        if (p[i].kind == DT_PRIM_COPY) continue;
+        map_prim(&p[i], &t, &o);
+        first = transfer(c, m, &p[i], t, o, s, &what);
     }
-    ncclResult_t end = ncclGroupEnd();
+    ncclResult_t end = group ? ncclGroupEnd() : ncclSuccess;
     if (first != ncclSuccess) return nfail(first, m->comm, what);
     if (end != ncclSuccess) return nfail(end, m->comm, "ncclGroupEnd");
     if (done) CU(cudaEventRecord((cudaEvent_t)done, s), "cudaEventRecord");

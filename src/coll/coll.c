@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "coll/engine.h"
-#include "comm/watchdog.h"
+#include "watchdog/watchdog.h"
 #include "core/device.h"
 #include "core/error.h"
 

@@ -1,6 +1,7 @@
 /* src/coll/coll_internal.h - internal: a validated collective call. The
- * collective layer sits on the communicator layer (comm/: objects, operation
- * kinds, registry, watchdog) and the transports; nothing below includes it. */
+ * collective layer sits on the watchdog (watchdog/), the communicator layer
+ * (comm/: objects, operation kinds, registry) and the transports; nothing
+ * below includes it. */
 #ifndef DT_COLL_INTERNAL_H
 #define DT_COLL_INTERNAL_H
 

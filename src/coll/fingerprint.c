@@ -9,7 +9,7 @@
 #include "coll/coll_internal.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/registry.h"
-#include "comm/watchdog.h"
+#include "watchdog/watchdog.h"
 #include "core/error.h"
 
 static uint64_t mix(uint64_t h, uint64_t v) {

@@ -18,7 +18,7 @@
 #include "comm/registry.h"
 #include "comm/comm_internal.h"
 #include "comm/op_kind.h"
-#include "comm/watchdog.h"
+#include "watchdog/watchdog.h"
 #include "core/error.h"
 #include "runtime/runtime.h"
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "bootstrap/bootstrap.h"
-#include "comm/watchdog.h"
+#include "watchdog/watchdog.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "runtime/runtime.h"

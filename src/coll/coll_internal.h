@@ -7,6 +7,7 @@
 
 #include "comm/comm_internal.h"
 #include "comm/op_kind.h"
+#include "transport/transport.h"
 #include "dtrain/coll.h"
 
 typedef struct dt_coll_desc {

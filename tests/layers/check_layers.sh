@@ -1,8 +1,10 @@
 #!/bin/sh
 # check_layers.sh SRC_DIR [ROOT] - the layering of src/ (README, Layout):
 #  1. each folder includes only from its own layer or the layers below it:
-#     core < io, bootstrap < transport < comm < watchdog < coll < runtime
-#     < parallel < nn, optim, data < train (io: storage, on core only);
+#     core < io, bootstrap < comm < transport < watchdog < coll < runtime
+#     < parallel < nn, optim, data < train (io: storage, on core only;
+#     comm: the communicator object, below the transports that keep their
+#     state in it);
 #  2. MPI is named only in the MPI bootstrap and transport (src/bootstrap/mpi/,
 #     src/transport/mpi/): no <mpi.h>, MPI_* call, dt_mpi_* call or
 #     dt_backend_mpi elsewhere (comments aside);
@@ -21,7 +23,7 @@ src=${1:?usage: check_layers.sh SRC_DIR [ROOT]}
 root=$2
 rank() {
     case $1 in
-    core) echo 0 ;; io|bootstrap) echo 1 ;; transport) echo 2 ;; comm) echo 3 ;; watchdog) echo 4 ;;
+    core) echo 0 ;; io|bootstrap) echo 1 ;; comm) echo 2 ;; transport) echo 3 ;; watchdog) echo 4 ;;
     coll) echo 5 ;; runtime) echo 6 ;; parallel) echo 7 ;; nn|optim|data) echo 8 ;; train) echo 9 ;;
     *) echo 99 ;;
     esac

@@ -77,7 +77,7 @@ static void end(dt_metrics *m, rec *r) {
 }
 
 /* ---- the file --------------------------------------------------------------- */
-int dtm_open(dt_metrics *m, const char *path) {
+int dt_metrics_open(dt_metrics *m, const char *path) {
     memset(m, 0, sizeof *m);
     snprintf(m->path, sizeof m->path, "%s", path);
     m->f = fopen(path, "w");
@@ -85,28 +85,28 @@ int dtm_open(dt_metrics *m, const char *path) {
     return DT_OK;
 }
 
-int dtm_is_open(const dt_metrics *m) { return m->f != NULL; }
+int dt_metrics_is_open(const dt_metrics *m) { return m->f != NULL; }
 
-int dtm_status(const dt_metrics *m) {
+int dt_metrics_status(const dt_metrics *m) {
     if (!m->err) return DT_OK;
     return DT_ERR(DT_ERR_IO, "writing the JSON metrics file '%s' failed: %s (records after the failure are missing)",
                   m->path, strerror(m->err));
 }
 
-int dtm_close(dt_metrics *m) {
-    if (!m->f) return dtm_status(m);
+int dt_metrics_close(dt_metrics *m) {
+    if (!m->f) return dt_metrics_status(m);
     errno = 0;
     if (fflush(m->f) != 0 || ferror(m->f)) fail(m, errno);
     errno = 0;
     if (fclose(m->f) != 0) fail(m, errno);
     m->f = NULL;
-    return dtm_status(m);
+    return dt_metrics_status(m);
 }
 
 /* ---- the records ------------------------------------------------------------ */
 #define WRITABLE(m) ((m)->f && !(m)->err)
 
-void dtm_step(dt_metrics *m, long step, int epoch, long long epoch_pos, double loss, double lr, double time_s) {
+void dt_metrics_step(dt_metrics *m, long step, int epoch, long long epoch_pos, double loss, double lr, double time_s) {
     if (!WRITABLE(m)) return;
     rec r;
     begin(&r, "step");
@@ -119,8 +119,8 @@ void dtm_step(dt_metrics *m, long step, int epoch, long long epoch_pos, double l
     end(m, &r);
 }
 
-void dtm_epoch(dt_metrics *m, int epoch, long steps, double loss, double train_acc, double samples_per_s,
-               double time_s, int eval, double test_loss, double test_acc, double tokens_per_s) {
+void dt_metrics_epoch(dt_metrics *m, int epoch, long steps, double loss, double train_acc, double samples_per_s,
+                      double time_s, int eval, double test_loss, double test_acc, double tokens_per_s) {
     if (!WRITABLE(m)) return;
     rec r;
     begin(&r, "epoch");
@@ -138,8 +138,8 @@ void dtm_epoch(dt_metrics *m, int epoch, long steps, double loss, double train_a
     end(m, &r);
 }
 
-void dtm_eval(dt_metrics *m, long step, int epoch, double train_loss, double tokens_per_s, int eval,
-              double test_loss, double test_acc) {
+void dt_metrics_eval(dt_metrics *m, long step, int epoch, double train_loss, double tokens_per_s, int eval,
+                     double test_loss, double test_acc) {
     if (!WRITABLE(m)) return;
     rec r;
     begin(&r, "eval");
@@ -154,7 +154,7 @@ void dtm_eval(dt_metrics *m, long step, int epoch, double train_loss, double tok
     end(m, &r);
 }
 
-void dtm_sample(dt_metrics *m, long step, const char *prompt, const char *text, size_t n, double temperature) {
+void dt_metrics_sample(dt_metrics *m, long step, const char *prompt, const char *text, size_t n, double temperature) {
     if (!WRITABLE(m)) return;
     rec r;
     begin(&r, "sample");
@@ -167,8 +167,8 @@ void dtm_sample(dt_metrics *m, long step, const char *prompt, const char *text, 
     end(m, &r);
 }
 
-void dtm_memory(dt_metrics *m, const char *when, size_t num_params, int ranks, int zero_opt_level,
-                size_t act_off, size_t act_on) {
+void dt_metrics_memory(dt_metrics *m, const char *when, size_t num_params, int ranks, int zero_opt_level,
+                       size_t act_off, size_t act_on) {
     if (!WRITABLE(m)) return;
     rec r;
     begin(&r, "memory");
@@ -190,9 +190,9 @@ void dtm_memory(dt_metrics *m, const char *when, size_t num_params, int ranks, i
     end(m, &r);
 }
 
-void dtm_summary(dt_metrics *m, long steps, int ranks, int zero_opt_level, double median_step_s,
-                 double comm_hidden, double comm_hidden_compute, double grad_norm, double test_acc,
-                 double test_loss, double tokens_per_s) {
+void dt_metrics_summary(dt_metrics *m, long steps, int ranks, int zero_opt_level, double median_step_s,
+                        double comm_hidden, double comm_hidden_compute, double grad_norm, double test_acc,
+                        double test_loss, double tokens_per_s) {
     if (!WRITABLE(m)) return;
     rec r;
     begin(&r, "summary");

@@ -195,7 +195,7 @@ int dt_trainer_check_outputs(dt_trainer *t) {
     if (t->ci.rank == 0) {
         if (!rc && *o->checkpoint_dir) rc = dt_ckpt_prepare(o->checkpoint_dir, NULL);
         if (!rc && *o->save_model) rc = dt_st_writer_check(o->save_model);
-        if (!rc && *o->json_path) rc = dtm_open(&t->metrics, o->json_path);
+        if (!rc && *o->json_path) rc = dt_metrics_open(&t->metrics, o->json_path);
     }
     if (!rc && *o->timeline_path) {
         char path[320];

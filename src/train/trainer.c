@@ -254,8 +254,8 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     /* outputs last: a run refused for its input leaves nothing behind; all
      * of them are still checked before anything is trained */
     FAIL(dt_trainer_check_outputs(t));
-    dtm_memory(&t->metrics, "start", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level,
-               t->act_bytes[0], t->act_bytes[1]);
+    dt_metrics_memory(&t->metrics, "start", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level,
+                      t->act_bytes[0], t->act_bytes[1]);
 #undef FAIL
     *out = t;
     return DT_OK;
@@ -264,7 +264,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
 void dt_trainer_free(dt_trainer *t) {
     if (!t) return;
     if (t->tracing) dt_trace_close();
-    dtm_close(&t->metrics); /* a failed write was already reported by dt_trainer_fit or is moot */
+    dt_metrics_close(&t->metrics); /* a failed write was already reported by dt_trainer_fit or is moot */
     dt_dp_threads_free(t->dpt); /* its replicas read the strategy's parameters: before the strategy */
     dt_strategy_free(t->st);
     dt_model_free(t->model);

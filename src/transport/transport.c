@@ -1,9 +1,9 @@
 /* src/transport/transport.c - the tables of transports. DTRAIN_BACKEND names
  * one; auto takes the first whose probe accepts the job of the open
  * bootstrap. Device transports (nccl) have a table of their own. A new
- * transport = its folder + one entry here. Also what a communicator's
- * transports say of it: their names (dt_comm_backend, dt_comm_device_path),
- * and its destruction through them. */
+ * transport = its folder + one entry here. Also what goes through a
+ * communicator's transports whichever they are: the wire type's choice of op,
+ * their names (dt_comm_backend, dt_comm_device_path), and its destruction. */
 #include <stdio.h>
 #include <string.h>
 #include "core/device.h"
@@ -55,6 +55,22 @@ const char *dt_transport_names(char *buf, size_t cap) {
     for (int i = 0; i < k && n < cap; i++)
         n += (size_t)snprintf(buf + n, cap - n, "%s%s", i == 0 ? "" : i == k - 1 ? " or " : ", ", dt_transports[i]->name);
     return buf;
+}
+
+int dt_transport_allreduce(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int wire) {
+    if (wire != DT_WIRE_NATIVE && c->ops->allreduce_wire) return c->ops->allreduce_wire(c, s, r, n, dt, op, wire);
+    return c->ops->allreduce(c, s, r, n, dt, op);
+}
+
+int dt_transport_reduce_scatter(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int wire) {
+    if (wire != DT_WIRE_NATIVE && c->ops->reduce_scatter_wire)
+        return c->ops->reduce_scatter_wire(c, s, r, n, dt, op, wire);
+    return c->ops->reduce_scatter(c, s, r, n, dt, op);
+}
+
+int dt_transport_reduce(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int root, int wire) {
+    if (wire != DT_WIRE_NATIVE && c->ops->reduce_wire) return c->ops->reduce_wire(c, s, r, n, dt, op, root, wire);
+    return c->ops->reduce(c, s, r, n, dt, op, root);
 }
 
 const char *dt_comm_backend(const dt_comm *comm) {

@@ -219,6 +219,13 @@ typedef struct dt_dev_transport {
 
 extern const dt_backend_ops dt_backend_void;
 
+/* The transport's allreduce / reduce_scatter / reduce of c with the wire
+ * type `wire` (a dt_wire): its _wire op when the wire is not native and it
+ * offers one, else the plain op (the data moves as it is). */
+int dt_transport_allreduce(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int wire);
+int dt_transport_reduce_scatter(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int wire);
+int dt_transport_reduce(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int root, int wire);
+
 /* Frees c (NULL: no-op): its device transport's state, its host transport's,
  * then the object (dt_comm_free). */
 void dt_comm_destroy(dt_comm *c);

@@ -15,15 +15,6 @@
 #include "io/fileio.h"
 #include "core/error.h"
 
-/* ---- fault injection -------------------------------------------------------- */
-static dt_ckpt_fault_fn g_fault;
-static void *g_fault_arg;
-void dt_ckpt_set_fault_hook(dt_ckpt_fault_fn fn, void *arg) {
-    g_fault = fn;
-    g_fault_arg = arg;
-}
-int ck_fault(const char *step) { return g_fault ? g_fault(step, g_fault_arg) : 0; }
-
 /* ---- the directory ------------------------------------------------------------ */
 /* Scans dir: *foreign gets the first entry that is neither dtrain's
  * (manifest.json, manifest.json.tmp, a rank file name) nor "."/".." (NULL if

@@ -1,5 +1,7 @@
-/* src/io/ckpt_rankfile.c - rank files of a checkpoint directory: their names,
- * writing one rank's shard, reading and verifying one. See include/dtrain/ckpt.h. */
+/* src/io/ckpt_rankfile.c - rank files of a checkpoint directory: their names
+ * (and the state vectors' names they hold), writing one rank's shard, reading
+ * and verifying one; the tests' fault hook, called before each file-system
+ * step of a save (here and in ckpt_commit.c). See include/dtrain/ckpt.h. */
 #include "io/ckpt_internal.h"
 
 #include <errno.h>
@@ -14,7 +16,22 @@
 #include "io/fileio.h"
 #include "core/error.h"
 
+/* ---- fault injection (the tests' hook, io/ckpt_fault.h) ----------------------- */
+static dt_ckpt_fault_fn g_fault;
+static void *g_fault_arg;
+void dt_ckpt_set_fault_hook(dt_ckpt_fault_fn fn, void *arg) {
+    g_fault = fn;
+    g_fault_arg = arg;
+}
+int ck_fault(const char *step) { return g_fault ? g_fault(step, g_fault_arg) : 0; }
+
 /* ---- names in a checkpoint directory ---------------------------------------- */
+int ck_name_ok(const char *s) {
+    if (!s) return 0;
+    size_t n = strlen(s);
+    return n > 0 && n <= DT_CKPT_MAX_NAME && dtj_utf8_valid(s, n);
+}
+
 /* A rank file's name: rank-RRRRR.gG.bin, or rank-RRRRR.bin in format version 1
  * (generation 0). */
 void ck_rank_name(char *buf, size_t cap, int rank, uint64_t gen) {

@@ -16,17 +16,6 @@
 #include "dtrain/zero.h"
 #include "train/trainer_internal.h"
 
-/* ---- input errors (dtrain-train's exit 2) ------------------------------------------ */
-
-static _Thread_local int g_input_error;
-
-int dt_trainer_mark_input(int rc) {
-    if (rc < 0) g_input_error = 1;
-    return rc;
-}
-int dt_trainer_input_marked(void) { return g_input_error; }
-int dt_trainer_usage_error(void) { return g_input_error; }
-
 /* ---- hooks: the timeline around each layer, the strategy's work ---------------------- */
 
 static int h_pre_fwd(void *ctx, int layer) {
@@ -205,7 +194,7 @@ static int setup_dp_threads(dt_trainer *t, const dt_model_hooks *hk) {
 }
 
 int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
-    g_input_error = 0;
+    dt_trainer_input_clear();
     if (!o || !out) return DT_ERR(DT_ERR_INVALID, "NULL argument");
     *out = NULL;
     dt_trainer *t = calloc(1, sizeof *t);
@@ -282,13 +271,6 @@ void dt_trainer_free(dt_trainer *t) {
 }
 
 dt_model *dt_trainer_model(dt_trainer *t) { return t ? t->model : NULL; }
-
-void dt_trainer_position(const dt_trainer *t, uint64_t *epoch, uint64_t *samples) {
-    *epoch = (uint64_t)t->epoch;
-    if (t->resume_pos > 0) *samples = (uint64_t)t->resume_pos; /* resumed, not trained since */
-    else if (t->epoch_over) *samples = 0;
-    else *samples = (uint64_t)t->src->ops->position(t->src);
-}
 
 int dt_trainer_model_meta(const dt_trainer *t, char keys[][16], char vals[][24]) {
     int n = 0;

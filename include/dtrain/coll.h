@@ -234,7 +234,8 @@ int dt_reduce_scatter_list(const dt_tensor *in, const dt_tensor *out, int n,
  * defaults, the plain call) and run blocking when work is NULL, else
  * asynchronously into *work as the _async forms do.
  *
- * wire: the type in which the data travels between processes.
+ * wire: the type in which the data travels between processes (dt_wire,
+ * declared in dtrain/dtype.h with the element types).
  *   DT_WIRE_NATIVE  as it is (the default).
  *   DT_WIRE_BF16, DT_WIRE_F16  16-bit floats on the wire, reductions in f32:
  *     for f32, f16 and bf16 data (any other dtype, or an unknown wire, is
@@ -272,7 +273,6 @@ int dt_reduce_scatter_list(const dt_tensor *in, const dt_tensor *out, int n,
  *   f32 through a one-host group's window is exact, as above; a reduce has
  *   no two-level form, so otherwise the whole exchange is compressed, on one
  *   host or several. Only the root's recvbuf is written. */
-typedef enum dt_wire { DT_WIRE_NATIVE = 0, DT_WIRE_BF16 = 1, DT_WIRE_F16 = 2 } dt_wire;
 /* The wire is dt_coll_opts.wire of the _ex forms below (memory kinds and
  * streams): dt_allreduce_ex, dt_reduce_scatter_ex, dt_reduce_ex,
  * dt_allreduce_list_ex and dt_reduce_scatter_fused_ex take it (lists: the

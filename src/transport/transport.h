@@ -33,7 +33,6 @@
 #include <stdint.h>
 #include "comm/comm_internal.h"
 #include "comm/op_kind.h"
-#include "dtrain/coll.h"
 #include "dtrain/comm.h"
 #include "dtrain/dtype.h"
 #include "transport/settings.h"

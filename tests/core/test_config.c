@@ -140,5 +140,5 @@ int main(void) {
     CHECK(dt_test_msg_has("'rack' is not one of world, host"), "env message names the value: %s", dt_last_error());
     unsetenv("DTRAIN_SHARD_GROUP");
     CHECK(dt_config_has_key("sync_bn") && !dt_config_has_key("sync"), "has_key");
-    return dt_test_finish("config_json");
+    return dt_test_finish("core_config");
 }

@@ -1,5 +1,5 @@
-/* ckpt_store: sharded checkpoints with 1, 2 and 4 simulated ranks in one
- * process (even, uneven and replicated splits; discovered and caller-given rank
+/* io_ckpt: the checkpoint store (src/io/ckpt_*.c): sharded checkpoints with
+ * 1, 2 and 4 simulated ranks in one process (even, uneven and replicated splits; discovered and caller-given rank
  * tables), reads of ranges spanning shard boundaries, resharding 4 -> 2 -> 1,
  * corruption (checksum, truncation, bad magic, wrong version, JSON syntax,
  * missing files, uncovered ranges) with messages naming the file, crash
@@ -7,7 +7,7 @@
  * SIGKILL of a process saving in a loop), the directory rules (never renamed;
  * a user's files never removed; foreign directories and regular files
  * refused; ".") and format version 1 checkpoints of an older dtrain
- * (tests/ckpt/data/v1_w2, written by dtrain ea878ae). */
+ * (tests/io/data/v1_w2, written by dtrain ea878ae). */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <fcntl.h>
@@ -769,7 +769,7 @@ static void test_format_v1(void) {
     mkdir(d, 0700);
     for (int i = 0; i < 3; i++) {
         char from[300];
-        snprintf(from, sizeof from, "tests/ckpt/data/v1_w2/%s", files[i]);
+        snprintf(from, sizeof from, "tests/io/data/v1_w2/%s", files[i]);
         copy_file(from, pth("v1", files[i]));
     }
     dt_ckpt_manifest *m = NULL;
@@ -790,7 +790,7 @@ static void test_format_v1(void) {
     /* serialized as version 1, byte for byte what ea878ae wrote */
     char *js = NULL;
     CHECK_OK(dt_ckpt_manifest_to_json(m, &js, NULL));
-    char *orig = read_text("tests/ckpt/data/v1_w2/manifest.json");
+    char *orig = read_text("tests/io/data/v1_w2/manifest.json");
     CHECK(js && orig && strcmp(js, orig) == 0, "v1 manifest round trip");
     free(js);
     free(orig);
@@ -807,7 +807,7 @@ static void test_format_v1(void) {
     mkdir(old, 0700);
     for (int i = 0; i < 3; i++) {
         char from[300], to[700];
-        snprintf(from, sizeof from, "tests/ckpt/data/v1_w2/%s", files[i]);
+        snprintf(from, sizeof from, "tests/io/data/v1_w2/%s", files[i]);
         snprintf(to, sizeof to, "%s/%s", old, files[i]);
         copy_file(from, to);
     }
@@ -996,5 +996,5 @@ int main(void) {
     test_parse();
     test_int_limits();
     rm_rf(g_base);
-    return dt_test_finish("ckpt_store");
+    return dt_test_finish("io_ckpt");
 }

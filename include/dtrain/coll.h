@@ -218,17 +218,6 @@ int dt_reduce_scatter_fused(const dt_tensor *in, const dt_tensor *out, int n,
 int dt_reduce_scatter_per_rank(const dt_tensor *in, int n, const dt_tensor *out,
                                dt_op op, dt_comm *comm);
 
-/* Deprecated: dt_reduce_scatter_fused (and _async) under its 0.1 name. Kept
- * for one release after 0.1, then removed. */
-#if defined(__GNUC__) || defined(__clang__)
-#define DT_DEPRECATED_FOR(msg) __attribute__((deprecated(msg)))
-#else
-#define DT_DEPRECATED_FOR(msg)
-#endif
-DT_DEPRECATED_FOR("renamed dt_reduce_scatter_fused; for one tensor per rank see dt_reduce_scatter_per_rank")
-int dt_reduce_scatter_list(const dt_tensor *in, const dt_tensor *out, int n,
-                           dt_op op, dt_comm *comm);
-
 /* ---- options: compressed communication -----------------------------------
  * The _ex forms take options (NULL or a zero-initialised dt_coll_opts: the
  * defaults, the plain call) and run blocking when work is NULL, else
@@ -315,9 +304,6 @@ int dt_reduce_scatter_fused_async(const dt_tensor *in, const dt_tensor *out, int
                                   dt_op op, dt_comm *comm, dt_work **work);
 int dt_reduce_scatter_per_rank_async(const dt_tensor *in, int n, const dt_tensor *out,
                                      dt_op op, dt_comm *comm, dt_work **work);
-DT_DEPRECATED_FOR("renamed dt_reduce_scatter_fused_async")
-int dt_reduce_scatter_list_async(const dt_tensor *in, const dt_tensor *out, int n,
-                                 dt_op op, dt_comm *comm, dt_work **work);
 
 /* ---- memory kinds and streams: the _ex forms ------------------------------
  * The calls above with options, blocking when work is NULL and asynchronous

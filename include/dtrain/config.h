@@ -80,12 +80,6 @@ int dt_config_has_key(const char *key);
 /* 64-bit hash of the effective values (compare across ranks at start). */
 unsigned long long dt_config_hash(const dt_config *cfg);
 
-/* DEPRECATED names (README "Deprecated names"): kept for one release, then
- * removed. */
-/* DEPRECATED: dt_config_to_json (the verb of dt_ckpt_manifest_to_json and of
- * the Python front's DistConfig.to_json). */
-int dt_config_dumps(const dt_config *cfg, char *buf, size_t cap);
-
 #ifdef __cplusplus
 }
 #endif

@@ -366,9 +366,6 @@ int dt_reduce_scatter_fused(const dt_tensor *in, const dt_tensor *out, int n, dt
     dt_coll_desc d = LDESC(DT_COLL_REDUCE_SCATTER_LIST, op);
     return issue(__func__, &d, NULL, 0);
 }
-int dt_reduce_scatter_list(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm) {
-    return dt_reduce_scatter_fused(in, out, n, op, comm); /* deprecated name */
-}
 
 /* ---- asynchronous forms ---- */
 int dt_allreduce_async(const void *s, void *r, size_t n, dt_dtype dt, dt_op op, dt_comm *comm, dt_work **w) {
@@ -426,9 +423,6 @@ int dt_allgather_list_async(const dt_tensor *in, const dt_tensor *out, int n, dt
 int dt_reduce_scatter_fused_async(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm, dt_work **w) {
     dt_coll_desc d = LDESC(DT_COLL_REDUCE_SCATTER_LIST, op);
     return issue(__func__, &d, w, 1);
-}
-int dt_reduce_scatter_list_async(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm, dt_work **w) {
-    return dt_reduce_scatter_fused_async(in, out, n, op, comm, w); /* deprecated name */
 }
 
 /* ---- options: memory kind and stream ---- */

@@ -225,9 +225,6 @@ int dt_config_to_json(const dt_config *c, char *buf, size_t cap) {
     free(text);
     return (int)n;
 }
-int dt_config_dumps(const dt_config *c, char *buf, size_t cap) { /* deprecated name */
-    return dt_config_to_json(c, buf, cap);
-}
 
 int dt_config_save(const dt_config *c, const char *path) {
     char buf[1024];

@@ -6,8 +6,10 @@
 #include "train/source.h"
 
 static int configure_sequential(dt_model_config *c, const dt_train_options *o) {
-    if (o->hidden1) c->hidden1 = o->hidden1; /* mlp widths, or cnn conv_channels1/2 (the same storage) */
+    if (o->hidden1) c->hidden1 = o->hidden1; /* mlp widths */
     if (o->hidden2) c->hidden2 = o->hidden2;
+    if (o->conv_channels1) c->conv_channels1 = o->conv_channels1; /* cnn channels */
+    if (o->conv_channels2) c->conv_channels2 = o->conv_channels2;
     if (o->dropout >= 0) c->dropout = o->dropout;
     c->seed = o->seed;
     return DT_OK;

@@ -103,6 +103,8 @@ int dt_trainer_check_flags(dt_trainer *t) {
     add(&fs, "--model", "%s", o->model);
     add(&fs, "--hidden1", "%d", o->hidden1);
     add(&fs, "--hidden2", "%d", o->hidden2);
+    add(&fs, "--channels1", "%d", o->conv_channels1);
+    add(&fs, "--channels2", "%d", o->conv_channels2);
     add(&fs, "--dropout", "%.9g", o->dropout);
     add(&fs, "--preset", "%s", o->preset);
     add(&fs, "--n-layer", "%d", o->n_layer);

@@ -284,11 +284,13 @@ int dt_trainer_model_meta(const dt_trainer *t, char keys[][16], char vals[][24])
             snprintf(vals[n], 24, "%d", kv[i].v);
         }
     } else {
-        /* the manifest's keys for both mlp widths and cnn channels (format unchanged) */
+        /* the manifest's keys for both mlp widths and cnn channels (the
+         * format of checkpoints written when they shared their storage) */
+        int cnn = strcmp(t->o.model, "cnn") == 0;
         snprintf(keys[n], 16, "hidden1");
-        snprintf(vals[n++], 24, "%d", t->o.hidden1);
+        snprintf(vals[n++], 24, "%d", cnn ? t->o.conv_channels1 : t->o.hidden1);
         snprintf(keys[n], 16, "hidden2");
-        snprintf(vals[n++], 24, "%d", t->o.hidden2);
+        snprintf(vals[n++], 24, "%d", cnn ? t->o.conv_channels2 : t->o.hidden2);
     }
     return n;
 }

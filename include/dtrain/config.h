@@ -74,6 +74,11 @@ int dt_config_load(dt_config *cfg, const char *path);
  * line, keys in the order above, ", " and ": " separators; integral numbers
  * without a fraction ("bucket_size_mb": 25), others with 17 digits. */
 int dt_config_to_json(const dt_config *cfg, char *buf, size_t cap);
+/* Write dt_config_to_json's line (and a newline) to path, created or
+ * truncated. DT_ERR_IO naming the file and the reason (strerror: "No space
+ * left on device", "Read-only file system", ...); a FIFO that no process
+ * reads is refused at once, never waited on (one with a reader, or a
+ * terminal, is written to). */
 int dt_config_save(const dt_config *cfg, const char *path);
 /* 1 if `key` is a config key. */
 int dt_config_has_key(const char *key);

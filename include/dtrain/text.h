@@ -65,7 +65,8 @@ typedef struct dt_text_dataset {
 /* Load `path` (NULL: DT_FORTUNES_DIR): a file, or a directory whose regular
  * files (symbolic links followed) are read in strcmp order of their names,
  * skipping names that start with '.' or end in ".dat" or ".u8" (the index
- * files of fortune) and subdirectories. The last floor(size * val_fraction)
+ * files of fortune) and subdirectories. A file whose size stat reports as 0
+ * (/proc and /sys files have bytes all the same) is read to its end. The last floor(size * val_fraction)
  * bytes are the validation split; val_fraction in [0, 1) (0: no validation
  * split). Errors: DT_ERR_IO (missing, unreadable, not a file or directory;
  * the message names the path); DT_ERR_INVALID for val_fraction out of range,

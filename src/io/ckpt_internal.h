@@ -93,6 +93,10 @@ char *ck_rank_path(const char *dir, int rank, uint64_t gen);
 /* 1 if name is exactly what ck_rank_name writes for some rank and generation
  * (then *gen is set), else 0. */
 int ck_parse_rank_name(const char *name, uint64_t *gen);
+/* Removes the rank files this process wrote into dir (dt_ckpt_write_shard)
+ * of generations below gen, and forgets them; -1 if a removal failed (those
+ * are kept for the next call). */
+int ck_written_remove_older(const char *dir, uint64_t gen);
 /* dir without trailing slashes, malloc'd in *out. */
 int ck_norm_dir(const char *dir, char **out);
 /* Header and data bytes of a rank file holding these ranges. */

@@ -1,6 +1,7 @@
 # dtrain - top-level wrapper. The two commands:
 #   make run    install what is missing, build, run the main job
 #   make test   install what is missing, build, run the whole test suite
+# make build configures and builds only: it installs nothing (make deps does).
 BUILD ?= build
 NP ?= 2
 EPOCHS ?= 10
@@ -32,15 +33,17 @@ deps:
 $(BUILD)/Makefile: CMakeLists.txt
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 
-build: deps
+build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The main job: train LeNet on Fashion-MNIST, data parallel on $(NP) local ranks.
-run: build
+run: deps
+	@$(MAKE) --no-print-directory build
 	$(MPIRUN) -np $(NP) $(BUILD)/bin/dtrain-train --model lenet --epochs $(EPOCHS) --lr 0.1
 
-test: build
+test: deps
+	@$(MAKE) --no-print-directory build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # The build without MPI (standalone and tcp bootstraps, void transport): the
@@ -67,7 +70,7 @@ check-deps: deps
 	@$(MAKE) --no-print-directory deps DEB_PKGS="$(CHECK_PKGS)"
 sanitize: deps
 	JOBS=$(JOBS) tests/tools/run_sanitizers.sh $(BUILD)-asan
-valgrind: check-deps build
+valgrind: check-deps
 	JOBS=$(JOBS) tests/tools/run_valgrind.sh $(BUILD)-vg
 fuzz: check-deps
 	JOBS=$(JOBS) FUZZ_BUILD=$(BUILD)-fuzz tests/tools/run_fuzz.sh $(FUZZ_SECONDS)

@@ -62,7 +62,8 @@ gpu-test:
 	bash tests/gpu/run_gpu_suite.sh
 
 # Reliability tooling (CI runs `make test` then `make check-tools`):
-#   sanitize  the whole suite, MPI tests included, in an ASan + UBSan build
+#   sanitize  the suite, MPI tests included, in an ASan + UBSan build, less the
+#             runs that repeat code another run there executes (SAN_EXCLUDE)
 #   valgrind  memcheck over the unit tests
 #   fuzz      libFuzzer targets (IDX reader, config parser, trainer flags,
 #             safetensors, checkpoint manifest), FUZZ_SECONDS each

@@ -1,6 +1,7 @@
 # dtrain - top-level wrapper. The two commands:
 #   make run    install what is missing, build, run the main job
 #   make test   install what is missing, build, run the whole test suite
+# make build configures and builds only: it installs nothing (make deps does).
 BUILD ?= build
 NP ?= 2
 EPOCHS ?= 10
@@ -32,15 +33,17 @@ deps:
 $(BUILD)/Makefile: CMakeLists.txt
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 
-build: deps
+build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The main job: train LeNet on Fashion-MNIST, data parallel on $(NP) local ranks.
-run: build
+run: deps
+	@$(MAKE) --no-print-directory build
 	$(MPIRUN) -np $(NP) $(BUILD)/bin/dtrain-train --model lenet --epochs $(EPOCHS) --lr 0.1
 
-test: build
+test: deps
+	@$(MAKE) --no-print-directory build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # The build without MPI (standalone and tcp bootstraps, void transport): the
@@ -59,7 +62,8 @@ gpu-test:
 	bash tests/gpu/run_gpu_suite.sh
 
 # Reliability tooling (CI runs `make test` then `make check-tools`):
-#   sanitize  the whole suite, MPI tests included, in an ASan + UBSan build
+#   sanitize  the suite, MPI tests included, in an ASan + UBSan build, less the
+#             runs that repeat code another run there executes (SAN_EXCLUDE)
 #   valgrind  memcheck over the unit tests
 #   fuzz      libFuzzer targets (IDX reader, config parser, trainer flags,
 #             safetensors, checkpoint manifest), FUZZ_SECONDS each
@@ -67,7 +71,7 @@ check-deps: deps
 	@$(MAKE) --no-print-directory deps DEB_PKGS="$(CHECK_PKGS)"
 sanitize: deps
 	JOBS=$(JOBS) tests/tools/run_sanitizers.sh $(BUILD)-asan
-valgrind: check-deps build
+valgrind: check-deps
 	JOBS=$(JOBS) tests/tools/run_valgrind.sh $(BUILD)-vg
 fuzz: check-deps
 	JOBS=$(JOBS) FUZZ_BUILD=$(BUILD)-fuzz tests/tools/run_fuzz.sh $(FUZZ_SECONDS)

@@ -118,7 +118,7 @@ class TextDataset(ctypes.Structure):
 
 class ModelConfig(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("hidden1", ctypes.c_int), ("hidden2", ctypes.c_int),
-                ("hidden3", ctypes.c_int), ("dropout", ctypes.c_float), ("seed", ctypes.c_uint64),
+                ("conv_channels1", ctypes.c_int), ("conv_channels2", ctypes.c_int), ("hidden3", ctypes.c_int), ("dropout", ctypes.c_float), ("seed", ctypes.c_uint64),
                 ("n_layer", ctypes.c_int), ("n_head", ctypes.c_int), ("n_embd", ctypes.c_int),
                 ("block_size", ctypes.c_int), ("vocab_size", ctypes.c_int), ("recompute", ctypes.c_int)]
 

@@ -22,16 +22,21 @@
  * pieces from whichever rank files hold it, so a checkpoint written at one
  * world size / ZeRO level can be loaded at another.
  *
- * The directory is never renamed, moved or replaced, and dtrain never removes
- * a file it did not write. Every save is a new GENERATION (1, 2, ...) whose
- * rank files have new names beside the previous checkpoint's:
+ * The directory is never renamed, moved or replaced, and dtrain removes only
+ * the files a manifest of the directory lists (the checkpoint a save
+ * replaces) or that this process wrote: never a file found by its name, since
+ * a user's file may be named like a rank file (rank-00000.g99.bin). Every
+ * save is a new GENERATION (1, 2, ...) whose rank files have new names beside
+ * the previous checkpoint's:
  *   1. rank 0: dt_ckpt_prepare(DIR, &G) checks that DIR may hold checkpoints
  *      (it is created, mode 0700, if missing; an existing DIR must be a
  *      directory that is empty, holds a dtrain checkpoint (manifest.json of
- *      ours), or only dtrain's own leftovers of an interrupted save; anything
- *      else is refused with DT_ERR_INVALID and left untouched), that a file
+ *      ours), or only what looks like dtrain's leftovers of an interrupted
+ *      save (rank file names, manifest.json.tmp); anything else is refused
+ *      with DT_ERR_INVALID and left untouched), that a file
  *      can be created in it, and returns the next generation G (one above any
- *      generation present). The caller gives G to every writing rank.
+ *      generation present, rank files that only look like dtrain's
+ *      included). The caller gives G to every writing rank.
  *   2. every rank that holds state: dt_ckpt_write_shard(DIR, G, rank, &shard,
  *      NULL) writes DIR/rank-RRRRR.gG.bin and fsyncs it and DIR.
  *   3. barrier (the caller's).
@@ -40,16 +45,27 @@
  *      checks that every vector is fully covered, writes
  *      DIR/manifest.json.tmp, fsyncs it, renames it over DIR/manifest.json
  *      (the one atomic step that switches checkpoints), fsyncs DIR, then
- *      removes the files of earlier generations: the rank files named in the
- *      previous manifest and any rank-RRRRR.gK.bin / rank-RRRRR.bin with K < G
- *      left by an interrupted save. A failed commit removes this generation's
- *      rank files and the temporary manifest; the previous checkpoint stays.
+ *      removes the files of earlier generations it knows: the rank files the
+ *      replaced manifest lists, and those this process wrote into DIR of
+ *      generations below G (its interrupted or failed saves, removals that
+ *      failed). A failed commit removes this generation's rank files (ranks
+ *      0 .. world_size-1 of G) and the temporary manifest; the previous
+ *      checkpoint stays.
+ * Two processes saving into one DIR take turns: prepare and commit hold an
+ * exclusive lock on DIR (flock; none where the file system has no locks), so
+ * one's prepare never touches the other's manifest.json.tmp, and a commit of a
+ * generation DIR already holds (both prepared it) fails with DT_ERR_STATE,
+ * "already holds generation ...", instead of losing its manifest on the way.
  * Crash safety: until the rename, manifest.json names the previous
  * generation's files, which are untouched; after it, the new generation's,
  * which were fsynced before. A crash at any point therefore leaves the last
- * committed checkpoint loadable; its leftovers (rank files of an unfinished
- * generation, manifest.json.tmp, files of an older generation) are removed by
- * the next successful commit. Other files in DIR (a user's) are never touched.
+ * committed checkpoint loadable. Its leftovers: manifest.json.tmp, which the
+ * next commit replaces; and rank files no manifest lists any more (of the
+ * unfinished generation, or, after a crash between the switch and the
+ * removal, of the replaced one), which stay unless the same process saves
+ * again: dtrain cannot tell them from a user's files of the same names. Any
+ * rank-RRRRR.gK.bin whose K is not manifest.json's generation is not part of
+ * the checkpoint and may be deleted by hand.
  *
  * Format versions: 2 (written): "generation" field, rank files
  * rank-RRRRR.gG.bin. 1 (dtrain before generations): no "generation", rank

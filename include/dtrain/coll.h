@@ -230,23 +230,13 @@ int dt_reduce_scatter_fused(const dt_tensor *in, const dt_tensor *out, int n,
 int dt_reduce_scatter_per_rank(const dt_tensor *in, int n, const dt_tensor *out,
                                dt_op op, dt_comm *comm);
 
-/* Deprecated: dt_reduce_scatter_fused (and _async) under its 0.1 name. Kept
- * for one release after 0.1, then removed. */
-#if defined(__GNUC__) || defined(__clang__)
-#define DT_DEPRECATED_FOR(msg) __attribute__((deprecated(msg)))
-#else
-#define DT_DEPRECATED_FOR(msg)
-#endif
-DT_DEPRECATED_FOR("renamed dt_reduce_scatter_fused; for one tensor per rank see dt_reduce_scatter_per_rank")
-int dt_reduce_scatter_list(const dt_tensor *in, const dt_tensor *out, int n,
-                           dt_op op, dt_comm *comm);
-
 /* ---- options: compressed communication -----------------------------------
  * The _ex forms take options (NULL or a zero-initialised dt_coll_opts: the
  * defaults, the plain call) and run blocking when work is NULL, else
  * asynchronously into *work as the _async forms do.
  *
- * wire: the type in which the data travels between processes.
+ * wire: the type in which the data travels between processes (dt_wire,
+ * declared in dtrain/dtype.h with the element types).
  *   DT_WIRE_NATIVE  as it is (the default).
  *   DT_WIRE_BF16, DT_WIRE_F16  16-bit floats on the wire, reductions in f32:
  *     for f32, f16 and bf16 data (any other dtype, or an unknown wire, is
@@ -284,7 +274,6 @@ int dt_reduce_scatter_list(const dt_tensor *in, const dt_tensor *out, int n,
  *   f32 through a one-host group's window is exact, as above; a reduce has
  *   no two-level form, so otherwise the whole exchange is compressed, on one
  *   host or several. Only the root's recvbuf is written. */
-typedef enum dt_wire { DT_WIRE_NATIVE = 0, DT_WIRE_BF16 = 1, DT_WIRE_F16 = 2 } dt_wire;
 /* The wire is dt_coll_opts.wire of the _ex forms below (memory kinds and
  * streams): dt_allreduce_ex, dt_reduce_scatter_ex, dt_reduce_ex,
  * dt_allreduce_list_ex and dt_reduce_scatter_fused_ex take it (lists: the
@@ -327,9 +316,6 @@ int dt_reduce_scatter_fused_async(const dt_tensor *in, const dt_tensor *out, int
                                   dt_op op, dt_comm *comm, dt_work **work);
 int dt_reduce_scatter_per_rank_async(const dt_tensor *in, int n, const dt_tensor *out,
                                      dt_op op, dt_comm *comm, dt_work **work);
-DT_DEPRECATED_FOR("renamed dt_reduce_scatter_fused_async")
-int dt_reduce_scatter_list_async(const dt_tensor *in, const dt_tensor *out, int n,
-                                 dt_op op, dt_comm *comm, dt_work **work);
 
 /* ---- memory kinds and streams: the _ex forms ------------------------------
  * The calls above with options, blocking when work is NULL and asynchronous

@@ -82,17 +82,16 @@ int dt_config_load(dt_config *cfg, const char *path);
  * line, keys in the order above, ", " and ": " separators; integral numbers
  * without a fraction ("bucket_size_mb": 25), others with 17 digits. */
 int dt_config_to_json(const dt_config *cfg, char *buf, size_t cap);
+/* Write dt_config_to_json's line (and a newline) to path, created or
+ * truncated. DT_ERR_IO naming the file and the reason (strerror: "No space
+ * left on device", "Read-only file system", ...); a FIFO that no process
+ * reads is refused at once, never waited on (one with a reader, or a
+ * terminal, is written to). */
 int dt_config_save(const dt_config *cfg, const char *path);
 /* 1 if `key` is a config key. */
 int dt_config_has_key(const char *key);
 /* 64-bit hash of the effective values (compare across ranks at start). */
 unsigned long long dt_config_hash(const dt_config *cfg);
-
-/* DEPRECATED names (docs/c-api.md, "Deprecated names"): kept for one release, then
- * removed. */
-/* DEPRECATED: dt_config_to_json (the verb of dt_ckpt_manifest_to_json and of
- * the Python front's DistConfig.to_json). */
-int dt_config_dumps(const dt_config *cfg, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-/* dtrain/dtype.h - element types and reduction operators. */
+/* dtrain/dtype.h - element types, reduction operators and wire types. */
 #ifndef DTRAIN_DTYPE_H
 #define DTRAIN_DTYPE_H
 
@@ -29,6 +29,11 @@ typedef enum dt_op {
     DT_AVG = 4, /* sum / group size; integer types divide truncating toward zero */
     DT_NUM_OPS = 5
 } dt_op;
+
+/* The type floating-point data travels in between processes (dt_coll_opts.wire:
+ * its meaning and numerics are dtrain/coll.h's, "options: compressed
+ * communication"). */
+typedef enum dt_wire { DT_WIRE_NATIVE = 0, DT_WIRE_BF16 = 1, DT_WIRE_F16 = 2 } dt_wire;
 
 /* Size in bytes of one element; 0 for an unknown dtype. */
 size_t dt_dtype_size(dt_dtype dtype);

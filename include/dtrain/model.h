@@ -169,12 +169,10 @@ typedef struct dt_param_slice {
 typedef struct dt_model_config {
     const char *name; /* a model name listed above: "mlp", "gpt-demo", ... */
     /* family "sequential" */
-    /* mlp: hidden1/hidden2, the widths of fc1 and fc2 (1024, 1024);
-     * cnn: conv_channels1/conv_channels2, the output channels of conv1 and
-     * conv2 (32, 64). Each pair shares its storage: for cnn, hidden1/hidden2
-     * are DEPRECATED names of conv_channels1/2 (docs/c-api.md, "Deprecated names"). */
-    union { int hidden1; int conv_channels1; };
-    union { int hidden2; int conv_channels2; };
+    int hidden1, hidden2; /* mlp: the widths of fc1 and fc2 (1024, 1024);
+                             unused by lenet/cnn */
+    int conv_channels1, conv_channels2; /* cnn: the output channels of conv1
+                             and conv2 (32, 64); unused by mlp/lenet */
     int hidden3;      /* cnn: width of fc1 (128);   unused by mlp/lenet */
     float dropout;    /* cnn: dropout probability in [0,1) (0.25); must be in
                          [0,1) for every model, used by cnn only */
@@ -508,13 +506,6 @@ void dt_model_zero_grad(dt_model *m);
  * for a family that does not generate (sequential). */
 int dt_model_generate(dt_model *m, const int32_t *prompt, int prompt_len, int n_new,
                       float temperature, uint64_t seed, int32_t *out);
-
-/* DEPRECATED names (docs/c-api.md, "Deprecated names"): kept for one release, then
- * removed. Each behaves exactly as the function it was renamed to. */
-/* DEPRECATED: dt_model_config_default (one verb, _default, fills a config). */
-int dt_model_config_init(dt_model_config *cfg, const char *name);
-/* DEPRECATED: dt_model_log_probs (it returns log-probabilities, not logits). */
-const float *dt_model_logits(const dt_model *m);
 
 #ifdef __cplusplus
 }

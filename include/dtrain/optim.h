@@ -270,13 +270,6 @@ double dt_grad_sqnorm(const float *g, size_t n);
  * or NULL g. */
 void dt_grad_scale(float *g, size_t n, float s);
 
-/* DEPRECATED names (docs/c-api.md, "Deprecated names"): kept for one release, then
- * removed. Each behaves exactly as the function it was renamed to. */
-/* DEPRECATED: dt_optim_free (every other object is released by _free). */
-void dt_optim_destroy(dt_optim *opt);
-/* DEPRECATED: dt_lr_schedule_default (one verb, _default, fills a config). */
-void dt_lr_schedule_init(dt_lr_schedule *s, float base_lr);
-
 #ifdef __cplusplus
 }
 #endif

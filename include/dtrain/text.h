@@ -98,15 +98,17 @@ typedef struct dt_text_dataset {
  * are loaded as TOKEN SHARDS says. Otherwise a byte corpus: a file, or a
  * directory whose regular files (symbolic links followed) are read in strcmp
  * order of their names, skipping names that start with '.' or end in ".dat"
- * or ".u8" (the index files of fortune) and subdirectories. The last
- * floor(size * val_fraction) tokens are the validation split (shards: unless
- * validation shards are named); val_fraction in [0, 1) (0: no validation
- * split). Errors: DT_ERR_IO (missing, unreadable, not a file or directory,
- * a corrupt shard; the message names the path); DT_ERR_INVALID for
- * val_fraction out of range, an empty corpus ("no bytes", also a directory
- * without usable files), or a split of fewer than 2 tokens (one window of
- * T = 1 needs 2); DT_ERR_UNSUPPORTED and the rest as TOKEN SHARDS says;
- * DT_ERR_NOMEM. *out is zeroed on failure. Free with dt_text_free. */
+ * or ".u8" (the index files of fortune) and subdirectories. A file whose
+ * size stat reports as 0 (/proc and /sys files have bytes all the same) is
+ * read to its end. The last floor(size * val_fraction) tokens are the
+ * validation split (shards: unless validation shards are named);
+ * val_fraction in [0, 1) (0: no validation split). Errors: DT_ERR_IO
+ * (missing, unreadable, not a file or directory, a corrupt shard; the
+ * message names the path); DT_ERR_INVALID for val_fraction out of range, an
+ * empty corpus ("no bytes", also a directory without usable files), or a
+ * split of fewer than 2 tokens (one window of T = 1 needs 2);
+ * DT_ERR_UNSUPPORTED and the rest as TOKEN SHARDS says; DT_ERR_NOMEM. *out
+ * is zeroed on failure. Free with dt_text_free. */
 int dt_text_load(const char *path, double val_fraction, dt_text_dataset *out);
 /* Free the bytes (unmap the shards) and zero *ds (NULL and a zeroed
  * dataset are fine). */

@@ -96,11 +96,9 @@ extern "C" {
 
 typedef struct dt_train_options {
     char model[16];          /* "mlp" | "lenet" | "cnn" | "gpt" (default lenet) */
-    /* model sizes, 0 = the model's default: mlp hidden1/hidden2 (--hidden1/2),
-     * cnn conv_channels1/2 (--channels1/2); each pair shares its storage, as
-     * in dt_model_config (hidden1/2 for cnn: DEPRECATED names) */
-    union { int hidden1; int conv_channels1; };
-    union { int hidden2; int conv_channels2; };
+    /* model sizes, 0 = the model's default (as in dt_model_config) */
+    int hidden1, hidden2;    /* mlp: the widths of fc1 and fc2 (--hidden1/2) */
+    int conv_channels1, conv_channels2; /* cnn: conv1's and conv2's channels (--channels1/2) */
     float dropout;           /* cnn dropout; < 0 = default */
     /* gpt (--model gpt): sizes from a preset, each overridable */
     char preset[16];         /* "gpt-test" | "gpt-demo" | "gpt2-124m"; "" = gpt-demo's sizes */
@@ -210,8 +208,8 @@ void dt_train_options_default(dt_train_options *o);
  * --nesterov with adam/adamw, --nesterov 1 with momentum 0, sync_bn with a
  * model without batch norm (mlp, gpt), zero_opt_level > 0 with
  * enable_data_parallel off, --dropout with mlp/lenet/gpt, --hidden1/2 with
- * lenet/gpt (on cnn they are the deprecated names of --channels1/2: they
- * work, with a note on stderr), --channels1/2 with mlp/lenet/gpt, --min-lr without --schedule cosine, --checkpoint-every without
+ * lenet/cnn/gpt, --channels1/2 with mlp/lenet/gpt, --min-lr without
+ * --schedule cosine, --checkpoint-every without
  * --checkpoint-dir, the gpt flags (--preset, --n-layer, --n-head, --n-embd,
  * --block-size, --vocab-size, --recompute, --sample-*) with a classifier,
  * --shuffle / --drop-last with gpt, gpt sizes whose n_embd (the flag's or the

@@ -83,7 +83,7 @@ static int read_addr(dt_launch_env *e, const char *which) {
         size_t hn;
         if (a[0] == '[') {
             const char *rb = strchr(a, ']');
-            if (!rb || rb[1] != ':') colon = NULL;
+            colon = rb && rb[1] == ':' ? rb + 1 : NULL; /* the port is all that follows "]:" */
             h = a + 1;
             hn = rb ? (size_t)(rb - h) : 0;
         } else {
@@ -91,6 +91,11 @@ static int read_addr(dt_launch_env *e, const char *which) {
         }
         if (!colon || hn == 0 || hn >= sizeof e->addr)
             return dt_error(DT_ERR_INVALID, "dt_init", "DTRAIN_BOOTSTRAP_ADDR='%s' is not host:port (or [ipv6]:port)", a);
+        if (a[0] != '[' && memchr(a, ':', hn))
+            /* no host name has a ':' (only an IPv6 address, which goes in brackets): refused
+             * now rather than unresolvable until the bootstrap timeout */
+            return dt_error(DT_ERR_INVALID, "dt_init", "DTRAIN_BOOTSTRAP_ADDR='%s' is not host:port (or [ipv6]:port): "
+                            "its host '%.*s' has a ':' (an IPv6 address goes in brackets: [addr]:port)", a, (int)hn, a);
         memcpy(e->addr, h, hn);
         e->addr[hn] = '\0';
         e->addr_var = e->port_var = "DTRAIN_BOOTSTRAP_ADDR";

@@ -1,10 +1,11 @@
 /* src/coll/coll.c - the public collective API: argument validation, root
- * translation, dispatch to the engine (blocking or asynchronous). */
+ * translation, dispatch to the engine (blocking or asynchronous). What the
+ * engine then runs is execute.c's. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "coll/engine.h"
-#include "comm/watchdog.h"
+#include "watchdog/watchdog.h"
 #include "core/device.h"
 #include "core/error.h"
 
@@ -268,68 +269,6 @@ static int validate(const char *fn, dt_coll_desc *d) {
     }
 }
 
-int dt_coll_allreduce_op(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int wire) {
-    if (wire != DT_WIRE_NATIVE && c->ops->allreduce_wire) return c->ops->allreduce_wire(c, s, r, n, dt, op, wire);
-    return c->ops->allreduce(c, s, r, n, dt, op);
-}
-
-int dt_coll_reduce_scatter_op(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int wire) {
-    if (wire != DT_WIRE_NATIVE && c->ops->reduce_scatter_wire) return c->ops->reduce_scatter_wire(c, s, r, n, dt, op, wire);
-    return c->ops->reduce_scatter(c, s, r, n, dt, op);
-}
-
-static int reduce_op(dt_comm *c, const dt_coll_desc *d) {
-    if (d->wire != DT_WIRE_NATIVE && c->ops->reduce_wire)
-        return c->ops->reduce_wire(c, d->send, d->recv, d->count, d->dtype, d->op, d->root, d->wire);
-    return c->ops->reduce(c, d->send, d->recv, d->count, d->dtype, d->op, d->root);
-}
-
-int dt_coll_transport(const dt_coll_desc *d) {
-    dt_comm *c = d->comm;
-    const dt_backend_ops *o = c->ops;
-    switch (d->kind) {
-    case DT_COLL_ALLREDUCE: return dt_coll_allreduce_op(c, d->send, d->recv, d->count, d->dtype, d->op, d->wire);
-    case DT_COLL_ALLGATHER: return o->allgather(c, d->send, d->recv, d->count, d->dtype);
-    case DT_COLL_REDUCE_SCATTER: return dt_coll_reduce_scatter_op(c, d->send, d->recv, d->count, d->dtype, d->op, d->wire);
-    case DT_COLL_REDUCE: return reduce_op(c, d);
-    case DT_COLL_BROADCAST: return o->broadcast(c, d->send, d->recv, d->count, d->dtype, d->root);
-    case DT_COLL_GATHER: return o->gather(c, d->send, d->recv, d->count, d->dtype, d->root);
-    case DT_COLL_SCATTER: return o->scatter(c, d->send, d->recv, d->count, d->dtype, d->root);
-    case DT_COLL_ALL_TO_ALL: return o->all_to_all(c, d->send, d->recv, d->count, d->dtype);
-    case DT_COLL_SEND: return o->send(c, d->send, d->count, d->dtype, d->root);
-    case DT_COLL_RECV: return o->recv(c, d->recv, d->count, d->dtype, d->root);
-    case DT_COLL_BARRIER: return o->barrier(c);
-    case DT_COLL_REDUCE_SCATTER_PER_RANK: return dt_per_rank_execute(d);
-    default: return dt_fusion_execute(d);
-    }
-}
-
-int dt_coll_run_host(const dt_coll_desc *d, dt_fp_hdr *h) {
-    dt_comm *c = d->comm;
-    return (c->info.size > 1 && c->ops->check && dt_rel_check_on()) ? dt_fp_execute(d, h) : dt_coll_transport(d);
-}
-
-int dt_coll_execute(const dt_coll_desc *d, dt_fp_hdr *hdr_out) {
-    dt_comm *c = d->comm;
-    uint64_t *counter = &c->seq;
-    if (d->kind == DT_COLL_SEND || d->kind == DT_COLL_RECV) {
-        /* per peer and direction, so both ends of a pair count alike */
-        if (!c->p2p_seq && !(c->p2p_seq = calloc(2 * (size_t)c->info.size, sizeof *c->p2p_seq)))
-            return DT_ERR(DT_ERR_NOMEM, "out of memory for point-to-point sequence numbers");
-        counter = &c->p2p_seq[2 * (size_t)d->root + (d->kind == DT_COLL_RECV)];
-    }
-    uint64_t seq = ++*counter;
-    dt_fp_hdr mine, *h = hdr_out ? hdr_out : &mine;
-    dt_fp_fill(h, d, seq);
-    dt_wd_op_begin(h->cid, h->kind, seq, h->dtype, h->count, h->root, h->op, h->nlist);
-    int rc = d->mem == DT_MEM_DEVICE ? dt_dev_execute(d, h) : dt_coll_run_host(d, h);
-    dt_wd_op_end();
-    /* A mismatched call does not count (every rank that took part rolls
-     * back), so the ranks stay in step for the calls that follow. */
-    if (rc == DT_ERR_MISMATCH) --*counter;
-    return rc;
-}
-
 /* Validate and classify d (remembered for the call memo). Out of line: a
  * repeated device call skips it. */
 __attribute__((noinline)) static int check(const char *fn, dt_coll_desc *d, const dt_coll_opts *opts) {
@@ -437,9 +376,6 @@ int dt_reduce_scatter_fused(const dt_tensor *in, const dt_tensor *out, int n, dt
     dt_coll_desc d = LDESC(DT_COLL_REDUCE_SCATTER_LIST, op);
     return issue(__func__, &d, NULL, 0);
 }
-int dt_reduce_scatter_list(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm) {
-    return dt_reduce_scatter_fused(in, out, n, op, comm); /* deprecated name */
-}
 
 /* ---- asynchronous forms ---- */
 int dt_allreduce_async(const void *s, void *r, size_t n, dt_dtype dt, dt_op op, dt_comm *comm, dt_work **w) {
@@ -497,9 +433,6 @@ int dt_allgather_list_async(const dt_tensor *in, const dt_tensor *out, int n, dt
 int dt_reduce_scatter_fused_async(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm, dt_work **w) {
     dt_coll_desc d = LDESC(DT_COLL_REDUCE_SCATTER_LIST, op);
     return issue(__func__, &d, w, 1);
-}
-int dt_reduce_scatter_list_async(const dt_tensor *in, const dt_tensor *out, int n, dt_op op, dt_comm *comm, dt_work **w) {
-    return dt_reduce_scatter_fused_async(in, out, n, op, comm, w); /* deprecated name */
 }
 
 /* ---- options: memory kind and stream ---- */

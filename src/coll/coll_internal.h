@@ -1,11 +1,13 @@
 /* src/coll/coll_internal.h - internal: a validated collective call. The
- * collective layer sits on the communicator layer (comm/: objects, operation
- * kinds, registry, watchdog) and the transports; nothing below includes it. */
+ * collective layer sits on the watchdog (watchdog/), the communicator layer
+ * (comm/: objects, operation kinds, registry) and the transports; nothing
+ * below includes it. */
 #ifndef DT_COLL_INTERNAL_H
 #define DT_COLL_INTERNAL_H
 
 #include "comm/comm_internal.h"
 #include "comm/op_kind.h"
+#include "transport/transport.h"
 #include "dtrain/coll.h"
 
 typedef struct dt_coll_desc {
@@ -33,21 +35,29 @@ typedef struct dt_coll_desc {
     void *event;         /* asynchronous work over a device transport: recorded after it */
 } dt_coll_desc;
 
-/* Run one validated descriptor (called by the engine): assigns its sequence
- * number, publishes it for the watchdog, and runs it fingerprint-checked when
- * the check is on and the group has more than one rank; device memory takes
- * the device path (device_path.c). *hdr_out (if not NULL) receives the
- * call's header (the watchdog's description of it). */
+/* The layers of the collective layer, each calling only those after it:
+ *   coll.c, coll_per_rank.c  the API: validation, then the engine
+ *   engine.c                 blocking and asynchronous work, in order
+ *   execute.c                one descriptor: sequence number, watchdog, path
+ *   device_path.c            device memory (device_plan.c: its plans)
+ *   host_path.c              host memory: the transport's op, checked or not
+ *   fingerprint.c            the check of a call, then what the caller runs
+ *   fusion.c                 lists and per-rank tensors through staging
+ * memkind.c classifies buffers for the API; call_memo.c remembers the calls
+ * that passed validation on known device buffers (the API asks it first). */
+
+/* Run one validated descriptor (execute.c; called by the engine): assigns
+ * its sequence number, publishes it for the watchdog, and runs it
+ * fingerprint-checked when the check is on and the group has more than one
+ * rank; device memory takes the device path (device_path.c). *hdr_out (if
+ * not NULL) receives the call's header (the watchdog's description of it). */
 int dt_coll_execute(const dt_coll_desc *d, dt_fp_hdr *hdr_out);
-/* The host path of a descriptor with header h (sequence number assigned):
- * checked or not, as dt_coll_execute decides. */
+/* The host path of a descriptor with header h (host_path.c; sequence number
+ * assigned): fingerprint-checked when the check is on and the group has more
+ * than one rank, else the bare transport call. */
 int dt_coll_run_host(const dt_coll_desc *d, dt_fp_hdr *h);
-/* The bare transport call of a descriptor (no check). */
+/* The bare transport call of a descriptor (no check; host_path.c). */
 int dt_coll_transport(const dt_coll_desc *d);
-/* The transport's allreduce / reduce_scatter of c with the wire type (its
- * _wire op when the wire is not native and it has one). */
-int dt_coll_allreduce_op(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int wire);
-int dt_coll_reduce_scatter_op(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int wire);
 
 /* Memory kinds (memkind.c): set d->mem and d->device from opts (NULL: auto)
  * by classifying the buffers this rank uses; DT_ERR_INVALID naming them when
@@ -65,7 +75,7 @@ int dt_coll_classify(const char *fn, dt_coll_desc *d, const dt_coll_opts *opts);
 int dt_coll_memo_get(dt_coll_desc *d, const dt_coll_opts *opts);
 void dt_coll_memo_put(const dt_coll_desc *key, const dt_coll_desc *d, const dt_coll_opts *opts);
 
-/* ---- the device path (device_path.c, device_plan.c, device_stage.c) ---- */
+/* ---- the device path (device_path.c, device_plan.c) ---- */
 /* Run d (device memory) over the communicator's device transport or staged
  * through pinned host memory; h as for dt_coll_run_host. */
 int dt_dev_execute(const dt_coll_desc *d, dt_fp_hdr *h);
@@ -106,9 +116,11 @@ size_t dt_dev_plan_scratch(const dt_coll_desc *d);
 void dt_fp_fill(dt_fp_hdr *h, const dt_coll_desc *d, uint64_t seq);
 /* 1 if d is an allreduce whose check travels with its data. */
 int dt_fp_inline_ok(const dt_coll_desc *d);
-/* Run d checked: DT_ERR_MISMATCH (message from every rank's view) if the
- * group's headers differ, else the transport's status. */
-int dt_fp_execute(const dt_coll_desc *d, dt_fp_hdr *h);
+/* Run d checked over its host transport: DT_ERR_MISMATCH (message from
+ * every rank's view) if the group's headers differ, else run(d, arg)'s
+ * status (small allreduces: their check travels with the data, and the
+ * transport moves it itself; barriers: the check is the barrier). */
+int dt_fp_execute(const dt_coll_desc *d, dt_fp_hdr *h, int (*run)(const dt_coll_desc *d, void *arg), void *arg);
 /* A blocking operation on c that is not a collective but must meet the
  * group's collectives in order (sub-communicator creation and release on
  * the world: kind DT_OP_COMM_*): publishes it for the watchdog (the caller
@@ -140,13 +152,11 @@ extern const dt_fp_channel dt_fp_boot_channel;
 int dt_fp_device_channel(int host_has_check, int spans_world, int p2p);
 /* Tests: force that choice where it can serve the call (-1: decide as above). */
 void dt_fp_device_channel_for_testing(int choice);
-/* Fused list collectives (fusion.c). */
+/* Fused list collectives (fusion.c); the staging buffers are freed by
+ * dt_fusion_release (dt_finalize). */
 int dt_fusion_execute(const dt_coll_desc *d);
 void dt_fusion_release(void);
-/* The fusion's first staging buffer, grown to `bytes` (NULL: out of memory);
- * for use inside the engine only. */
-void *dt_fusion_stage(size_t bytes);
-/* reduce_scatter of one tensor per rank (coll_per_rank.c). */
+/* reduce_scatter of one tensor per rank (fusion.c; API: coll_per_rank.c). */
 int dt_per_rank_execute(const dt_coll_desc *d);
 
 #endif

@@ -6,7 +6,8 @@
  * copy; in place, the result goes through staging: count elements); otherwise
  * they are gathered into the fusion's staging buffer first (one copy of
  * n * count elements), inside the engine, so that asynchronous work reads its
- * inputs when it runs, not when it is submitted. The
+ * inputs when it runs, not when it is submitted (that execution:
+ * dt_per_rank_execute, fusion.c; this file is the API and validation). The
  * fingerprint of the call is that of dt_reduce_scatter with the same per-rank
  * count: the two move the same data, and the check treats them alike. */
 #include <stdint.h>
@@ -96,29 +97,4 @@ int dt_reduce_scatter_per_rank_async(const dt_tensor *in, int n, const dt_tensor
 int dt_reduce_scatter_per_rank_ex(const dt_tensor *in, int n, const dt_tensor *out, dt_op op, dt_comm *comm,
                                   const dt_coll_opts *opts, dt_work **work) {
     return issue(__func__, in, n, out, op, comm, opts, work, work != NULL);
-}
-
-int dt_per_rank_execute(const dt_coll_desc *d) {
-    dt_comm *c = d->comm;
-    size_t es = dt_dtype_size(d->dtype), bytes = d->count * es;
-    const void *first = d->in[0].data;
-    int contiguous = 1, inplace = d->n > 1 && bytes && d->recv == d->in[c->info.rank].data;
-    for (int k = 1; k < d->n && contiguous; k++) contiguous = addr(d->in[k].data) == addr(first) + (size_t)k * bytes;
-    if (!bytes || (contiguous && !inplace)) /* the blocks of one buffer: straight from the user's memory */
-        return c->ops->reduce_scatter(c, first, d->recv, d->count, d->dtype, d->op);
-    if (contiguous) {
-        /* In place, the backend's in-place form may use the whole buffer as
-         * scratch (MPI's does), so the other ranks' inputs would change:
-         * reduce out of place into staging and copy the result (count
-         * elements) instead. */
-        char *res = dt_fusion_stage(bytes);
-        if (!res) return DT_ERR(DT_ERR_NOMEM, "out of memory for a %zu-byte staging buffer", bytes);
-        int rc = c->ops->reduce_scatter(c, first, res, d->count, d->dtype, d->op);
-        if (rc == DT_OK) memcpy(d->recv, res, bytes);
-        return rc;
-    }
-    char *buf = dt_fusion_stage((size_t)d->n * bytes);
-    if (!buf) return DT_ERR(DT_ERR_NOMEM, "out of memory for a %zu-byte staging buffer", (size_t)d->n * bytes);
-    for (int k = 0; k < d->n; k++) memcpy(buf + (size_t)k * bytes, d->in[k].data, bytes);
-    return c->ops->reduce_scatter(c, buf, d->recv, d->count, d->dtype, d->op);
 }

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "coll/engine.h"
-#include "comm/watchdog.h"
+#include "watchdog/watchdog.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "dtrain/trace.h"

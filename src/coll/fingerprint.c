@@ -9,7 +9,7 @@
 #include "coll/coll_internal.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/registry.h"
-#include "comm/watchdog.h"
+#include "watchdog/watchdog.h"
 #include "core/error.h"
 
 static uint64_t mix(uint64_t h, uint64_t v) {
@@ -189,12 +189,10 @@ static int desc_mismatch(const dt_coll_desc *d, const dt_fp_hdr *mine, const dt_
     return coll_mismatch(fn, d->comm, mine, ch);
 }
 
-static int run_transport(const dt_coll_desc *d, void *arg) { return dt_coll_transport(d); }
-
 static int execute_sealed(const dt_coll_desc *d, dt_fp_hdr *h, const dt_fp_channel *ch,
                           int (*run)(const dt_coll_desc *d, void *arg), void *arg);
 
-int dt_fp_execute(const dt_coll_desc *d, dt_fp_hdr *h) {
+int dt_fp_execute(const dt_coll_desc *d, dt_fp_hdr *h, int (*run)(const dt_coll_desc *d, void *arg), void *arg) {
     dt_comm *c = d->comm;
     const dt_backend_ops *o = c->ops;
     dt_fp_channel ch = {o->name, o->check, o->gather_views, o->p2p_check};
@@ -211,7 +209,7 @@ int dt_fp_execute(const dt_coll_desc *d, dt_fp_hdr *h) {
         if (rc) return rc;
         return (h->flags & DT_FP_MISMATCH) ? desc_mismatch(d, h, &ch) : DT_OK;
     }
-    return execute_sealed(d, h, &ch, run_transport, NULL);
+    return execute_sealed(d, h, &ch, run, arg);
 }
 
 int dt_fp_execute_on(const dt_coll_desc *d, dt_fp_hdr *h, const dt_fp_channel *ch,

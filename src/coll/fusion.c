@@ -1,10 +1,12 @@
 /* src/coll/fusion.c - fused list collectives: the tensors of one dtype are
  * packed into one staging buffer, moved by ONE backend collective, and
- * unpacked. Tensors that already lie back to back in memory (views of one
- * flat buffer, as data-parallel buckets are) skip the copies, and so do
- * allreduces on backends that reduce straight from and into the tensors
- * (allreduce_spans: the MPI backend's shared-memory path). Runs inside the
- * engine, so the staging buffers are never used by two calls at once. */
+ * unpacked; and the reduce_scatter of one tensor per rank (its API and
+ * validation: coll_per_rank.c), whose blocks go through the same staging.
+ * Tensors that already lie back to back in memory (views of one flat buffer,
+ * as data-parallel buckets are) skip the copies, and so do allreduces on
+ * backends that reduce straight from and into the tensors (allreduce_spans:
+ * the MPI backend's shared-memory path). Runs inside the engine, so the
+ * staging buffers are never used by two calls at once. */
 #include <stdlib.h>
 #include <string.h>
 #include "coll/coll_internal.h"
@@ -26,8 +28,6 @@ static void *stage(int i, size_t bytes) {
     }
     return g_stage[i];
 }
-
-void *dt_fusion_stage(size_t bytes) { return stage(STAGE_SRC, bytes); }
 
 void dt_fusion_release(void) {
     for (int i = 0; i < NSTAGE; i++) { free(g_stage[i]); g_stage[i] = NULL; g_stage_cap[i] = 0; }
@@ -51,7 +51,7 @@ static int fuse_allreduce(const dt_coll_desc *d, const int *idx, int m, size_t t
         const char *a = first_in, *b = first_out;
         /* same span, or disjoint spans: one call straight on user memory */
         if (a == b || a + total * es <= b || b + total * es <= a)
-            return dt_coll_allreduce_op(c, first_in, first_out, total, dt, d->op, d->wire);
+            return dt_transport_allreduce(c, first_in, first_out, total, dt, d->op, d->wire);
     }
     /* the spans: reduced where they lie, through a shared-memory window (not
      * compressed either way) */
@@ -70,7 +70,7 @@ static int fuse_allreduce(const dt_coll_desc *d, const int *idx, int m, size_t t
         if (b) memcpy(buf + off, d->in[idx[k]].data, b);
         off += b;
     }
-    int rc = dt_coll_allreduce_op(c, buf, buf, total, dt, d->op, d->wire);
+    int rc = dt_transport_allreduce(c, buf, buf, total, dt, d->op, d->wire);
     if (rc) return rc;
     off = 0;
     for (int k = 0; k < m; k++) {
@@ -119,7 +119,7 @@ static int fuse_reduce_scatter(const dt_coll_desc *d, const int *idx, int m, siz
             off += b;
         }
     }
-    int rc = dt_coll_reduce_scatter_op(c, src, dst, total, dt, d->op, d->wire);
+    int rc = dt_transport_reduce_scatter(c, src, dst, total, dt, d->op, d->wire);
     if (rc) return rc;
     size_t off = 0;
     for (int k = 0; k < m; k++) {
@@ -165,4 +165,31 @@ int dt_fusion_execute(const dt_coll_desc *d) {
         rc = fuse(d, idx, m, total, dt);
     }
     return rc;
+}
+
+/* ---- reduce_scatter of one tensor per rank (coll_per_rank.c) -------------- */
+int dt_per_rank_execute(const dt_coll_desc *d) {
+    dt_comm *c = d->comm;
+    size_t es = dt_dtype_size(d->dtype), bytes = d->count * es;
+    const void *first = d->in[0].data;
+    int adjacent = 1, inplace = d->n > 1 && bytes && d->recv == d->in[c->info.rank].data;
+    for (int k = 1; k < d->n && adjacent; k++)
+        adjacent = (const char *)d->in[k].data == (const char *)first + (size_t)k * bytes;
+    if (!bytes || (adjacent && !inplace)) /* the blocks of one buffer: straight from the user's memory */
+        return c->ops->reduce_scatter(c, first, d->recv, d->count, d->dtype, d->op);
+    if (adjacent) {
+        /* In place, the backend's in-place form may use the whole buffer as
+         * scratch (MPI's does), so the other ranks' inputs would change:
+         * reduce out of place into staging and copy the result (count
+         * elements) instead. */
+        char *res = stage(STAGE_SRC, bytes);
+        if (!res) return DT_ERR(DT_ERR_NOMEM, "out of memory for a %zu-byte staging buffer", bytes);
+        int rc = c->ops->reduce_scatter(c, first, res, d->count, d->dtype, d->op);
+        if (rc == DT_OK) memcpy(d->recv, res, bytes);
+        return rc;
+    }
+    char *buf = stage(STAGE_SRC, (size_t)d->n * bytes);
+    if (!buf) return DT_ERR(DT_ERR_NOMEM, "out of memory for a %zu-byte staging buffer", (size_t)d->n * bytes);
+    for (int k = 0; k < d->n; k++) memcpy(buf + (size_t)k * bytes, d->in[k].data, bytes);
+    return c->ops->reduce_scatter(c, buf, d->recv, d->count, d->dtype, d->op);
 }

@@ -1,12 +1,13 @@
 /* src/comm/comm.c - communicator objects: creation with their attributes,
- * attributes and rank translation, the world. */
+ * attributes and rank translation, the world. (Which transport serves a
+ * communicator, dt_comm_backend and dt_comm_device_path, and destroying one
+ * through its transports: transport/transport.c.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "bootstrap/bootstrap.h"
 #include "comm/comm_internal.h"
 #include "comm/registry.h"
-#include "core/device.h"
 #include "core/error.h"
 
 static dt_comm *g_world; /* set by the runtime between dt_init and dt_finalize */
@@ -58,17 +59,6 @@ int dt_comm_size(const dt_comm *comm) {
     return rc ? rc : comm->info.size;
 }
 
-const char *dt_comm_backend(const dt_comm *comm) {
-    return (comm && comm->magic == DT_COMM_MAGIC && comm->ops) ? comm->ops->name : "?";
-}
-
-const char *dt_comm_device_path(const dt_comm *comm) {
-    if (!comm || comm->magic != DT_COMM_MAGIC) return "?";
-    if (comm->dev) return comm->dev->name;
-    if (dt_dev_count() == 0) return "none";
-    return comm->info.size == 1 ? "local" : "staged";
-}
-
 int dt_comm_group_rank(const dt_comm *comm, int world_rank) {
     int rc = dt_comm_check(comm, __func__);
     if (rc) return rc;
@@ -106,14 +96,14 @@ int dt_comm_host_of(const dt_comm *comm, int rank) {
     return b && b->host ? b->host[comm->world_ranks[rank]] : 0;
 }
 
-int dt_comm_make_standalone(int world_rank, int world_size, int group_id, int group_size,
-                            dt_comm **out) {
+int dt_comm_make_standalone(const struct dt_backend_ops *ops, int world_rank, int world_size, int group_id,
+                            int group_size, dt_comm **out) {
     dt_comm *c = calloc(1, sizeof *c);
     int *wr = malloc(sizeof *wr);
     if (!c || !wr) { free(c); free(wr); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
     wr[0] = world_rank;
     c->magic = DT_COMM_MAGIC;
-    c->ops = &dt_backend_void;
+    c->ops = ops;
     c->world_ranks = wr;
     c->info = (dt_comm_info){.rank = 0, .size = 1, .local_rank = 0, .local_size = 1,
                              .world_rank = world_rank, .world_size = world_size,
@@ -122,7 +112,7 @@ int dt_comm_make_standalone(int world_rank, int world_size, int group_id, int gr
     return DT_OK;
 }
 
-int dt_comm_make(const dt_backend_ops *ops, int *world_ranks, int size, int rank, int group_id, int group_size,
+int dt_comm_make(const struct dt_backend_ops *ops, int *world_ranks, int size, int rank, int group_id, int group_size,
                  dt_comm **out) {
     const dt_boot *b = dt_boot_get();
     dt_comm *c = calloc(1, sizeof *c);
@@ -147,10 +137,8 @@ int dt_comm_make(const dt_backend_ops *ops, int *world_ranks, int size, int rank
     return DT_OK;
 }
 
-void dt_comm_destroy(dt_comm *c) {
+void dt_comm_free(dt_comm *c) {
     if (!c) return;
-    if (c->dev && c->dev->destroy) c->dev->destroy(c);
-    if (c->ops && c->ops->destroy) c->ops->destroy(c);
     c->magic = 0;
     /* plain dt_comm_alloc_shared memory the caller did not give back */
     for (int i = 0; i < c->n_plain_shared; i++) free(c->plain_shared[i]);

@@ -3,7 +3,6 @@
 #include "comm/op_kind.h"
 #include "comm/registry.h"
 #include "dtrain/dtype.h"
-#include "transport/transport.h"
 
 const char *dt_op_kind_name(int kind) {
     static const char *const names[] = {

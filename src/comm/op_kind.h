@@ -21,6 +21,10 @@ typedef enum dt_coll_kind {
  * world: they take the world's next sequence number, like a collective. */
 enum { DT_OP_COMM_CREATE = 64, DT_OP_FINALIZE = 65, DT_OP_COMM_RELEASE = 66 };
 
+/* The dtype or op of an operation that has none (a barrier's), or of a list
+ * that mixes several; also in fingerprint headers (transport/transport.h). */
+#define DT_FP_NONE 0xffu
+
 /* "allreduce", ..., "dt_finalize", "sub-communicator creation"; "?" if unknown. */
 const char *dt_op_kind_name(int kind);
 

@@ -226,18 +226,32 @@ int dt_config_to_json(const dt_config *c, char *buf, size_t cap) {
     free(text);
     return (int)n;
 }
-int dt_config_dumps(const dt_config *c, char *buf, size_t cap) { /* deprecated name */
-    return dt_config_to_json(c, buf, cap);
-}
 
 int dt_config_save(const dt_config *c, const char *path) {
+    if (!c || !path) return DT_ERR(DT_ERR_INVALID, "NULL argument");
     char buf[1024];
-    int n = dt_config_to_json(c, buf, sizeof buf);
+    int n = dt_config_to_json(c, buf, sizeof buf - 1);
     if (n < 0) return n;
-    FILE *f = path ? fopen(path, "w") : NULL;
-    if (!f) return DT_ERR(DT_ERR_IO, "cannot write config file '%s'", path ? path : "(null)");
-    int ok = fprintf(f, "%s\n", buf) > 0;
-    if (fclose(f) != 0 || !ok) return DT_ERR(DT_ERR_IO, "error writing config file '%s'", path);
+    if ((size_t)n >= sizeof buf - 1) return DT_ERR(DT_ERR_INTERNAL, "config JSON of %d bytes", n);
+    buf[n++] = '\n';
+    /* non-blocking: opening a FIFO nobody reads must not wait forever */
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        if (errno == ENXIO)
+            return DT_ERR(DT_ERR_IO, "cannot write config file '%s': it is a FIFO that no process reads", path);
+        return DT_ERR(DT_ERR_IO, "cannot write config file '%s': %s", path, strerror(errno));
+    }
+    int fl = fcntl(fd, F_GETFL); /* a reader is there (or a file): write as a plain write would */
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    int e = 0;
+    for (int done = 0; done < n && !e;) {
+        ssize_t k = write(fd, buf + done, (size_t)(n - done));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) e = k < 0 ? errno : EIO;
+        else done += (int)k;
+    }
+    if (close(fd) != 0 && !e) e = errno;
+    if (e) return DT_ERR(DT_ERR_IO, "error writing config file '%s': %s", path, strerror(e));
     return DT_OK;
 }
 

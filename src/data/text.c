@@ -17,22 +17,48 @@
 
 /* ---- loading ------------------------------------------------------------------- */
 
-/* Append the bytes of file `path` (st_size bytes expected) to *buf. */
+static int grow(uint8_t **buf, int64_t *cap, int64_t need) {
+    if (need <= *cap) return DT_OK;
+    int64_t nc = *cap ? *cap : 1 << 16;
+    while (nc < need) nc *= 2;
+    uint8_t *nb = realloc(*buf, (size_t)nc);
+    if (!nb) return DT_ERR(DT_ERR_NOMEM, "out of memory for %lld bytes of text", (long long)need);
+    *buf = nb;
+    *cap = nc;
+    return DT_OK;
+}
+
+/* Append the bytes of a file whose size stat does not know (st_size 0: /proc,
+ * /sys and some FUSE files have bytes all the same) to *buf: read to its end,
+ * at most MAX_CORPUS bytes in all. */
+static int read_unsized(const char *path, FILE *f, uint8_t **buf, int64_t *len, int64_t *cap) {
+    for (;;) {
+        int rc = grow(buf, cap, *len + (1 << 16) + 1);
+        if (rc) return rc;
+        size_t got = fread(*buf + *len, 1, (size_t)(*cap - *len - 1), f);
+        *len += (int64_t)got;
+        if (*len > MAX_CORPUS)
+            return DT_ERR(DT_ERR_INVALID, "%s: more than %lld bytes", path, (long long)MAX_CORPUS);
+        if (got == 0) break;
+    }
+    return ferror(f) ? DT_ERR(DT_ERR_IO, "%s: read error after %lld bytes", path, (long long)*len) : DT_OK;
+}
+
+/* Append the bytes of file `path` (st_size bytes expected; 0: not known, read
+ * to the end) to *buf. */
 static int read_file(const char *path, int64_t expect, uint8_t **buf, int64_t *len,
                      int64_t *cap) {
     FILE *f = fopen(path, "rb");
     if (!f) return DT_ERR(DT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    if (*len + expect + 1 > *cap) {
-        int64_t nc = *cap ? *cap : 1 << 16;
-        while (nc < *len + expect + 1) nc *= 2;
-        uint8_t *nb = realloc(*buf, (size_t)nc);
-        if (!nb) {
-            fclose(f);
-            return DT_ERR(DT_ERR_NOMEM, "out of memory for %lld bytes of text",
-                          (long long)(*len + expect));
-        }
-        *buf = nb;
-        *cap = nc;
+    if (expect == 0) {
+        int rc = read_unsized(path, f, buf, len, cap);
+        fclose(f);
+        return rc;
+    }
+    int rc = grow(buf, cap, *len + expect + 1);
+    if (rc) {
+        fclose(f);
+        return rc;
     }
     size_t got = fread(*buf + *len, 1, (size_t)expect, f);
     int err = ferror(f);

@@ -9,20 +9,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "io/fileio.h"
 #include "core/error.h"
 
-/* ---- fault injection -------------------------------------------------------- */
-static dt_ckpt_fault_fn g_fault;
-static void *g_fault_arg;
-void dt_ckpt_set_fault_hook(dt_ckpt_fault_fn fn, void *arg) {
-    g_fault = fn;
-    g_fault_arg = arg;
+/* ---- the directory's lock ------------------------------------------------------ */
+/* prepare and commit hold an exclusive flock on the directory, so that two
+ * processes saving into one directory take turns: one's prepare never removes
+ * the other's manifest.json.tmp between its write and its rename, and a
+ * commit checks the generation in the directory and switches to its own
+ * without another commit in between. Released when the returned fd is closed
+ * (also by the process's end). -1 (no lock, not an error) where the file
+ * system has none. */
+static int lock_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    while (flock(fd, LOCK_EX) != 0) {
+        if (errno == EINTR) continue;
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
-int ck_fault(const char *step) { return g_fault ? g_fault(step, g_fault_arg) : 0; }
+
+static void unlock_dir(int fd) {
+    if (fd >= 0) close(fd);
+}
 
 /* ---- the directory ------------------------------------------------------------ */
 /* Scans dir: *foreign gets the first entry that is neither dtrain's
@@ -55,11 +70,13 @@ static int scan_dir(const char *dir, char **foreign, uint64_t *max_gen) {
 }
 
 /* The generation of the checkpoint in dir (0 for format version 1), or -1 in
- * *gen_or_none when there is no manifest.json. A manifest that is not a
- * readable dtrain manifest is refused: dtrain does not write over what it
- * cannot identify as its own. */
-static int current_generation(const char *dir, int64_t *gen_or_none) {
+ * *gen_or_none when there is no manifest.json; *keep (if not NULL) gets its
+ * parsed manifest (NULL when there is none; free with dt_ckpt_manifest_free).
+ * A manifest that is not a readable dtrain manifest is refused: dtrain does
+ * not write over what it cannot identify as its own. */
+static int current_generation(const char *dir, int64_t *gen_or_none, ck_holder **keep) {
     *gen_or_none = -1;
+    if (keep) *keep = NULL;
     char *path = dtio_join(dir, MANIFEST);
     if (!path) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     struct stat st;
@@ -85,12 +102,15 @@ static int current_generation(const char *dir, int64_t *gen_or_none) {
                     path, why, dir);
     } else {
         *gen_or_none = (int64_t)(h->m.generation > (uint64_t)INT64_MAX / 2 ? (uint64_t)INT64_MAX / 2 : h->m.generation);
+        if (keep) *keep = h, h = NULL;
     }
     dt_ckpt_manifest_free(h ? &h->m : NULL);
     free(text);
     free(path);
     return rc;
 }
+
+static int prepare_locked(const char *dir, uint64_t *generation);
 
 static int prepare_impl(const char *dir, uint64_t *generation) {
     BE_CHECK();
@@ -108,8 +128,16 @@ static int prepare_impl(const char *dir, uint64_t *generation) {
                       "%s exists and is not a directory: a checkpoint is a directory (dtrain never moves or "
                       "replaces the path given); choose another checkpoint directory",
                       dir);
+    int lk = lock_dir(dir);
+    int rc = prepare_locked(dir, generation);
+    unlock_dir(lk);
+    return rc;
+}
+
+/* The rest of prepare, under the directory's lock. */
+static int prepare_locked(const char *dir, uint64_t *generation) {
     int64_t cur;
-    int rc = current_generation(dir, &cur);
+    int rc = current_generation(dir, &cur, NULL);
     if (rc) return rc;
     char *foreign = NULL;
     uint64_t max_gen = 0;
@@ -226,22 +254,19 @@ static int check_coverage(const char *where, const dt_ckpt_manifest *m) {
     return rc;
 }
 
-/* Removes the rank files (names of dtrain's own pattern) of the generations
- * in [lo, hi], generation 0 being format version 1's rank-RRRRR.bin; returns
- * -1 if some removal failed. Nothing else in dir is touched. */
-static int remove_generations(const char *dir, uint64_t lo, uint64_t hi) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
+/* Removes the rank files of generation gen of ranks[0..n) (the ranks' entries
+ * of a manifest; ranks NULL: ranks 0..n-1), generation 0 being format version
+ * 1's rank-RRRRR.bin; -1 if a removal failed. What the store removes is only
+ * ever named this way, by a manifest of the directory or by the save that
+ * wrote it, never found by its name's pattern: a user's file may have a rank
+ * file's name (rank-00000.g99.bin). */
+static int remove_rank_files(const char *dir, uint64_t gen, const dt_ckpt_rank_file *ranks, int n) {
     int rc = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        uint64_t g;
-        if (!ck_parse_rank_name(e->d_name, &g) || g < lo || g > hi) continue;
-        char *p = dtio_join(dir, e->d_name);
+    for (int i = 0; i < n; i++) {
+        char *p = ck_rank_path(dir, ranks ? ranks[i].rank : i, gen);
         if (!p || (unlink(p) != 0 && errno != ENOENT)) rc = -1;
         free(p);
     }
-    closedir(d);
     return rc;
 }
 
@@ -264,11 +289,14 @@ static int commit_impl(const char *dir, const dt_ckpt_manifest *m_in) {
     found_table ft = {0};
     char *text = NULL;
     size_t len = 0;
-    int fd = -1, renamed = 0, crashed = 0;
+    int fd = -1, renamed = 0, crashed = 0, lk = -1;
+    ck_holder *old = NULL;
     if (!mpath || !tpath) { rc = DT_ERR(DT_ERR_NOMEM, "out of memory"); goto done; }
+    /* from here to the end no other process prepares or commits in dir */
+    lk = lock_dir(dir);
     /* the checkpoint being replaced: of an earlier generation, and readable */
     int64_t cur;
-    if ((rc = current_generation(dir, &cur))) goto done;
+    if ((rc = current_generation(dir, &cur, &old))) goto done;
     if (cur >= 0 && (uint64_t)cur >= gen) {
         rc = DT_ERR(DT_ERR_STATE, "%s: already holds generation %lld, not older than %llu: did another job save into "
                     "this directory after dt_ckpt_prepare?", dir, (long long)cur, (unsigned long long)gen);
@@ -306,18 +334,27 @@ static int commit_impl(const char *dir, const dt_ckpt_manifest *m_in) {
                     strerror(errno));
         goto done;
     }
-    /* the previous generation's files (named in the replaced manifest) and
-     * leftovers of interrupted saves: all rank files of older generations */
+    /* the previous generation's files (the replaced manifest lists them) and
+     * this process's leftovers of older generations (interrupted or failed
+     * saves, removals that failed): best effort, what fails stays for this
+     * process's next commit; nothing that only looks like a rank file goes */
     f = ck_fault("remove_old");
     if (f == DT_CKPT_FAULT_CRASH) { rc = DT_ERR(DT_ERR_IO, "%s: injected crash", dir); goto done; }
-    if (!f) remove_generations(dir, 0, gen - 1); /* best effort; the next commit retries */
+    if (!f) {
+        if (old) remove_rank_files(dir, old->m.generation, old->m.ranks, old->m.nranks);
+        ck_written_remove_older(dir, gen);
+    }
 done:
     if (fd >= 0) close(fd);
     if (rc && !renamed && !crashed && rc != DT_ERR_STATE) {
-        /* a failed save leaves the previous checkpoint and nothing of its own */
+        /* a failed save leaves the previous checkpoint and nothing of its own:
+         * the temporary manifest, and its rank files (generation gen, which
+         * dt_ckpt_prepare chose above every file present) */
         if (tpath) unlink(tpath);
-        remove_generations(dir, gen, gen);
+        remove_rank_files(dir, gen, NULL, m.world_size);
     }
+    unlock_dir(lk);
+    dt_ckpt_manifest_free(old ? &old->m : NULL);
     free(text);
     found_free(&ft);
     free(mpath);

@@ -1,6 +1,7 @@
 /* src/io/ckpt_fault.h - internal: the checkpoint store's fault-injection
- * hook, for the tests (tests/ckpt) only; not part of dtrain/ckpt.h's contract.
- * ckpt_commit.c and ckpt_rankfile.c call the hook before each step. */
+ * hook, for the tests (tests/io) only; not part of dtrain/ckpt.h's contract.
+ * ckpt_commit.c and ckpt_rankfile.c (which holds it) call the hook before
+ * each step. */
 #ifndef DT_IO_CKPT_FAULT_H
 #define DT_IO_CKPT_FAULT_H
 

@@ -2,10 +2,11 @@
  * share (include/dtrain/ckpt.h is the contract). The store is split along its
  * seams:
  *   ckpt_manifest.c  the manifest: validation, JSON in and out, lookups
- *   ckpt_rankfile.c  rank files: names in the directory, writing one rank's
- *                    shard, reading and verifying one
+ *   ckpt_rankfile.c  rank files: names in the directory (and vector names),
+ *                    writing one rank's shard, reading and verifying one;
+ *                    the tests' fault hook
  *   ckpt_commit.c    saving: prepare the directory, commit (one atomic rename
- *                    of the manifest), remove older generations; fault hook
+ *                    of the manifest), remove older generations
  *   ckpt_read.c      loading: a directory's manifest, verification, reading
  *                    ranges at any layout (resharding)
  * Every function returns DT_OK or a negative status with DT_ERR's message,
@@ -62,8 +63,6 @@ typedef struct ck_priv {
 
 typedef struct ck_holder { dt_ckpt_manifest m; ck_priv p; } ck_holder;
 
-/* 1 if s is a valid vector name: 1..DT_CKPT_MAX_NAME bytes of UTF-8. */
-int ck_name_ok(const char *s);
 /* Validates a manifest's contents (not the files). st: status for problems
  * (DT_ERR_IO for a file read from disk, DT_ERR_INVALID for a caller-built one). */
 int ck_validate(const char *fname, const dt_ckpt_manifest *m, int st);
@@ -83,6 +82,10 @@ typedef struct rf_hdr {
     char **names;
 } rf_hdr;
 
+/* The fault hook's verdict for a step (0: proceed). */
+int ck_fault(const char *step);
+/* 1 if s is a valid vector name: 1..DT_CKPT_MAX_NAME bytes of UTF-8. */
+int ck_name_ok(const char *s);
 /* rank-RRRRR.gG.bin, or rank-RRRRR.bin for generation 0 (format version 1). */
 void ck_rank_name(char *buf, size_t cap, int rank, uint64_t gen);
 /* malloc'd dir/ck_rank_name; NULL when out of memory. */
@@ -90,6 +93,10 @@ char *ck_rank_path(const char *dir, int rank, uint64_t gen);
 /* 1 if name is exactly what ck_rank_name writes for some rank and generation
  * (then *gen is set), else 0. */
 int ck_parse_rank_name(const char *name, uint64_t *gen);
+/* Removes the rank files this process wrote into dir (dt_ckpt_write_shard)
+ * of generations below gen, and forgets them; -1 if a removal failed (those
+ * are kept for the next call). */
+int ck_written_remove_older(const char *dir, uint64_t gen);
 /* dir without trailing slashes, malloc'd in *out. */
 int ck_norm_dir(const char *dir, char **out);
 /* Header and data bytes of a rank file holding these ranges. */
@@ -108,9 +115,5 @@ int ck_sync_close(const char *dir, const char *path, int *fd, const char *step, 
 /* Full verification of one rank file against its manifest entry (its CRC32
  * too if check_crc). */
 int ck_verify_rank_file(const char *dir, uint64_t gen, const dt_ckpt_rank_file *rf, int check_crc);
-
-/* ---- saving (ckpt_commit.c) ------------------------------------------------------ */
-/* The fault hook's verdict for a step (0: proceed). */
-int ck_fault(const char *step);
 
 #endif

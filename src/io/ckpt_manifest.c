@@ -14,12 +14,6 @@
 #include "io/fileio.h"
 #include "core/error.h"
 
-int ck_name_ok(const char *s) {
-    if (!s) return 0;
-    size_t n = strlen(s);
-    return n > 0 && n <= DT_CKPT_MAX_NAME && dtj_utf8_valid(s, n);
-}
-
 static int cmp_str_ptr(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }

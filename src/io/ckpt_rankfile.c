@@ -1,9 +1,12 @@
-/* src/io/ckpt_rankfile.c - rank files of a checkpoint directory: their names,
- * writing one rank's shard, reading and verifying one. See include/dtrain/ckpt.h. */
+/* src/io/ckpt_rankfile.c - rank files of a checkpoint directory: their names
+ * (and the state vectors' names they hold), writing one rank's shard, reading
+ * and verifying one; the tests' fault hook, called before each file-system
+ * step of a save (here and in ckpt_commit.c). See include/dtrain/ckpt.h. */
 #include "io/ckpt_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +17,82 @@
 #include "io/fileio.h"
 #include "core/error.h"
 
+/* ---- fault injection (the tests' hook, io/ckpt_fault.h) ----------------------- */
+static dt_ckpt_fault_fn g_fault;
+static void *g_fault_arg;
+void dt_ckpt_set_fault_hook(dt_ckpt_fault_fn fn, void *arg) {
+    g_fault = fn;
+    g_fault_arg = arg;
+}
+int ck_fault(const char *step) { return g_fault ? g_fault(step, g_fault_arg) : 0; }
+
+/* ---- the rank files this process wrote ----------------------------------------- */
+/* By directory (device and inode, whatever path names it), rank and
+ * generation, so that a commit into that directory can remove this process's
+ * leftovers of older generations (an interrupted or failed save, a removal
+ * that failed): files that no manifest lists, which the store removes only
+ * when it knows it wrote them (a user's file may look like a rank file). The
+ * oldest entries are forgotten beyond WRITTEN_MAX (ranks that never commit
+ * keep adding). */
+#define WRITTEN_MAX 256
+typedef struct written {
+    dev_t dev;
+    ino_t ino;
+    int rank;
+    uint64_t gen;
+} written;
+static written g_written[WRITTEN_MAX];
+static int g_nwritten;
+static pthread_mutex_t g_written_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void written_add(const char *dir, int rank, uint64_t gen) {
+    struct stat st;
+    if (stat(dir, &st) != 0) return;
+    pthread_mutex_lock(&g_written_lock);
+    for (int i = 0; i < g_nwritten; i++)
+        if (g_written[i].dev == st.st_dev && g_written[i].ino == st.st_ino && g_written[i].rank == rank &&
+            g_written[i].gen == gen) {
+            pthread_mutex_unlock(&g_written_lock);
+            return;
+        }
+    if (g_nwritten == WRITTEN_MAX) {
+        memmove(g_written, g_written + 1, sizeof g_written[0] * (WRITTEN_MAX - 1));
+        g_nwritten--;
+    }
+    g_written[g_nwritten++] = (written){st.st_dev, st.st_ino, rank, gen};
+    pthread_mutex_unlock(&g_written_lock);
+}
+
+int ck_written_remove_older(const char *dir, uint64_t gen) {
+    struct stat st;
+    if (stat(dir, &st) != 0) return -1;
+    int rc = 0, k = 0;
+    pthread_mutex_lock(&g_written_lock);
+    for (int i = 0; i < g_nwritten; i++) {
+        written w = g_written[i];
+        if (w.dev != st.st_dev || w.ino != st.st_ino || w.gen >= gen) {
+            g_written[k++] = w;
+            continue;
+        }
+        char *p = ck_rank_path(dir, w.rank, w.gen);
+        if (!p || (unlink(p) != 0 && errno != ENOENT)) {
+            rc = -1;
+            g_written[k++] = w; /* the next commit tries again */
+        }
+        free(p);
+    }
+    g_nwritten = k;
+    pthread_mutex_unlock(&g_written_lock);
+    return rc;
+}
+
 /* ---- names in a checkpoint directory ---------------------------------------- */
+int ck_name_ok(const char *s) {
+    if (!s) return 0;
+    size_t n = strlen(s);
+    return n > 0 && n <= DT_CKPT_MAX_NAME && dtj_utf8_valid(s, n);
+}
+
 /* A rank file's name: rank-RRRRR.gG.bin, or rank-RRRRR.bin in format version 1
  * (generation 0). */
 void ck_rank_name(char *buf, size_t cap, int rank, uint64_t gen) {
@@ -162,6 +240,7 @@ static int write_shard_impl(const char *dir, uint64_t gen, int rank, const dt_ck
         free(path);
         return rc;
     }
+    written_add(dir, rank, gen);
     int f = ck_fault("shard_write");
     if (f == DT_CKPT_FAULT_CRASH) { rc = DT_ERR(DT_ERR_IO, "%s: injected crash", path); goto done_keep; }
     if (f) { errno = EIO; rc = DT_ERR(DT_ERR_IO, "%s: injected write failure", path); goto done; }

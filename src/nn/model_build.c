@@ -24,9 +24,6 @@ int dt_model_config_default(dt_model_config *cfg, const char *name) {
         if (strcmp(*n, name) == 0) cfg->name = *n; /* the static string */
     return fam->config_default(cfg);
 }
-int dt_model_config_init(dt_model_config *cfg, const char *name) { /* deprecated name */
-    return dt_model_config_default(cfg, name);
-}
 
 /* ---- unit and slice tables ------------------------------------------------- */
 

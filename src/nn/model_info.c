@@ -144,7 +144,6 @@ const float *dt_model_log_probs(const dt_model *m) {
      * a family may fill a cache here (gpt's log-probabilities) */
     return m->fam->log_probs((dt_model *)m);
 }
-const float *dt_model_logits(const dt_model *m) { return dt_model_log_probs(m); } /* deprecated name */
 
 const float *dt_model_scores(const dt_model *m) {
     return m && m->B ? m->fam->scores(m) : NULL;

@@ -14,7 +14,6 @@ void dt_lr_schedule_default(dt_lr_schedule *s, float base_lr) {
     s->total_steps = 0;
     s->decay = DT_LR_CONSTANT;
 }
-void dt_lr_schedule_init(dt_lr_schedule *s, float base_lr) { dt_lr_schedule_default(s, base_lr); } /* deprecated name */
 
 int dt_lr_schedule_validate(const dt_lr_schedule *s) {
     if (!s) return DT_ERR(DT_ERR_INVALID, "schedule is NULL");

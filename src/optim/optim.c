@@ -195,7 +195,6 @@ void dt_optim_free(dt_optim *opt) {
     free(opt->nodecay);
     free(opt);
 }
-void dt_optim_destroy(dt_optim *opt) { dt_optim_free(opt); } /* deprecated name */
 
 static int cmp_range(const void *a, const void *b) {
     size_t x = ((const dt_optim_range *)a)->offset, y = ((const dt_optim_range *)b)->offset;

@@ -15,13 +15,9 @@
  * ADDING A STRATEGY: one file defining a dt_strategy_ops, and one entry in
  * k_strategies (strategy.c) with the predicate that selects it from the dist
  * config and the world size (the first match wins). The trainer needs no
- * change. The interface is meant to carry the next two as well:
- *  - dp-threads (N threads of one process, each a model replica over shared
- *    parameters): the table's `replicas` > 1 (one layer table per replica,
- *    hooks take the replica's table through `ctx`), gradients reduced
- *    between the threads at grad_ready/finish_micro, one optimizer step;
- *    dp_size / dp_rank then count replicas, not processes (the trainer cuts
- *    batches and scales the loss by them).
+ * change. Not yet behind it: --dp-threads (N threads of one process, each a
+ * model replica over shared parameters), which the trainer still runs
+ * beside the strategy (src/train/dp_threads.c).
  * Hybrid sharding (dist.shard_group host: ZeRO within a host, replicated
  * across hosts) is the ZeRO strategies' own: sub-communicators made in
  * create (dt_zero_hybrid_comms); state() says which shard this rank holds

@@ -18,7 +18,7 @@
 #include "comm/registry.h"
 #include "comm/comm_internal.h"
 #include "comm/op_kind.h"
-#include "comm/watchdog.h"
+#include "watchdog/watchdog.h"
 #include "core/error.h"
 #include "runtime/runtime.h"
 
@@ -204,7 +204,7 @@ static int create(dt_comm *world, int vrc, unsigned long long h, char *key, cons
     int gsize = my_group >= 0 ? group_lens[my_group] : 1;
     dt_comm *c;
     if (gsize == 1) {
-        rc = dt_comm_make_standalone(me, W, my_group, ngroups, &c);
+        rc = dt_comm_make_standalone(&dt_backend_void, me, W, my_group, ngroups, &c);
         if (rc) { free(key); return rc; }
         if (W > 1 && world->ops->split) rc = world->ops->split(world, -1, NULL, NULL);
         /* the device transport's split is collective over the world too */

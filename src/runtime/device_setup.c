@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "bootstrap/bootstrap.h"
-#include "comm/watchdog.h"
+#include "watchdog/watchdog.h"
 #include "core/device.h"
 #include "core/env.h"
 #include "core/error.h"

@@ -18,7 +18,7 @@
 #include "comm/comm_internal.h"
 #include "comm/op_kind.h"
 #include "comm/registry.h"
-#include "comm/watchdog.h"
+#include "watchdog/watchdog.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "dtrain/reliability.h"

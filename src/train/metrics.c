@@ -140,7 +140,7 @@ static void end(rec *r) {
 }
 
 /* ---- the file --------------------------------------------------------------- */
-int dtm_open(dt_metrics *m, const char *json_path, const char *tb_dir) {
+int dt_metrics_open(dt_metrics *m, const char *json_path, const char *tb_dir) {
     memset(m, 0, sizeof *m);
     if (json_path && *json_path) {
         snprintf(m->path, sizeof m->path, "%s", json_path);
@@ -158,9 +158,9 @@ int dtm_open(dt_metrics *m, const char *json_path, const char *tb_dir) {
     return DT_OK;
 }
 
-int dtm_is_open(const dt_metrics *m) { return m->f != NULL || m->tb.f != NULL; }
+int dt_metrics_is_open(const dt_metrics *m) { return m->f != NULL || m->tb.f != NULL; }
 
-int dtm_status(const dt_metrics *m) {
+int dt_metrics_status(const dt_metrics *m) {
     if (m->err)
         return DT_ERR(DT_ERR_IO, "writing the JSON metrics file '%s' failed: %s (records after the failure are "
                                  "missing)", m->path, strerror(m->err));
@@ -170,22 +170,22 @@ int dtm_status(const dt_metrics *m) {
     return DT_OK;
 }
 
-int dtm_close(dt_metrics *m) {
+int dt_metrics_close(dt_metrics *m) {
     if (m->tb.f) {
         int had = m->tb.err;
         if (dtio_tfe_close(&m->tb) && !had) tb_failed(m);
     }
-    if (!m->f) return dtm_status(m);
+    if (!m->f) return dt_metrics_status(m);
     errno = 0;
     if (fflush(m->f) != 0 || ferror(m->f)) fail(m, errno);
     errno = 0;
     if (fclose(m->f) != 0) fail(m, errno);
     m->f = NULL;
-    return dtm_status(m);
+    return dt_metrics_status(m);
 }
 
 /* ---- the records ------------------------------------------------------------ */
-void dtm_step(dt_metrics *m, long step, int epoch, long long epoch_pos, double loss, double lr, double time_s,
+void dt_metrics_step(dt_metrics *m, long step, int epoch, long long epoch_pos, double loss, double lr, double time_s,
               double grad_norm, double tokens_per_s, double mfu) {
     if (!WRITABLE(m)) return;
     rec r;
@@ -202,8 +202,8 @@ void dtm_step(dt_metrics *m, long step, int epoch, long long epoch_pos, double l
     end(&r);
 }
 
-void dtm_epoch(dt_metrics *m, int epoch, long steps, double loss, double train_acc, double samples_per_s,
-               double time_s, int eval, double test_loss, double test_acc, double tokens_per_s) {
+void dt_metrics_epoch(dt_metrics *m, int epoch, long steps, double loss, double train_acc, double samples_per_s,
+                      double time_s, int eval, double test_loss, double test_acc, double tokens_per_s) {
     if (!WRITABLE(m)) return;
     rec r;
     begin(&r, m, "epoch", steps, 1);
@@ -221,8 +221,8 @@ void dtm_epoch(dt_metrics *m, int epoch, long steps, double loss, double train_a
     end(&r);
 }
 
-void dtm_eval(dt_metrics *m, long step, int epoch, double train_loss, double tokens_per_s, int eval,
-              double test_loss, double test_acc) {
+void dt_metrics_eval(dt_metrics *m, long step, int epoch, double train_loss, double tokens_per_s, int eval,
+                     double test_loss, double test_acc) {
     if (!WRITABLE(m)) return;
     rec r;
     begin(&r, m, "eval", step, 1);
@@ -259,7 +259,7 @@ static void field_text(rec *r, const char *k, const int32_t *t, size_t n) {
     free(b);
 }
 
-void dtm_sample(dt_metrics *m, long step, double temperature, const int32_t *prompt, size_t np,
+void dt_metrics_sample(dt_metrics *m, long step, double temperature, const int32_t *prompt, size_t np,
                 const int32_t *tokens, size_t n, int bytes) {
     if (!WRITABLE(m)) return;
     rec r;
@@ -279,7 +279,7 @@ void dtm_sample(dt_metrics *m, long step, double temperature, const int32_t *pro
     end(&r);
 }
 
-void dtm_memory(dt_metrics *m, long step, const char *when, size_t num_params, int ranks, int zero_opt_level,
+void dt_metrics_memory(dt_metrics *m, long step, const char *when, size_t num_params, int ranks, int zero_opt_level,
                 size_t act_off, size_t act_on) {
     if (!WRITABLE(m)) return;
     rec r;
@@ -306,7 +306,7 @@ void dtm_memory(dt_metrics *m, long step, const char *when, size_t num_params, i
     end(&r);
 }
 
-void dtm_summary(dt_metrics *m, long steps, int ranks, int zero_opt_level, double median_step_s,
+void dt_metrics_summary(dt_metrics *m, long steps, int ranks, int zero_opt_level, double median_step_s,
                  double comm_hidden, double comm_hidden_compute, double grad_norm, double test_acc,
                  double test_loss, double tokens_per_s, double mfu) {
     if (!WRITABLE(m)) return;

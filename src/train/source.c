@@ -7,8 +7,10 @@
 #include "train/source.h"
 
 static int configure_sequential(dt_model_config *c, const dt_train_options *o) {
-    if (o->hidden1) c->hidden1 = o->hidden1; /* mlp widths, or cnn conv_channels1/2 (the same storage) */
+    if (o->hidden1) c->hidden1 = o->hidden1; /* mlp widths */
     if (o->hidden2) c->hidden2 = o->hidden2;
+    if (o->conv_channels1) c->conv_channels1 = o->conv_channels1; /* cnn channels */
+    if (o->conv_channels2) c->conv_channels2 = o->conv_channels2;
     if (o->dropout >= 0) c->dropout = o->dropout;
     c->seed = o->seed;
     return DT_OK;
@@ -41,10 +43,14 @@ static const struct {
 #define NFAM ((int)(sizeof k_families / sizeof k_families[0]))
 
 const dt_train_family *dt_train_family_of(const char *model) {
-    for (int f = 0; model && f < NFAM; f++)
-        for (const char *const *n = k_families[f].models; *n; n++)
-            if (strcmp(*n, model) == 0) return &k_families[f].f;
-    DT_ERR(DT_ERR_INVALID, "model '%s' is not one the trainer knows (mlp, lenet, cnn, gpt)", model ? model : "(null)");
+    char known[128] = "";
+    size_t k = 0;
+    for (int f = 0; f < NFAM; f++)
+        for (const char *const *n = k_families[f].models; *n; n++) {
+            if (model && strcmp(*n, model) == 0) return &k_families[f].f;
+            if (k < sizeof known) k += (size_t)snprintf(known + k, sizeof known - k, "%s%s", k ? ", " : "", *n);
+        }
+    DT_ERR(DT_ERR_INVALID, "model '%s' is not one the trainer knows (%s)", model ? model : "(null)", known);
     return NULL;
 }
 

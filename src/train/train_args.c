@@ -45,8 +45,7 @@ const char *dt_train_usage(void) {
 "  --model mlp|lenet|cnn|gpt  model (default lenet); classifiers train on Fashion-MNIST,\n"
 "                             gpt (a GPT-2 language model) on text bytes or llm.c token shards\n"
 "  --hidden1 N --hidden2 N    mlp: widths of fc1 and fc2 (default 1024 1024)\n"
-"  --channels1 N --channels2 N  cnn: output channels of conv1 and conv2 (default 32 64;\n"
-"                             --hidden1/--hidden2 are their deprecated names for cnn)\n"
+"  --channels1 N --channels2 N  cnn: output channels of conv1 and conv2 (default 32 64)\n"
 "  --dropout P                cnn dropout (default 0.25)\n"
 "  --preset NAME              gpt sizes: gpt-test (2 layers x 64), gpt-demo (6 x 384, the\n"
 "                             default), gpt2-124m (12 x 768); each overridable:\n"
@@ -260,13 +259,10 @@ static int check_conflicts(const dt_train_options *o, unsigned given) {
                           "DTRAIN_SYNC_BN or the --config file)", m->name);
         if ((given & G_DROPOUT) && !m->dropout)
             return DT_ERR(DT_ERR_INVALID, "flag --dropout: model %s has no dropout", m->name);
-        if ((given & (G_HIDDEN1 | G_HIDDEN2)) && !m->hidden && !m->channels)
-            return DT_ERR(DT_ERR_INVALID, "flag %s: model %s has no hidden sizes",
-                          given & G_HIDDEN1 ? "--hidden1" : "--hidden2", m->name);
-        if ((given & (G_HIDDEN1 | G_HIDDEN2)) && m->channels) /* the deprecated names: they still work */
-            fprintf(stderr, "dtrain: flag %s is deprecated for --model %s (it sets conv%d's channels): use %s\n",
-                    given & G_HIDDEN1 ? "--hidden1" : "--hidden2", m->name, given & G_HIDDEN1 ? 1 : 2,
-                    given & G_HIDDEN1 ? "--channels1" : "--channels2");
+        if ((given & (G_HIDDEN1 | G_HIDDEN2)) && !m->hidden)
+            return DT_ERR(DT_ERR_INVALID, "flag %s: model %s has no hidden sizes%s",
+                          given & G_HIDDEN1 ? "--hidden1" : "--hidden2", m->name,
+                          m->channels ? "; its conv channels are --channels1/--channels2" : "");
         if ((given & (G_CHANNELS1 | G_CHANNELS2)) && !m->channels)
             return DT_ERR(DT_ERR_INVALID, "flag %s: model %s has no conv channels to set (only cnn has)%s",
                           given & G_CHANNELS1 ? "--channels1" : "--channels2", m->name,

@@ -103,6 +103,8 @@ int dt_trainer_check_flags(dt_trainer *t) {
     add(&fs, "--model", "%s", o->model);
     add(&fs, "--hidden1", "%d", o->hidden1);
     add(&fs, "--hidden2", "%d", o->hidden2);
+    add(&fs, "--channels1", "%d", o->conv_channels1);
+    add(&fs, "--channels2", "%d", o->conv_channels2);
     add(&fs, "--dropout", "%.9g", o->dropout);
     add(&fs, "--preset", "%s", o->preset);
     add(&fs, "--n-layer", "%d", o->n_layer);
@@ -203,7 +205,7 @@ int dt_trainer_check_outputs(dt_trainer *t) {
             rc = strcmp(o->save_format, "hf") == 0 ? dt_trainer_check_hf_dir(o->save_model)
                                                    : dt_st_writer_check(o->save_model);
         if (!rc && (*o->json_path || *o->tensorboard_dir))
-            rc = dtm_open(&t->metrics, o->json_path, o->tensorboard_dir);
+            rc = dt_metrics_open(&t->metrics, o->json_path, o->tensorboard_dir);
     }
     if (!rc && *o->timeline_path) {
         char path[320];

@@ -41,30 +41,6 @@ static int agree_all(dt_trainer *t, int rc) {
     return rc;
 }
 
-/* The first failing rank's status and message, on every rank (so that every
- * rank stops with the same clear message instead of some waiting for the
- * others). Collective. */
-int dt_trainer_agree_error(dt_trainer *t, int rc) {
-    if (t->ci.size == 1) return rc;
-    int v = rc < 0 ? t->ci.rank : t->ci.size;
-    int brc = dt_allreduce(&v, &v, 1, DT_I32, DT_MIN, t->comm);
-    if (brc) return brc;
-    if (v == t->ci.size) return DT_OK;
-    char msg[1024] = "";
-    int st[2] = {rc, dt_trainer_input_marked()}; /* the status, and whether it is the input's fault */
-    if (t->ci.rank == v) snprintf(msg, sizeof msg, "%s", dt_last_error());
-    int root = dt_comm_world_rank_of(t->comm, v);
-    if ((brc = dt_broadcast(msg, msg, sizeof msg, DT_U8, root, t->comm)) ||
-        (brc = dt_broadcast(st, st, 2, DT_I32, root, t->comm)))
-        return brc;
-    if (t->ci.rank == v) return rc;
-    msg[sizeof msg - 1] = '\0';
-    char who[32];
-    snprintf(who, sizeof who, "rank %d", v);
-    rc = dt_error(st[0], who, "%s", msg);
-    return st[1] ? dt_trainer_mark_input(rc) : rc;
-}
-
 /* ---- the model's memory as the files see it ------------------------------------ */
 
 /* n floats at p in host memory: p itself, or (device memory: a device model's

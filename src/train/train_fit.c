@@ -164,7 +164,7 @@ static int train_step(dt_trainer *t, tally *ep, tally *win, double *step_loss) {
     }
     const double secs = (t1 - t0) * 1e-6, tps = secs > 0 ? (double)t->step_tokens / secs : 0;
     t->step_s[t->nstep_s++] = secs;
-    dtm_step(&t->metrics, t->step + 1, t->epoch, so->position(t->src), *step_loss, st.lr, secs, t->grad_norm, tps,
+    dt_metrics_step(&t->metrics, t->step + 1, t->epoch, so->position(t->src), *step_loss, st.lr, secs, t->grad_norm, tps,
              t->peak_flops > 0 ? t->flops_per_token * tps / t->peak_flops : -1);
     t->step++;
     return 1;
@@ -201,7 +201,7 @@ static int periodic_eval(dt_trainer *t, tally *win, double *t_win, dt_train_resu
         printf("  %.0f %s/s\n", per_s, seq ? "tokens" : "samples");
         fflush(stdout);
     }
-    dtm_eval(&t->metrics, t->step, t->epoch, train_loss, per_s, t->o.eval, loss, acc);
+    dt_metrics_eval(&t->metrics, t->step, t->epoch, train_loss, per_s, t->o.eval, loss, acc);
     *win = (tally){0, 0, 0};
     *t_win = dt_trace_now_us();
     return DT_OK;
@@ -223,7 +223,7 @@ static int eval_only(dt_trainer *t, dt_train_result *r) {
             printf("test_loss %.4f  test_acc %.2f%%\n", loss, 100 * acc);
         fflush(stdout);
     }
-    dtm_eval(&t->metrics, t->step, t->epoch, NAN, 0, 1, loss, acc);
+    dt_metrics_eval(&t->metrics, t->step, t->epoch, NAN, 0, 1, loss, acc);
     return DT_OK;
 }
 
@@ -231,7 +231,7 @@ static int eval_only(dt_trainer *t, dt_train_result *r) {
  * and every failed write of their lives reported (after the model and the
  * checkpoint were saved: nothing of the training is lost to a full disk). */
 static int close_outputs(dt_trainer *t) {
-    int rc = dtm_close(&t->metrics);
+    int rc = dt_metrics_close(&t->metrics);
     if (t->tracing) {
         t->tracing = 0;
         int trc = dt_trace_close();
@@ -318,8 +318,8 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
             printf("  (%.1f s)\n", secs);
             fflush(stdout);
         }
-        dtm_epoch(&t->metrics, e + 1, t->step, r.last_loss, r.train_acc, r.samples_per_s, secs, o->eval, tl,
-                  r.test_acc, r.tokens_per_s);
+        dt_metrics_epoch(&t->metrics, e + 1, t->step, r.last_loss, r.train_acc, r.samples_per_s, secs, o->eval, tl,
+                         r.test_acc, r.tokens_per_s);
     }
     r.steps = t->step;
     if ((*o->checkpoint_dir || *o->save_model) && (rc = check_finite(t))) return rc;
@@ -345,9 +345,9 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
     dt_strategy_overlap(t->st, &r.comm_hidden, &r.comm_hidden_compute);
     r.grad_norm = t->grad_norm;
     if (res) *res = r;
-    dtm_memory(&t->metrics, t->step, "end", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level,
+    dt_metrics_memory(&t->metrics, t->step, "end", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level,
                t->act_bytes[0], t->act_bytes[1]);
-    dtm_summary(&t->metrics, r.steps, t->ci.size, o->dist.zero_opt_level, r.median_step_s, r.comm_hidden,
+    dt_metrics_summary(&t->metrics, r.steps, t->ci.size, o->dist.zero_opt_level, r.median_step_s, r.comm_hidden,
                 r.comm_hidden_compute, r.grad_norm, r.test_acc, r.test_loss, r.tokens_per_s, r.mfu);
     return close_outputs(t);
 }

@@ -97,7 +97,7 @@ int dt_trainer_sample(dt_trainer *t) {
         printf("\n");
         fflush(stdout);
     }
-    if (!rc) dtm_sample(&t->metrics, t->step, o->sample_temperature, prompt, (size_t)plen, outb, (size_t)n, bytes);
+    if (!rc) dt_metrics_sample(&t->metrics, t->step, o->sample_temperature, prompt, (size_t)plen, outb, (size_t)n, bytes);
     free(prompt);
     free(outb);
     free(full);

@@ -17,17 +17,6 @@
 #include "dtrain/zero.h"
 #include "train/trainer_internal.h"
 
-/* ---- input errors (dtrain-train's exit 2) ------------------------------------------ */
-
-static _Thread_local int g_input_error;
-
-int dt_trainer_mark_input(int rc) {
-    if (rc < 0) g_input_error = 1;
-    return rc;
-}
-int dt_trainer_input_marked(void) { return g_input_error; }
-int dt_trainer_usage_error(void) { return g_input_error; }
-
 /* ---- hooks: the timeline around each layer, the strategy's work ---------------------- */
 
 static int h_pre_fwd(void *ctx, int layer) {
@@ -265,7 +254,7 @@ static void setup_rates(dt_trainer *t) {
 }
 
 int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
-    g_input_error = 0;
+    dt_trainer_input_clear();
     if (!o || !out) return DT_ERR(DT_ERR_INVALID, "NULL argument");
     *out = NULL;
     dt_trainer *t = calloc(1, sizeof *t);
@@ -319,7 +308,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
      * of them are still checked before anything is trained */
     FAIL(dt_trainer_check_outputs(t));
     setup_rates(t);
-    dtm_memory(&t->metrics, t->step, "start", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level,
+    dt_metrics_memory(&t->metrics, t->step, "start", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level,
                t->act_bytes[0], t->act_bytes[1]);
 #undef FAIL
     *out = t;
@@ -329,7 +318,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
 void dt_trainer_free(dt_trainer *t) {
     if (!t) return;
     if (t->tracing) dt_trace_close();
-    dtm_close(&t->metrics); /* a failed write was already reported by dt_trainer_fit or is moot */
+    dt_metrics_close(&t->metrics); /* a failed write was already reported by dt_trainer_fit or is moot */
     dt_dp_threads_free(t->dpt); /* its replicas read the strategy's parameters: before the strategy */
     dt_strategy_free(t->st);
     dt_model_free(t->model);
@@ -350,13 +339,6 @@ void dt_trainer_free(dt_trainer *t) {
 
 dt_model *dt_trainer_model(dt_trainer *t) { return t ? t->model : NULL; }
 
-void dt_trainer_position(const dt_trainer *t, uint64_t *epoch, uint64_t *samples) {
-    *epoch = (uint64_t)t->epoch;
-    if (t->resume_pos > 0) *samples = (uint64_t)t->resume_pos; /* resumed, not trained since */
-    else if (t->epoch_over) *samples = 0;
-    else *samples = (uint64_t)t->src->ops->position(t->src);
-}
-
 int dt_trainer_model_meta(const dt_trainer *t, char keys[][16], char vals[][24]) {
     int n = 0;
     if (t->io.max_seq > 0) { /* a sequence model: its sizes */
@@ -369,11 +351,13 @@ int dt_trainer_model_meta(const dt_trainer *t, char keys[][16], char vals[][24])
             snprintf(vals[n], 24, "%d", kv[i].v);
         }
     } else {
-        /* the manifest's keys for both mlp widths and cnn channels (format unchanged) */
+        /* the manifest's keys for both mlp widths and cnn channels (the
+         * format of checkpoints written when they shared their storage) */
+        int cnn = strcmp(t->o.model, "cnn") == 0;
         snprintf(keys[n], 16, "hidden1");
-        snprintf(vals[n++], 24, "%d", t->o.hidden1);
+        snprintf(vals[n++], 24, "%d", cnn ? t->o.conv_channels1 : t->o.hidden1);
         snprintf(keys[n], 16, "hidden2");
-        snprintf(vals[n++], 24, "%d", t->o.hidden2);
+        snprintf(vals[n++], 24, "%d", cnn ? t->o.conv_channels2 : t->o.hidden2);
     }
     return n;
 }

@@ -1,6 +1,7 @@
 /* src/train/trainer_internal.h - internal: the trainer object, shared by
  * trainer.c (set-up, evaluation), train_fit.c (the training loop),
- * train_ckpt.c (checkpoints, model export) and train_checks.c. */
+ * train_ckpt.c (checkpoints, model export), train_checks.c and
+ * train_errors.c (errors across the ranks). */
 #ifndef DT_TRAIN_TRAINER_INTERNAL_H
 #define DT_TRAIN_TRAINER_INTERNAL_H
 
@@ -56,13 +57,15 @@ struct dt_trainer {
     size_t act_bytes[2];     /* activations of a training batch, recompute off / on (0: n/a) */
 };
 
-/* train_ckpt.c: the first failing rank's status and message on every rank
+/* train_errors.c: the first failing rank's status and message on every rank
  * (collective); a failure some rank marked as bad input (dt_trainer_mark_input)
  * stays marked on every rank. */
 int dt_trainer_agree_error(dt_trainer *t, int rc);
-/* trainer.c: mark rc (returned) as the input not fitting the flags: exit 2. */
+/* train_errors.c: mark rc (returned) as the input not fitting the flags: exit
+ * 2; whether a failure was so marked (this thread, since the last clear). */
 int dt_trainer_mark_input(int rc);
 int dt_trainer_input_marked(void);
+void dt_trainer_input_clear(void);
 /* train_checks.c, before training (each collective; every rank gets the same
  * status and a message naming what differs):
  *   the flags and dist config that shape the collectives agree across ranks;
@@ -91,9 +94,14 @@ int dt_trainer_set_params(dt_trainer *t, const float *params, const float *buffe
  * text (a byte vocabulary) or the token ids, and writes the JSON record.
  * Collective. */
 int dt_trainer_sample(dt_trainer *t);
-/* trainer.c: where the run is: the epoch and the samples of its global order
- * consumed (the start of the next epoch once one is complete). */
-void dt_trainer_position(const dt_trainer *t, uint64_t *epoch, uint64_t *samples);
+/* Where the run is: the epoch and the samples of its global order consumed
+ * (the start of the next epoch once one is complete). */
+static inline void dt_trainer_position(const dt_trainer *t, uint64_t *epoch, uint64_t *samples) {
+    *epoch = (uint64_t)t->epoch;
+    if (t->resume_pos > 0) *samples = (uint64_t)t->resume_pos; /* resumed, not trained since */
+    else if (t->epoch_over) *samples = 0;
+    else *samples = (uint64_t)t->src->ops->position(t->src);
+}
 /* trainer.c: the model sizes that checkpoints record and resume checks,
  * as (key, value) pairs; returns the count (<= 8). */
 int dt_trainer_model_meta(const dt_trainer *t, char keys[][16], char vals[][24]);

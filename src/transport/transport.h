@@ -1,5 +1,6 @@
-/* src/transport/transport.h - internal: the communicator object, the
- * transport vtable and the table of transports.
+/* src/transport/transport.h - internal: the transport vtable, the table of
+ * transports, and destroying a communicator (comm/comm_internal.h holds the
+ * object) through its transports.
  *
  * A transport moves the data of collectives for one kind of communicator:
  *   void  a group of one process (every collective is a copy); on a world of
@@ -30,7 +31,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "dtrain/coll.h"
+#include "comm/comm_internal.h"
+#include "comm/op_kind.h"
 #include "dtrain/comm.h"
 #include "dtrain/dtype.h"
 #include "transport/settings.h"
@@ -52,14 +54,13 @@ typedef struct dt_fp_hdr {
     uint32_t flags;      /* DT_FP_* */
     uint32_t data_bytes; /* bytes of data following the header in this message */
     uint16_t kind;       /* dt_coll_kind */
-    uint8_t dtype, op;   /* 0xff: none / mixed */
+    uint8_t dtype, op;   /* DT_FP_NONE (comm/op_kind.h): none / mixed */
     uint32_t nlist;      /* tensors in a list collective */
     uint32_t layout;     /* lists: 32-bit hash of the tensors' dtypes and counts */
 } dt_fp_hdr;
 #define DT_FP_MISMATCH 1u
 #define DT_FP_DEVICE 2u  /* the call is on device memory (part of fp too) */
 #define DT_FP_WIRE_SHIFT 8 /* flags bits 8..15: the call's dt_wire (part of fp too) */
-#define DT_FP_NONE 0xffu
 
 /* One piece of a fused allreduce: `count` elements read from `in`, the
  * result written to `out` (in == out: in place). */
@@ -215,28 +216,18 @@ typedef struct dt_dev_transport {
     void (*abort_all)(void);
 } dt_dev_transport;
 
-struct dt_comm {
-    unsigned magic;             /* DT_COMM_MAGIC while alive */
-    const dt_backend_ops *ops;
-    const dt_dev_backend *dev;  /* device memory over a device transport; NULL: staged */
-    void *dev_impl;
-    dt_comm_info info;
-    int *world_ranks;           /* [size] world rank of each member, ascending */
-    void *impl;                 /* backend state (e.g. the MPI_Comm) */
-    char *key;                  /* canonical rank_list (pool entries), NULL for world */
-    struct dt_comm *next;       /* pool list */
-    /* reliability: fingerprints and the watchdog */
-    uint32_t cid;               /* creation index: 0 world, then 1, 2, ... (same on every rank) */
-    uint64_t gkey;              /* hash of key and group_id: the "group" of a fingerprint */
-    uint64_t seq;               /* collectives executed on this communicator */
-    uint64_t *p2p_seq;          /* [2*size]: sends to / receives from each group rank */
-    void **plain_shared;        /* dt_comm_alloc_shared memory the backend declined: plain */
-    int n_plain_shared, cap_plain_shared;
-};
-
-#define DT_COMM_MAGIC 0xd7c0330du
-
 extern const dt_backend_ops dt_backend_void;
+
+/* The transport's allreduce / reduce_scatter / reduce of c with the wire
+ * type `wire` (a dt_wire): its _wire op when the wire is not native and it
+ * offers one, else the plain op (the data moves as it is). */
+int dt_transport_allreduce(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int wire);
+int dt_transport_reduce_scatter(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int wire);
+int dt_transport_reduce(dt_comm *c, const void *s, void *r, size_t n, dt_dtype dt, dt_op op, int root, int wire);
+
+/* Frees c (NULL: no-op): its device transport's state, its host transport's,
+ * then the object (dt_comm_free). */
+void dt_comm_destroy(dt_comm *c);
 
 /* ---- which data path ran ------------------------------------------------------
  * Calls of this process that took each of the transports' own algorithms

@@ -7,7 +7,7 @@
  * asynchronous (reading inputs that earlier asynchronous work writes). Also:
  * a rank calling it against ranks calling dt_reduce_scatter; the error paths
  * (list length, mixed counts and dtypes, NULLs, overlaps, overflow, bad op,
- * mismatches across ranks); and the deprecated name dt_reduce_scatter_list. */
+ * mismatches across ranks). */
 #define _POSIX_C_SOURCE 200809L
 #include "coll_common.h"
 
@@ -226,27 +226,6 @@ static void mismatches(const tcomm *t) {
     CHECK_OK(dt_reduce_scatter_per_rank(in, t->n, &out, DT_SUM, t->comm));
 }
 
-/* The 0.1 name still works (deprecated), as dt_reduce_scatter_fused. */
-static void deprecated_alias(const tcomm *t) {
-    size_t n = (size_t)t->n, g = (size_t)t->grank, c = 6;
-    float x[64 * 6], y[6], z[6];
-    gen_buf(DT_F32, GEN_SUM, ME, 0, n * c, 4242, x);
-    dt_tensor in = {x, n * c, DT_F32}, o1 = {y, c, DT_F32}, o2 = {z, c, DT_F32};
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-    CHECK_OK(dt_reduce_scatter_list(&in, &o1, 1, DT_SUM, t->comm));
-    dt_work *w = NULL;
-    int rc = dt_reduce_scatter_list_async(&in, &o2, 1, DT_SUM, t->comm, &w);
-#pragma GCC diagnostic pop
-    CHECK(rc == DT_OK && dt_work_wait(w) == DT_OK, "dt_reduce_scatter_list_async: %s", dt_last_error());
-    dt_work_free(w);
-    float want[6];
-    expect_reduce(DT_F32, DT_SUM, t, g * c, c, 4242, want);
-    if (same_elems("dt_reduce_scatter_list", DT_F32, y, want, c) &&
-        same_elems("dt_reduce_scatter_list_async", DT_F32, z, want, c))
-        dt_test_passed++;
-}
-
 int main(void) {
     coll_init();
     tcomm tc[8];
@@ -272,7 +251,6 @@ int main(void) {
         mixed_with_plain(t, 900 + (uint64_t)ci);
         errors(t);
         mismatches(t);
-        deprecated_alias(t);
     }
     CHECK_OK(dt_finalize());
     return dt_test_finish("coll_per_rank");

@@ -88,7 +88,11 @@ enum { FK_LIB_CUDA = 0, FK_LIB_NCCL = 1, FK_LIB_N = 2 };
 typedef struct fk_counter {
     const char *name;        /* the function's */
     int lib;                 /* FK_LIB_* */
+#ifdef __cplusplus
+    long n;                  /* C++ (the emulated kernels, tests/fakegpu/emu) only includes the declarations */
+#else
     _Atomic long n;
+#endif
     struct fk_counter *next; /* the list of functions called so far */
 } fk_counter;
 /* One count for c (registered on its first). */

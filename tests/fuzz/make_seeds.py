@@ -71,7 +71,7 @@ put("config", "set_num", "=timeout_s=1e-3")
 # ---- train_args: one argument per line ----------------------------------------
 put("train_args", "typical", "\n".join(["--model", "mlp", "--epochs", "2", "--batch-size=32", "--lr", "0.1",
     "--optimizer", "adam", "--seed", "7", "--quiet", "--sync-bn", "1", "--bucket-size-mb=4"]))
-put("train_args", "all_eq", "\n".join(["--model=cnn", "--hidden1=8", "--hidden2=16", "--dropout=0.5",
+put("train_args", "all_eq", "\n".join(["--model=cnn", "--channels1=8", "--channels2=16", "--dropout=0.5",
     "--momentum=0.5", "--nesterov=1", "--weight-decay=0.01", "--schedule=cosine", "--warmup-steps=3",
     "--min-lr=0.001", "--data=/tmp/x", "--train-limit=100", "--test-limit=10", "--max-steps=5",
     "--accum-steps=2", "--threads=1", "--shuffle=0", "--drop-last=1", "--eval=0", "--json=/tmp/j",

@@ -20,8 +20,9 @@ static void make_batch(float *x, int32_t *y, int B, uint64_t seed) {
 static dt_model *make(const char *name, int h1, int h2, int h3, float p, uint64_t seed) {
     dt_model_config cfg;
     if (dt_model_config_default(&cfg, name)) return NULL;
-    if (h1) cfg.hidden1 = h1;
-    if (h2) cfg.hidden2 = h2;
+    int cnn = strcmp(name, "cnn") == 0; /* its first two sizes are channels */
+    if (h1) *(cnn ? &cfg.conv_channels1 : &cfg.hidden1) = h1;
+    if (h2) *(cnn ? &cfg.conv_channels2 : &cfg.hidden2) = h2;
     if (h3) cfg.hidden3 = h3;
     cfg.dropout = p;
     cfg.seed = seed;
@@ -63,7 +64,7 @@ static void test_config_errors(void) {
     cfg.hidden2 = -3;
     CHECK_ERR(dt_model_create(&cfg, &m), DT_ERR_INVALID, "must be > 0");
     CHECK_OK(dt_model_config_default(&cfg, "cnn"));
-    CHECK(cfg.hidden1 == 32 && cfg.hidden2 == 64 && cfg.hidden3 == 128 && cfg.dropout == 0.25f,
+    CHECK(cfg.conv_channels1 == 32 && cfg.conv_channels2 == 64 && cfg.hidden3 == 128 && cfg.dropout == 0.25f,
           "cnn defaults");
     cfg.hidden3 = 0;
     CHECK_ERR(dt_model_create(&cfg, &m), DT_ERR_INVALID, "hidden3=0");

@@ -53,8 +53,9 @@ static void run(const char *file) {
     const int B = (int)ty->count;
     dt_model_config cfg;
     CHECK_OK(dt_model_config_default(&cfg, name));
-    if (sizes[0]) cfg.hidden1 = sizes[0];
-    if (sizes[1]) cfg.hidden2 = sizes[1];
+    int cnn = strcmp(name, "cnn") == 0; /* its first two sizes are channels */
+    if (sizes[0]) *(cnn ? &cfg.conv_channels1 : &cfg.hidden1) = sizes[0];
+    if (sizes[1]) *(cnn ? &cfg.conv_channels2 : &cfg.hidden2) = sizes[1];
     if (sizes[2]) cfg.hidden3 = sizes[2];
     cfg.dropout = tp[0];
     dt_model *m = NULL;

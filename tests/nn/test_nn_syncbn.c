@@ -85,8 +85,8 @@ static dt_model *make(const char *name, uint64_t seed) {
     dt_model_config cfg;
     dt_model_config_default(&cfg, name);
     if (strcmp(name, "cnn") == 0) {
-        cfg.hidden1 = 8;
-        cfg.hidden2 = 8;
+        cfg.conv_channels1 = 8;
+        cfg.conv_channels2 = 8;
         cfg.hidden3 = 16;
         cfg.dropout = 0.0f;
     }

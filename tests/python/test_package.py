@@ -11,6 +11,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 import numpy as np
 
@@ -109,6 +111,7 @@ def t_config():
     tmpf = os.path.join(tempfile.mkdtemp(prefix="dtrain-cfg-"), "c.json")
     d.save(tmpf)
     check("save/load", DistConfig().load(tmpf) == d)
+    files_that_are_not_configs(os.path.dirname(tmpf), d)
     shutil.rmtree(os.path.dirname(tmpf), ignore_errors=True)
     check("deprecated world attributes", (d.rank, d.size, d.local_rank, d.local_size,
                                           d.root_rank) == (R, S, comm.local_rank,
@@ -117,6 +120,41 @@ def t_config():
     d.reset()
     check("reset", d.to_dict() == DEFAULTS)
     check("repr", repr(d).startswith("DistConfig(enable_data_parallel=True"))
+
+
+def files_that_are_not_configs(tmp, d):
+    """DistConfig.load/.save on what is not a regular file never wait (a FIFO
+    used to block both forever), and refuse what dt_config_load refuses, in
+    its words."""
+    fifo = os.path.join(tmp, "fifo")
+    os.mkfifo(fifo)
+    t0 = time.monotonic()
+    expect_raises("load a FIFO", OSError, lambda: DistConfig().load(fifo), "is a FIFO, not a regular file")
+    expect_raises("save to a FIFO no process reads", OSError, lambda: d.save(fifo),
+                  "a FIFO that no process reads")
+    check("FIFOs refused at once", time.monotonic() - t0 < 5, "%.1f s" % (time.monotonic() - t0))
+    # with a reader, the FIFO is written to (as a shell's pipe or /dev/stdout would be)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()))
+    reader.start()
+    for _ in range(500):  # the reader's open() must come first
+        try:
+            d.save(fifo)
+            break
+        except OSError:
+            time.sleep(0.01)
+    reader.join(10)
+    check("save to a FIFO with a reader", got and DistConfig().loads(got[0]) == d, repr(got))
+    expect_raises("load a directory", OSError, lambda: DistConfig().load(tmp), "is a directory")
+    expect_raises("load a missing file", OSError, lambda: DistConfig().load(os.path.join(tmp, "no")),
+                  "cannot open config file")
+    big = os.path.join(tmp, "big.json")
+    with open(big, "w") as f:
+        f.write('{"zero_opt_level": 1' + " " * 9000 + "}")
+    expect_raises("load a file over 8191 bytes", OSError, lambda: DistConfig().load(big),
+                  "larger than 8191 bytes")
+    expect_raises("save into a missing directory", OSError,
+                  lambda: d.save(os.path.join(tmp, "no", "c.json")), "cannot write config file")
 
 
 class _CConfig(ctypes.Structure):

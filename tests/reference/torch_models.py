@@ -30,7 +30,8 @@ Tensor names used in the model fixtures (<key> = a state_dict key, e.g.
 "fc1.weight" or "bn1.running_mean"):
   config.name      uint8 [n]   model name ("mlp", "lenet", "cnn")
   config.sizes     int32 [3]   hidden1, hidden2, hidden3 of dt_model_config
-                               (0 where the model has no such size)
+                               (cnn: conv_channels1, conv_channels2, hidden3;
+                               0 where the model has no such size)
   config.dropout   float32 [1]
   input.x          float32 [B,1,28,28]
   input.y          int32 [B]
@@ -178,7 +179,7 @@ def build_model(name, sizes=(0, 0, 0), dropout=0.0):
 
 # The parity cases: small sizes keep the fixtures small (< 2 MB in all).
 CASES = [
-    # name,  sizes (hidden1, hidden2, hidden3), dropout, batch
+    # name,  sizes (hidden1, hidden2, hidden3; cnn: conv_channels1/2, hidden3), dropout, batch
     ("mlp", (64, 32, 0), 0.0, 8),
     ("lenet", (0, 0, 0), 0.0, 8),
     ("cnn", (4, 8, 16), 0.0, 6),

@@ -1,6 +1,7 @@
 /* Single-process training: mlp on a 2,000-image subset learns within seconds
  * (loss of the 4th epoch below 60% of the 1st, test accuracy above 70%), and
- * the same seed gives bit-identical results twice. */
+ * the same seed gives bit-identical results twice; a model no family trains
+ * is refused. */
 #include <math.h>
 #include <stdlib.h>
 #include "dtrain/model.h"
@@ -53,6 +54,15 @@ int main(void) {
     CHECK(a.last_loss == b.last_loss, "bit-identical losses %.9g vs %.9g", a.last_loss, b.last_loss);
     free(pa);
     free(pb);
+
+    /* a model no family trains: refused, naming the ones there are */
+    dt_train_options o;
+    dt_train_options_default(&o);
+    snprintf(o.model, sizeof o.model, "resnet");
+    dt_trainer *t = NULL;
+    CHECK_ERR(dt_trainer_create(&o, &t), DT_ERR_INVALID,
+              "model 'resnet' is not one the trainer knows (mlp, lenet, cnn, gpt)");
+    CHECK(t == NULL, "no trainer on failure");
     CHECK_OK(dt_finalize());
     return dt_test_finish("train_learns");
 }

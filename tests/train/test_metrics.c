@@ -32,7 +32,7 @@ static double as_printed(const char *fmt, double v) {
 /* Every number of the step/epoch/summary records, for many magnitudes. */
 static void check_values(void) {
     dt_metrics m;
-    CHECK_OK(dtm_open(&m, g_path, NULL));
+    CHECK_OK(dt_metrics_open(&m, g_path, NULL));
     unsigned long long s = 12345;
     double vals[600];
     for (int i = 0; i < 600; i++) {
@@ -43,11 +43,11 @@ static void check_values(void) {
         if (i % 11 == 0) vals[i] = (float)vals[i];         /* losses are floats */
     }
     for (int i = 0; i < 600; i += 6) {
-        dtm_step(&m, i, 0, i, vals[i], vals[i + 1], vals[i + 2], -1, vals[i + 3], -1);
-        dtm_epoch(&m, i, i, vals[i], vals[i + 1], vals[i + 2], vals[i + 3], 1, vals[i + 4], vals[i + 5], vals[i + 5]);
-        dtm_summary(&m, i, 2, 1, vals[i], vals[i + 1], vals[i + 2], vals[i + 3], vals[i + 4], vals[i + 5], vals[i + 2], -1);
+        dt_metrics_step(&m, i, 0, i, vals[i], vals[i + 1], vals[i + 2], -1, vals[i + 3], -1);
+        dt_metrics_epoch(&m, i, i, vals[i], vals[i + 1], vals[i + 2], vals[i + 3], 1, vals[i + 4], vals[i + 5], vals[i + 5]);
+        dt_metrics_summary(&m, i, 2, 1, vals[i], vals[i + 1], vals[i + 2], vals[i + 3], vals[i + 4], vals[i + 5], vals[i + 2], -1);
     }
-    CHECK_OK(dtm_close(&m));
+    CHECK_OK(dt_metrics_close(&m));
     static const struct { const char *type, *key, *fmt; int arg; } k[] = {
         {"step", "loss", "%.9g", 0}, {"step", "lr", "%.9g", 1}, {"step", "time_s", "%.6f", 2},
         {"epoch", "loss", "%.9g", 0}, {"epoch", "train_acc", "%.6f", 1}, {"epoch", "samples_per_s", "%.1f", 2},
@@ -82,14 +82,14 @@ int main(void) {
     close(fd);
     dt_metrics m;
     /* exact lines: the format tools read ('"type":"step"' is grepped for) */
-    CHECK_OK(dtm_open(&m, g_path, NULL));
-    dtm_step(&m, 1, 0, 64, (double)2.3012135f, (double)0.001f, 0.000781, -1, 327680.0, -1);
-    dtm_step(&m, 2, 0, 128, NAN, INFINITY, 12.5, 0.5, 5.12, 0.4512);
-    dtm_epoch(&m, 0, 16, 1.25, 0.5, 1234.56, 2.0, 1, 0.75, 1.0, 1234.56);
-    dtm_epoch(&m, 1, 16, 1.0, 0.25, 10.04, 2.5, 0, 0, 0, 10.04);
-    dtm_summary(&m, 32, 2, 3, 0.0123456, 0.5, 0.25, 3.5e-5, NAN, 2.5, 99.96, 0.25);
-    CHECK(dtm_is_open(&m), "open");
-    CHECK_OK(dtm_close(&m));
+    CHECK_OK(dt_metrics_open(&m, g_path, NULL));
+    dt_metrics_step(&m, 1, 0, 64, (double)2.3012135f, (double)0.001f, 0.000781, -1, 327680.0, -1);
+    dt_metrics_step(&m, 2, 0, 128, NAN, INFINITY, 12.5, 0.5, 5.12, 0.4512);
+    dt_metrics_epoch(&m, 0, 16, 1.25, 0.5, 1234.56, 2.0, 1, 0.75, 1.0, 1234.56);
+    dt_metrics_epoch(&m, 1, 16, 1.0, 0.25, 10.04, 2.5, 0, 0, 0, 10.04);
+    dt_metrics_summary(&m, 32, 2, 3, 0.0123456, 0.5, 0.25, 3.5e-5, NAN, 2.5, 99.96, 0.25);
+    CHECK(dt_metrics_is_open(&m), "open");
+    CHECK_OK(dt_metrics_close(&m));
     const char *want =
         "{\"type\":\"step\",\"step\":1,\"epoch\":0,\"epoch_pos\":64,\"loss\":2.3012135,\"lr\":0.00100000005,\"time_s\":0.000781,"
         "\"tokens_per_s\":327680.0}\n"
@@ -104,9 +104,9 @@ int main(void) {
     const char *got = slurp();
     CHECK(strcmp(got, want) == 0, "records:\n%s\nwant:\n%s", got, want);
     /* the memory record: every category, current, peak, and their device parts */
-    CHECK_OK(dtm_open(&m, g_path, NULL));
-    dtm_memory(&m, 0, "start", 1000, 4, 2, 0, 0);
-    CHECK_OK(dtm_close(&m));
+    CHECK_OK(dt_metrics_open(&m, g_path, NULL));
+    dt_metrics_memory(&m, 0, "start", 1000, 4, 2, 0, 0);
+    CHECK_OK(dt_metrics_close(&m));
     char wantm[1024];
     int n = snprintf(wantm, sizeof wantm, "{\"type\":\"memory\",\"when\":\"start\",\"num_params\":1000,\"ranks\":4,\"zero_opt_level\":2");
     for (int c = 0; c < DT_MEM_NUM; c++)
@@ -119,13 +119,13 @@ int main(void) {
     got = slurp();
     CHECK(strcmp(got, wantm) == 0, "memory record:\n%s\nwant:\n%s", got, wantm);
     /* the sample record: any bytes, each read as the code point of its value */
-    CHECK_OK(dtm_open(&m, g_path, NULL));
+    CHECK_OK(dt_metrics_open(&m, g_path, NULL));
     const int32_t prompt[] = {'Q', ':', ' ', '"', 'x', '"'}, text[] = {'c', 'a', 'f', 0xe9, '\n', 1, '\\', 0};
-    dtm_sample(&m, 7, 0.8, prompt, 6, text, 8, 1);
+    dt_metrics_sample(&m, 7, 0.8, prompt, 6, text, 8, 1);
     const int32_t ids[] = {50256, 464, 0};
-    dtm_sample(&m, 9, 0, ids, 1, ids + 1, 2, 0); /* a vocabulary that is not bytes: ids only */
-    dtm_memory(&m, 3, "end", 10, 1, 0, 4096, 1024);
-    CHECK_OK(dtm_close(&m));
+    dt_metrics_sample(&m, 9, 0, ids, 1, ids + 1, 2, 0); /* a vocabulary that is not bytes: ids only */
+    dt_metrics_memory(&m, 3, "end", 10, 1, 0, 4096, 1024);
+    CHECK_OK(dt_metrics_close(&m));
     got = slurp();
     CHECK(strstr(got, "{\"type\":\"sample\",\"step\":7,\"temperature\":0.8,\"prompt\":\"Q: \\\"x\\\"\","
                       "\"text\":\"caf\xc3\xa9\\n\\u0001\\\\\\u0000\",\"prompt_tokens\":[81,58,32,34,120,34],"
@@ -137,9 +137,9 @@ int main(void) {
     /* a record longer than the stack buffer: the first 2048 tokens, the count */
     int32_t *many = malloc(3000 * sizeof *many);
     for (int i = 0; many && i < 3000; i++) many[i] = 50000 + i % 7;
-    CHECK_OK(dtm_open(&m, g_path, NULL));
-    if (many) dtm_sample(&m, 3, 1.0, ids, 1, many, 3000, 0);
-    CHECK_OK(dtm_close(&m));
+    CHECK_OK(dt_metrics_open(&m, g_path, NULL));
+    if (many) dt_metrics_sample(&m, 3, 1.0, ids, 1, many, 3000, 0);
+    CHECK_OK(dt_metrics_close(&m));
     free(many);
     got = slurp();
     const char *tail = strstr(got, ",50003],\"num_tokens\":3000}\n");
@@ -154,8 +154,8 @@ int main(void) {
     CHECK(dtio_crc32c_mask(0) == 0xa282ead8u, "masked crc");
     /* not open: every call a no-op */
     dt_metrics none = {0};
-    dtm_step(&none, 1, 0, 0, 1, 1, 1, 1, 1, 1);
-    CHECK(!dtm_is_open(&none) && dtm_close(&none) == DT_OK, "closed metrics");
+    dt_metrics_step(&none, 1, 0, 0, 1, 1, 1, 1, 1, 1);
+    CHECK(!dt_metrics_is_open(&none) && dt_metrics_close(&none) == DT_OK, "closed metrics");
     unlink(g_path);
     return dt_test_finish("train_metrics");
 }

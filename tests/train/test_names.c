@@ -1,8 +1,7 @@
 /* tests/train/test_names.c - names that say what they are (issue 15): the
- * cnn's conv_channels1/2 (struct fields and the trainer's --channels1/2),
- * the refusals of flags a model does not have, and the deprecated names kept
- * for one release (docs/c-api.md, "Deprecated names"), each checked to behave as the
- * function it was renamed to. Single process, no data files. */
+ * cnn's conv_channels1/2 (struct fields and the trainer's --channels1/2), the
+ * refusals of flags a model does not have, and dt_model_log_probs returning
+ * log-probabilities. Single process, no data files. */
 #include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
@@ -10,9 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "testutil.h"
-#include "dtrain/config.h"
 #include "dtrain/model.h"
-#include "dtrain/optim.h"
 #include "dtrain/train.h"
 
 /* dt_train_parse_args over a NULL-terminated list (argv[0] added), its stderr
@@ -62,10 +59,11 @@ static void test_cnn_channels(void) {
     CHECK(conv1_channels(&cfg) == 6, "conv1 has %d output channels, want 6", conv1_channels(&cfg));
     cfg.conv_channels2 = 0;
     CHECK_ERR(dt_model_create(&cfg, &(dt_model *){NULL}), DT_ERR_INVALID, "conv_channels2=0");
-    /* hidden1 is conv_channels1's deprecated name for cnn: the same field */
+    /* hidden1/2 are the mlp's, fields of their own: a cnn does not read them */
     CHECK_OK(dt_model_config_default(&cfg, "cnn"));
     cfg.hidden1 = 5;
-    CHECK(conv1_channels(&cfg) == 5, "hidden1 = 5 gave conv1 %d channels", conv1_channels(&cfg));
+    cfg.hidden2 = 7;
+    CHECK(conv1_channels(&cfg) == 32, "hidden1 = 5 gave a cnn's conv1 %d channels", conv1_channels(&cfg));
 }
 
 static void test_trainer_flags(void) {
@@ -75,11 +73,11 @@ static void test_trainer_flags(void) {
     CHECK(o.conv_channels1 == 8 && o.conv_channels2 == 16, "--channels1/2 gave %d %d", o.conv_channels1,
           o.conv_channels2);
     CHECK(err[0] == '\0', "--channels1/2 on cnn printed '%s'", err);
-    /* the deprecated names still work on cnn, with a note on stderr */
-    CHECK_OK(parse(&o, err, sizeof err, "--model", "cnn", "--hidden1", "12", NULL));
-    CHECK(o.conv_channels1 == 12, "--hidden1 12 on cnn gave conv_channels1 %d", o.conv_channels1);
-    CHECK(strstr(err, "--hidden1 is deprecated for --model cnn") && strstr(err, "use --channels1"),
-          "stderr of --hidden1 on cnn: '%s'", err);
+    /* --hidden1/2 are the mlp's: refused on cnn, naming its flags */
+    CHECK_ERR(parse(&o, err, sizeof err, "--model", "cnn", "--hidden1", "12", NULL), DT_ERR_INVALID,
+              "flag --hidden1: model cnn has no hidden sizes; its conv channels are --channels1/--channels2");
+    CHECK_ERR(parse(&o, err, sizeof err, "--model", "cnn", "--hidden2", "12", NULL), DT_ERR_INVALID,
+              "flag --hidden2: model cnn has no hidden sizes");
     /* mlp keeps --hidden1/2, silently */
     CHECK_OK(parse(&o, err, sizeof err, "--model", "mlp", "--hidden1", "64", "--hidden2", "32", NULL));
     CHECK(o.hidden1 == 64 && o.hidden2 == 32 && err[0] == '\0', "mlp --hidden1/2: %d %d '%s'", o.hidden1,
@@ -97,65 +95,32 @@ static void test_trainer_flags(void) {
     CHECK(strstr(dt_train_usage(), "--channels1 N --channels2 N"), "usage does not list --channels1/2");
 }
 
-/* Each deprecated name gives what its new name gives. */
-static void test_deprecated_names(void) {
-    dt_model_config a, b;
-    memset(&a, 0x5a, sizeof a);
-    memset(&b, 0x5a, sizeof b);
-    CHECK_OK(dt_model_config_default(&a, "gpt-test"));
-    CHECK_OK(dt_model_config_init(&b, "gpt-test"));
-    CHECK(memcmp(&a, &b, sizeof a) == 0, "dt_model_config_init differs from dt_model_config_default");
-    CHECK_ERR(dt_model_config_init(&b, "resnet"), DT_ERR_INVALID, "unknown model name");
-
-    dt_lr_schedule s1, s2;
-    memset(&s1, 0x5a, sizeof s1);
-    memset(&s2, 0x5a, sizeof s2);
-    dt_lr_schedule_default(&s1, 0.25f);
-    dt_lr_schedule_init(&s2, 0.25f);
-    CHECK(memcmp(&s1, &s2, sizeof s1) == 0 && s2.base_lr == 0.25f && s2.decay == DT_LR_CONSTANT,
-          "dt_lr_schedule_init differs from dt_lr_schedule_default");
-
+/* dt_model_log_probs returns log-probabilities: each row's exp sums to 1, the
+ * loss is the mean -log p(label); NULL before a forward. */
+static void test_log_probs(void) {
+    dt_model_config a;
     CHECK_OK(dt_model_config_default(&a, "mlp"));
     a.hidden1 = 8;
     a.hidden2 = 4;
     dt_model *m = NULL;
     CHECK_OK(dt_model_create(&a, &m));
-    CHECK(dt_model_logits(m) == NULL && dt_model_log_probs(m) == NULL, "outputs before a forward");
+    CHECK(dt_model_log_probs(m) == NULL, "outputs before a forward");
     float x[2 * 784];
     int32_t y[2] = {3, 7};
     for (int i = 0; i < 2 * 784; i++) x[i] = (float)(i % 13) / 13.0f;
     float loss = 0;
     CHECK_OK(dt_model_forward(m, x, y, 2, 1, &loss));
     const float *lp = dt_model_log_probs(m);
-    CHECK(lp != NULL && dt_model_logits(m) == lp, "dt_model_logits is not dt_model_log_probs");
-    /* they are log-probabilities: each row's exp sums to 1, the loss is the mean -log p(label) */
     double z0 = 0, z1 = 0;
     for (int k = 0; k < 10 && lp; k++) z0 += exp(lp[k]), z1 += exp(lp[10 + k]);
     CHECK(lp && fabs(z0 - 1) < 1e-5 && fabs(z1 - 1) < 1e-5 && fabs(-(lp[3] + lp[17]) / 2 - loss) < 1e-5,
           "log_probs rows sum to %g %g, loss %g", z0, z1, (double)loss);
     dt_model_free(m);
-
-    dt_optim_config oc;
-    CHECK_OK(dt_optim_config_default(&oc, DT_OPTIM_ADAM));
-    dt_optim *opt = NULL;
-    CHECK_OK(dt_optim_create(&oc, 16, &opt));
-    dt_optim_destroy(opt); /* frees (valgrind and ASan watch this test) */
-    dt_optim_destroy(NULL);
-    CHECK_OK(dt_optim_create(&oc, 16, &opt));
-    dt_optim_free(opt);
-
-    dt_config c;
-    dt_config_default(&c);
-    c.zero_opt_level = 2;
-    char j1[1024], j2[1024];
-    int n1 = dt_config_to_json(&c, j1, sizeof j1), n2 = dt_config_dumps(&c, j2, sizeof j2);
-    CHECK(n1 > 0 && n1 == n2 && strcmp(j1, j2) == 0 && strstr(j1, "\"zero_opt_level\": 2"),
-          "dt_config_dumps '%s' differs from dt_config_to_json '%s'", j2, j1);
 }
 
 int main(void) {
     test_cnn_channels();
     test_trainer_flags();
-    test_deprecated_names();
+    test_log_probs();
     return dt_test_finish("test_names");
 }

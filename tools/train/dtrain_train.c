@@ -19,7 +19,10 @@ int main(int argc, char **argv) {
     int rc = dt_train_parse_args(&o, argc, argv);
     if (rc == 1) return 0;
     if (rc) {
-        fprintf(stderr, "dtrain-train: %s\n%s", dt_last_error(), dt_train_usage());
+        /* the usage text for what is wrong with the flags; a file that
+         * cannot be read (--config) or written (--dump-config) is named
+         * with the reason alone */
+        fprintf(stderr, "dtrain-train: %s\n%s", dt_last_error(), rc == DT_ERR_INVALID ? dt_train_usage() : "");
         return 2;
     }
     struct sigaction sa;

@@ -73,10 +73,12 @@ Seed 001 (Meta, RAF's predecessor) spells the same object
 get_config() returns, so both spellings read and set the same settings.
 """
 import difflib
+import errno
 import json
 import math
 import numbers
 import os
+import stat
 
 __all__ = ["DistConfig", "get_config", "DistContext", "get_context"]
 
@@ -154,6 +156,9 @@ _FIELDS = {
 }
 _READONLY = ("rank", "size", "local_rank", "local_size", "root_rank")
 
+
+# The largest config file dt_config_load reads (its buffer, less the terminator).
+_MAX_CONFIG_FILE = 8191
 
 class DistConfig:
     __doc__ = __doc__
@@ -245,14 +250,57 @@ class DistConfig:
         return self.update(data)
 
     def save(self, path):
-        """Write to_json() to a file (readable by dt_config_load / dtrain-train --config)."""
-        with open(path, "w") as f:
-            f.write(self.to_json() + "\n")
+        """Write to_json() to a file (readable by dt_config_load / dtrain-train
+        --config), as dt_config_save does: never waiting for a reader, so a
+        FIFO that no process reads is refused at once (OSError naming it); one
+        with a reader, or a terminal, is written to."""
+        text = (self.to_json() + "\n").encode()
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+        except OSError as e:
+            if e.errno == errno.ENXIO:
+                raise OSError(e.errno, "cannot write config file %r: it is a FIFO that no process reads"
+                              % path) from None
+            raise OSError(e.errno, "cannot write config file %r: %s" % (path, e.strerror)) from None
+        try:
+            os.set_blocking(fd, True)  # a reader is there: wait for it as a plain write would
+            view = memoryview(text)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError as e:
+            raise OSError(e.errno, "error writing config file %r: %s" % (path, e.strerror)) from None
+        finally:
+            os.close(fd)
 
     def load(self, path):
-        """Apply a JSON file. Returns self."""
-        with open(path) as f:
-            return self.loads(f.read())
+        """Apply a JSON file. Returns self. The rules of dt_config_load (and
+        so of dtrain-train --config): a regular file of at most 8191 bytes; a
+        directory, a FIFO, a device or a socket is refused without waiting
+        (OSError naming it)."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as e:
+            raise OSError(e.errno, "cannot open config file %r: %s" % (path, e.strerror)) from None
+        try:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise OSError(errno.EISDIR, "%r is a directory, not a config file" % path)
+            if not stat.S_ISREG(mode):
+                kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+                        else "a socket" if stat.S_ISSOCK(mode) else "a special file")
+                raise OSError(errno.EINVAL, "config file %r is %s, not a regular file: give a JSON file"
+                              % (path, kind))
+            data = b""
+            while len(data) < _MAX_CONFIG_FILE + 1:
+                chunk = os.read(fd, _MAX_CONFIG_FILE + 1 - len(data))
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            os.close(fd)
+        if len(data) > _MAX_CONFIG_FILE:
+            raise OSError(errno.EFBIG, "config file %r is larger than %d bytes" % (path, _MAX_CONFIG_FILE))
+        return self.loads(data.decode("utf-8"))
 
     def reset(self):
         """Back to the defaults. Returns self."""

@@ -42,12 +42,6 @@ static size_t g_scratch_cap;
 
 static MPI_Comm mcomm(const dt_comm *c) { return ((const mpi_impl *)c->impl)->comm; }
 
-int dt_mpi_fail(int rc, const char *call) {
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error %d", rc);
-    return dt_error(DT_ERR_BACKEND, call, "MPI error: %s", msg);
-}
 #define MPI_TRY(call, name) DT_MPI_TRY(call, name)
 
 static MPI_Datatype mpi_type(dt_dtype dt) {
@@ -273,11 +267,11 @@ static int m_barrier(dt_comm *c) {
     return DT_OK;
 }
 
-/* The check channel for a new communicator `nc`: shared with `same` (a
- * communicator with the same members) or a duplicate of nc. Collective over
- * nc's members, who all take the same branch (identical pools). */
-static int attach_check(mpi_impl *impl, MPI_Comm nc, const dt_comm *same) {
-    const mpi_impl *si = (same && same->ops == &dt_backend_mpi) ? same->impl : NULL;
+/* The check channel for a new communicator `nc`: shared with si (the state
+ * of a communicator with the same members; NULL: none) or a duplicate of nc.
+ * Collective over nc's members, who all take the same branch (identical
+ * pools). */
+static int attach_check(mpi_impl *impl, MPI_Comm nc, const mpi_impl *si) {
     if (si && si->chk) {
         impl->chk = si->chk;
         impl->chk->refs++;
@@ -305,15 +299,17 @@ static int m_split(dt_comm *world, int color, dt_comm *out, dt_comm *same) {
     impl->hier = NULL;
     out->impl = impl;
     MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
-    int crc = attach_check(impl, nc, same);
+    /* the MPI state of `same`, when it is one of this transport's */
+    const mpi_impl *si = (same && same->ops == &dt_backend_mpi) ? same->impl : NULL;
+    int crc = attach_check(impl, nc, si);
     if (crc) return crc;
     int r = -1, s = -1;
     MPI_Comm_rank(nc, &r);
     MPI_Comm_size(nc, &s);
     if (r != out->info.rank || s != out->info.size)
         return DT_ERR(DT_ERR_INTERNAL, "MPI_Comm_split gave rank %d/%d, expected %d/%d", r, s, out->info.rank, out->info.size);
-    int rc = dt_mpi_shm_attach(out, same);
-    return rc ? rc : dt_mpi_hier_attach(out, same);
+    int rc = dt_mpi_shm_attach(out, si);
+    return rc ? rc : dt_mpi_hier_attach(out, si);
 }
 
 /* Asynchronous work runs on the engine's thread: a second thread in MPI,

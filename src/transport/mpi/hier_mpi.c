@@ -126,9 +126,8 @@ static int shape(const dt_comm *c, mpi_hier *h) {
     return 1;
 }
 
-int dt_mpi_hier_attach(dt_comm *c, const dt_comm *same) {
+int dt_mpi_hier_attach(dt_comm *c, const mpi_impl *si) {
     mpi_impl *impl = c->impl;
-    const mpi_impl *si = (same && same->ops == &dt_backend_mpi) ? same->impl : NULL;
     if (si && si->hier) {
         impl->hier = si->hier;
         impl->hier->refs++;

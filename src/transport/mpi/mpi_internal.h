@@ -10,6 +10,8 @@
 #define DT_MPI_INTERNAL_H
 
 #include <mpi.h>
+#include <stdio.h>
+#include "core/error.h"
 #include "transport/transport.h"
 
 /* The check channel of a set of members: a duplicate of the first MPI
@@ -40,8 +42,14 @@ static inline MPI_Comm dt_mpi_comm(const dt_comm *c) { return ((const mpi_impl *
 
 extern const dt_backend_ops dt_backend_mpi;
 
-/* Turns an MPI error code into DT_ERR_BACKEND with the MPI message. */
-int dt_mpi_fail(int rc, const char *call);
+/* Turns an MPI error code into DT_ERR_BACKEND with the MPI message (every
+ * file of the transport reports MPI's failures so: here, below them all). */
+static inline int dt_mpi_fail(int rc, const char *call) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error %d", rc);
+    return dt_error(DT_ERR_BACKEND, call, "MPI error: %s", msg);
+}
 #define DT_MPI_TRY(call, name) do { int mrc_ = (call); if (mrc_ != MPI_SUCCESS) return dt_mpi_fail(mrc_, name); } while (0)
 
 /* check_mpi.c: backend ops and cleanup. */
@@ -53,11 +61,12 @@ int dt_mpi_p2p_check(dt_comm *c, int peer, const dt_fp_hdr *mine, dt_fp_hdr *the
 void dt_mpi_check_release(void);
 
 /* shm_mpi.c: the shared-memory allreduce of intra-node communicators.
- * attach: collective over c's members (all take the same branch): share
- * `same`'s window, or create one when every member is on this host, the group
- * has more than one rank and the feature is on. detach: drop the reference
- * (the last one frees the window; collective). */
-int dt_mpi_shm_attach(dt_comm *c, const dt_comm *same);
+ * attach: collective over c's members (all take the same branch): share the
+ * window of `same` (the state of a communicator with c's members; NULL:
+ * none), or create one when every member is on this host, the group has more
+ * than one rank and the feature is on. detach: drop the reference (the last
+ * one frees the window; collective). */
+int dt_mpi_shm_attach(dt_comm *c, const mpi_impl *same);
 void dt_mpi_shm_detach(mpi_impl *impl, int finalized);
 /* allreduce_spans op: DT_DECLINED unless c has a window, (dt, op) reduce
  * natively, the call is at least dt_shm_min() bytes, and either it fits
@@ -75,14 +84,15 @@ int dt_mpi_shm_reduce_scatter(dt_comm *c, const void *send, void *recv, size_t c
 int dt_mpi_shm_allgather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt);
 int dt_mpi_shm_broadcast(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root);
 /* hier_mpi.c: the two-level collectives of communicators spanning hosts.
- * attach: collective over c's members (all take the same branch): share
- * `same`'s structure, or build one when the group spans hosts and
+ * attach: collective over c's members (all take the same branch): share the
+ * structure of `same` (as for dt_mpi_shm_attach), or build one when the group
+ * spans hosts and
  * DTRAIN_TWO_LEVEL allows (auto: some host has several members); detach:
  * drop the reference. The collectives return DT_DECLINED (the same answer
  * on every member) unless c has the structure, the call is at least
  * dt_two_level_min() bytes (any size when forced on), (dt, op) reduce
  * natively, and a wire other than native comes with f32 data. */
-int dt_mpi_hier_attach(dt_comm *c, const dt_comm *same);
+int dt_mpi_hier_attach(dt_comm *c, const mpi_impl *same);
 void dt_mpi_hier_detach(mpi_impl *impl, int finalized);
 int dt_mpi_hier_allreduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op, int wire);
 int dt_mpi_hier_reduce_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_op op,

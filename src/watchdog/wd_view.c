@@ -1,4 +1,4 @@
-/* src/comm/wd_view.c - what the watchdog makes of the ranks' states: the
+/* src/watchdog/wd_view.c - what the watchdog makes of the ranks' states: the
  * view of every rank (this host's from the segment, the other hosts' from
  * their replies over the side channel), the analysis of a blocked operation
  * (departures, waits that go round in a circle) and the reports.
@@ -27,8 +27,8 @@
 #include <unistd.h>
 #include "comm/op_kind.h"
 #include "comm/registry.h"
-#include "comm/watchdog.h"
-#include "comm/wd_internal.h"
+#include "watchdog/watchdog.h"
+#include "watchdog/wd_internal.h"
 #include "bootstrap/tcp_wire.h"
 #include "dtrain/reliability.h"
 #include "transport/settings.h"

@@ -1,4 +1,4 @@
-/* src/comm/wd_net.c - the watchdogs' side channel between hosts.
+/* src/watchdog/wd_net.c - the watchdogs' side channel between hosts.
  *
  * A host's shared segment shows what its own ranks are doing; a rank on
  * another host sees none of it. So, in jobs that span hosts, every rank also
@@ -41,7 +41,7 @@
 #include <unistd.h>
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/tcp_wire.h"
-#include "comm/wd_internal.h"
+#include "watchdog/wd_internal.h"
 #include "core/error.h"
 
 enum { W_QUERY = 16, W_REPLY = 17, W_NOTICE = 18, W_RING = 19, W_FIN = 20, W_BYE = 21, W_DEPART = 22 };

@@ -1,4 +1,4 @@
-/* src/comm/watchdog.c - stall, mismatch, departure and dead-rank watchdog:
+/* src/watchdog/watchdog.c - stall, mismatch, departure and dead-rank watchdog:
  * the slots, their publication, the thread, set-up and tear-down.
  *
  * Publication: each process has a slot describing its current blocking
@@ -52,8 +52,8 @@
 #include <unistd.h>
 #include "bootstrap/bootstrap.h"
 #include "comm/op_kind.h"
-#include "comm/watchdog.h"
-#include "comm/wd_internal.h"
+#include "watchdog/watchdog.h"
+#include "watchdog/wd_internal.h"
 #include "core/error.h"
 #include "dtrain/reliability.h"
 

@@ -1,10 +1,10 @@
-/* src/comm/watchdog.h - internal: the publication of each process's current
+/* src/watchdog/watchdog.h - internal: the publication of each process's current
  * blocking operation, and the watchdog thread that turns stalls and dead
  * ranks into a report and a job abort (dtrain/reliability.h describes the
  * behaviour). Operations are described by comm/op_kind.h, communicators
  * named by comm/registry.h. */
-#ifndef DT_COMM_WATCHDOG_H
-#define DT_COMM_WATCHDOG_H
+#ifndef DT_WATCHDOG_WATCHDOG_H
+#define DT_WATCHDOG_WATCHDOG_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* fault_settings: the reliability settings (reliability.h) on the standalone
+/* runtime_settings: the reliability settings (reliability.h) on the standalone
  * backend: timeout default / DTRAIN_TIMEOUT / DTRAIN_TIMEOUT_S /
  * dt_set_timeout precedence and validation, DTRAIN_CHECK_COLLECTIVES parsing,
  * the DTRAIN_SHM_* and DTRAIN_TWO_LEVEL* settings, bad values refused by dt_init with a message
@@ -118,5 +118,5 @@ int main(void) {
     CHECK_OK(dt_set_timeout(0.25));
     CHECK(dt_get_timeout() == 0.25, "dt_set_timeout after dt_init: %g", dt_get_timeout());
     CHECK_OK(dt_finalize());
-    return dt_test_finish("fault_settings");
+    return dt_test_finish("runtime_settings");
 }

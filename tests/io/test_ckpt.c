@@ -1,5 +1,5 @@
-/* ckpt_store: sharded checkpoints with 1, 2 and 4 simulated ranks in one
- * process (even, uneven and replicated splits; discovered and caller-given rank
+/* io_ckpt: the checkpoint store (src/io/ckpt_*.c): sharded checkpoints with
+ * 1, 2 and 4 simulated ranks in one process (even, uneven and replicated splits; discovered and caller-given rank
  * tables), reads of ranges spanning shard boundaries, resharding 4 -> 2 -> 1,
  * corruption (checksum, truncation, bad magic, wrong version, JSON syntax,
  * missing files, uncovered ranges) with messages naming the file, crash
@@ -7,7 +7,7 @@
  * SIGKILL of a process saving in a loop), the directory rules (never renamed;
  * a user's files never removed; foreign directories and regular files
  * refused; ".") and format version 1 checkpoints of an older dtrain
- * (tests/ckpt/data/v1_w2, written by dtrain ea878ae). */
+ * (tests/io/data/v1_w2, written by dtrain ea878ae). */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <fcntl.h>
@@ -199,17 +199,31 @@ static const char *rank_file(const char *dir, int r) {
     return buf[k];
 }
 
-/* What a directory holds: rank files, manifest.json, manifest.json.tmp, others. */
-typedef struct listing { int rank_files, manifest, tmp, other; char other_name[256]; } listing;
+/* What a directory holds: rank files of the checkpoint's generation, other
+ * names that look like rank files (strays: of other generations, or a
+ * user's), manifest.json, manifest.json.tmp, others. */
+typedef struct listing { int rank_files, stray, manifest, tmp, other; char other_name[256]; } listing;
 static listing list_dir(const char *dir) {
     listing l;
     memset(&l, 0, sizeof l);
+    dt_ckpt_manifest *m = NULL;
+    unsigned long long g = 0;
+    if (dt_ckpt_load_manifest(dir, &m) == DT_OK) g = m->generation;
+    dt_ckpt_manifest_free(m);
     DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {
         const char *n = e->d_name;
         if (!strcmp(n, ".") || !strcmp(n, "..")) continue;
-        if (!strncmp(n, "rank-", 5)) l.rank_files++;
+        int r;
+        unsigned long long fg = 0;
+        char tail[8] = "";
+        if (!strncmp(n, "rank-", 5)) {
+            int ours = g ? sscanf(n, "rank-%5d.g%llu.bi%1s", &r, &fg, tail) == 3 && fg == g && !strcmp(tail, "n")
+                         : sscanf(n, "rank-%5d.bi%1s", &r, tail) == 2 && !strcmp(tail, "n");
+            if (ours) l.rank_files++;
+            else l.stray++;
+        }
         else if (!strcmp(n, "manifest.json")) l.manifest++;
         else if (!strcmp(n, "manifest.json.tmp")) l.tmp++;
         else {
@@ -221,14 +235,19 @@ static listing list_dir(const char *dir) {
     return l;
 }
 
-/* After a successful save of w ranks: exactly w rank files, the manifest, no
+/* After a successful save of w ranks: exactly w rank files of its generation,
+ * `strays` other names of rank files (-1: any number), the manifest, no
  * temporary, `others` files of the user. */
-static void check_clean(const char *dir, int w, int others) {
+static void check_kept(const char *dir, int w, int others, int strays) {
     listing l = list_dir(dir);
-    CHECK(l.rank_files == w && l.manifest == 1 && l.tmp == 0 && l.other == others,
-          "%s: %d rank files (want %d), manifest %d, tmp %d, %d other files (want %d; e.g. '%s')", dir, l.rank_files, w,
-          l.manifest, l.tmp, l.other, others, l.other_name);
+    CHECK(l.rank_files == w && (strays < 0 || l.stray == strays) && l.manifest == 1 && l.tmp == 0 &&
+              l.other == others,
+          "%s: %d rank files (want %d), %d strays (want %d), manifest %d, tmp %d, %d other files (want %d; e.g. '%s')",
+          dir, l.rank_files, w, l.stray, strays, l.manifest, l.tmp, l.other, others, l.other_name);
 }
+
+/* ... and nothing that looks like a rank file besides the checkpoint's */
+static void check_clean(const char *dir, int w, int others) { check_kept(dir, w, others, 0); }
 
 static ino_t inode(const char *p) {
     struct stat st;
@@ -548,7 +567,8 @@ static void test_crash_safety(void) {
             CHECK_OK(rc);
             check_ckpt(d, 21 + s, 4);
             listing l = list_dir(d);
-            CHECK(l.rank_files == 4 + w, "remove_old failure: %d rank files", l.rank_files);
+            CHECK(l.rank_files == 4 && l.stray == w, "remove_old failure: %d rank files, %d of the previous one",
+                  l.rank_files, l.stray);
             step = 21 + s;
             w = 4;
         }
@@ -714,8 +734,10 @@ static void test_dir_rules(void) {
     mkdir(pth("g", "manifest.json"), 0755);
     CHECK_ERR(dt_ckpt_prepare(g, NULL), DT_ERR_INVALID, "(not a regular file)");
     rmdir(pth("g", "manifest.json"));
-    /* An empty directory and one holding only dtrain's leftovers of an
-     * interrupted first save are accepted; the leftovers go with the commit. */
+    /* An empty directory and one holding only what looks like dtrain's
+     * leftovers of an interrupted first save are accepted; such files stay
+     * (no manifest lists them and this process did not write them: they may
+     * be a user's), the new generation is above them. */
     char e[800];
     snprintf(e, sizeof e, "%s", pth("e", NULL));
     mkdir(e, 0755);
@@ -726,7 +748,11 @@ static void test_dir_rules(void) {
     CHECK(gen == 8, "next generation %llu (want 8: above any present)", (unsigned long long)gen);
     CHECK_OK(save(e, 1, 2, EVEN, 0));
     check_ckpt(e, 1, 2);
-    check_clean(e, 2, 0);
+    check_kept(e, 2, 0, 1);
+    t = read_text(pth("e", "rank-00003.g7.bin"));
+    CHECK(t && strcmp(t, "partial") == 0, "the file that looks like a leftover is kept as it was");
+    free(t);
+    unlink(pth("e", "rank-00003.g7.bin"));
     /* ".": the current directory (the old layout failed here and left "..tmp"). */
     char cwd[1024];
     CHECK(getcwd(cwd, sizeof cwd) != NULL, "getcwd");
@@ -750,6 +776,22 @@ static void test_dir_rules(void) {
     t = read_text(pth("e", "README"));
     CHECK(t && strcmp(t, "my notes") == 0, "README unchanged");
     free(t);
+    /* ... and so does one whose name only looks like dtrain's (issue 25's
+     * probe: rank-12345.g1.bin and rank-00000.g99.bin placed by hand, one
+     * below the checkpoint's generation, one above it) */
+    write_text(pth("e", "rank-12345.g1.bin"), "mine, too");
+    write_text(pth("e", "rank-00000.g99.bin"), "and mine");
+    CHECK_OK(dt_ckpt_prepare(e, &gen));
+    CHECK(gen == 100, "next generation %llu (want 100: above any present)", (unsigned long long)gen);
+    CHECK_OK(save(e, 4, 2, EVEN, 0));
+    CHECK_OK(save(e, 5, 1, EVEN, 0));
+    check_ckpt(e, 5, 1);
+    check_kept(e, 1, 1, 2);
+    t = read_text(pth("e", "rank-12345.g1.bin"));
+    char *t2 = read_text(pth("e", "rank-00000.g99.bin"));
+    CHECK(t && t2 && !strcmp(t, "mine, too") && !strcmp(t2, "and mine"), "look-alike rank files unchanged");
+    free(t);
+    free(t2);
 }
 
 /* ---- format version 1: a checkpoint written by dtrain ea878ae ---------------------- */
@@ -769,7 +811,7 @@ static void test_format_v1(void) {
     mkdir(d, 0700);
     for (int i = 0; i < 3; i++) {
         char from[300];
-        snprintf(from, sizeof from, "tests/ckpt/data/v1_w2/%s", files[i]);
+        snprintf(from, sizeof from, "tests/io/data/v1_w2/%s", files[i]);
         copy_file(from, pth("v1", files[i]));
     }
     dt_ckpt_manifest *m = NULL;
@@ -790,7 +832,7 @@ static void test_format_v1(void) {
     /* serialized as version 1, byte for byte what ea878ae wrote */
     char *js = NULL;
     CHECK_OK(dt_ckpt_manifest_to_json(m, &js, NULL));
-    char *orig = read_text("tests/ckpt/data/v1_w2/manifest.json");
+    char *orig = read_text("tests/io/data/v1_w2/manifest.json");
     CHECK(js && orig && strcmp(js, orig) == 0, "v1 manifest round trip");
     free(js);
     free(orig);
@@ -807,7 +849,7 @@ static void test_format_v1(void) {
     mkdir(old, 0700);
     for (int i = 0; i < 3; i++) {
         char from[300], to[700];
-        snprintf(from, sizeof from, "tests/ckpt/data/v1_w2/%s", files[i]);
+        snprintf(from, sizeof from, "tests/io/data/v1_w2/%s", files[i]);
         snprintf(to, sizeof to, "%s/%s", old, files[i]);
         copy_file(from, to);
     }
@@ -859,10 +901,75 @@ static void test_kill(void) {
     }
     CHECK(moved == 20, "the killed processes committed in only %d of 20 rounds", moved);
     CHECK_OK(save(d, last + 1, 2, EVEN, 0));
-    check_clean(d, 2, 1);
+    /* the killed saves' files stay: no manifest lists them and this process
+     * did not write them (they look like a user's files would) */
+    check_kept(d, 2, 1, -1);
     char *t = read_text(pth("kill", "notes.txt"));
     CHECK(t && strcmp(t, "mine") == 0, "notes.txt survived 20 kills");
     free(t);
+}
+
+/* ---- two jobs saving into one directory ----------------------------------------- */
+/* The other job (a process forked beforehand, so that it shares nothing of
+ * this one's) prepares a save into the same directory at this job's switch
+ * (manifest.json.tmp written and synced, not yet renamed): that prepare used
+ * to remove manifest.json.tmp (its probe of the directory), and this job's
+ * rename then failed with 'No such file or directory'. */
+static int g_go[2] = {-1, -1};
+static int other_job_hook(const char *step, void *arg) {
+    (void)arg;
+    if (strcmp(step, "rename_manifest") != 0 || g_go[1] < 0) return 0;
+    if (write(g_go[1], "g", 1) != 1) return 0;
+    close(g_go[1]);
+    g_go[1] = -1;
+    struct timespec ts = {0, 200000000L}; /* time for its prepare to reach the directory */
+    nanosleep(&ts, NULL);
+    return 0;
+}
+
+static void test_two_jobs(void) {
+    const char *d = pth("two", NULL);
+    CHECK_OK(save(d, 1, 2, EVEN, 0));
+    dt_ckpt_manifest *m = NULL;
+    CHECK_OK(dt_ckpt_load_manifest(d, &m));
+    uint64_t g1 = m ? m->generation : 0;
+    dt_ckpt_manifest_free(m);
+    /* the other job's prepare waits for this job's commit (the directory's
+     * lock), then sees its generation: its exit status is 0 if it got g1 + 2 */
+    CHECK(pipe(g_go) == 0, "pipe");
+    fflush(NULL);
+    pid_t other = fork();
+    if (other == 0) {
+        char c;
+        close(g_go[1]);
+        if (read(g_go[0], &c, 1) != 1) _exit(2);
+        uint64_t gen = 0;
+        int rc = dt_ckpt_prepare(d, &gen);
+        _exit(rc == DT_OK && gen == g1 + 2 ? 0 : 1);
+    }
+    close(g_go[0]);
+    dt_ckpt_set_fault_hook(other_job_hook, NULL);
+    CHECK_OK(save(d, 2, 2, EVEN, 0));
+    dt_ckpt_set_fault_hook(NULL, NULL);
+    if (g_go[1] >= 0) close(g_go[1]); /* the hook did not run: the other job ends (2) */
+    g_go[1] = -1;
+    int st = -1;
+    if (other > 0) waitpid(other, &st, 0);
+    CHECK(other > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "the other job's prepare did not get generation %llu after this job's commit (status %d)",
+          (unsigned long long)(g1 + 2), st);
+    check_ckpt(d, 2, 2);
+    check_clean(d, 2, 0);
+    /* both prepared the same generation: the second commit is told so */
+    uint64_t ga = 0, gb = 0;
+    CHECK_OK(dt_ckpt_prepare(d, &ga));
+    CHECK_OK(dt_ckpt_prepare(d, &gb));
+    CHECK(ga == gb, "two prepares give %llu and %llu", (unsigned long long)ga, (unsigned long long)gb);
+    CHECK_OK(save(d, 3, 2, EVEN, 0));
+    dt_ckpt_manifest mb = make_manifest(4, 2, 2);
+    mb.generation = gb;
+    CHECK_ERR(dt_ckpt_commit(d, &mb), DT_ERR_STATE, "already holds generation");
+    check_ckpt(d, 3, 2);
 }
 
 /* ---- manifest parser on hostile input ------------------------------------------- */
@@ -993,8 +1100,9 @@ int main(void) {
     test_dir_rules();
     test_format_v1();
     test_kill();
+    test_two_jobs();
     test_parse();
     test_int_limits();
     rm_rf(g_base);
-    return dt_test_finish("ckpt_store");
+    return dt_test_finish("io_ckpt");
 }

@@ -1,9 +1,9 @@
-/* src/comm/wd_internal.h - internal to the watchdog (watchdog.c: slots,
+/* src/watchdog/wd_internal.h - internal to the watchdog (watchdog.c: slots,
  * publication, the thread; wd_view.c: what every rank is doing and the
  * reports; wd_net.c: the side channel between hosts). Nothing outside
- * src/comm/wd*.c and watchdog.c includes it. */
-#ifndef DT_COMM_WD_INTERNAL_H
-#define DT_COMM_WD_INTERNAL_H
+ * src/watchdog/ includes it. */
+#ifndef DT_WATCHDOG_WD_INTERNAL_H
+#define DT_WATCHDOG_WD_INTERNAL_H
 
 #include <stdatomic.h>
 #include <stddef.h>

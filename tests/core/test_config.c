@@ -2,6 +2,7 @@
  * and every bad-input path naming the key/value/file. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "dtrain/config.h"
 #include "testutil.h"
@@ -120,6 +121,20 @@ int main(void) {
     CHECK_ERR(dt_config_load(&d, path), DT_ERR_INVALID, path);
     unlink(path);
     CHECK_ERR(dt_config_load(&d, "/nonexistent/dtrain.json"), DT_ERR_IO, "/nonexistent/dtrain.json");
+    /* writes that fail say why; a FIFO nobody reads is refused at once */
+    CHECK_ERR(dt_config_save(&c, "/dev/full"), DT_ERR_IO, "error writing config file '/dev/full': No space left");
+    CHECK_ERR(dt_config_save(&c, "/nonexistent/dtrain.json"), DT_ERR_IO,
+              "cannot write config file '/nonexistent/dtrain.json': No such file or directory");
+    CHECK_ERR(dt_config_save(&c, NULL), DT_ERR_INVALID, "NULL");
+    char fifo[] = "/tmp/dtrain_cfg_fifoXXXXXX";
+    CHECK(mkdtemp(fifo) != NULL, "mkdtemp");
+    char fpath[64];
+    snprintf(fpath, sizeof fpath, "%s/f", fifo);
+    CHECK(mkfifo(fpath, 0600) == 0, "mkfifo");
+    CHECK_ERR(dt_config_save(&c, fpath), DT_ERR_IO, "it is a FIFO that no process reads");
+    CHECK_ERR(dt_config_load(&d, fpath), DT_ERR_IO, "is a FIFO, not a regular file");
+    unlink(fpath);
+    rmdir(fifo);
 
     /* environment overrides the file values */
     setenv("DTRAIN_ZERO_OPT_LEVEL", "3", 1);
@@ -145,5 +160,5 @@ int main(void) {
     CHECK(dt_test_msg_has("'rack' is not one of world, host"), "env message names the value: %s", dt_last_error());
     unsetenv("DTRAIN_SHARD_GROUP");
     CHECK(dt_config_has_key("sync_bn") && !dt_config_has_key("sync"), "has_key");
-    return dt_test_finish("config_json");
+    return dt_test_finish("core_config");
 }

@@ -2,15 +2,15 @@
 """ckpt_safetensors_python: cross-checks dtrain's safetensors code against an
 independent reader/writer written here with json + numpy (no safetensors pkg).
 
-  1. `ckpt_st_tool write` -> parse the header with json, check the layout rules
+  1. `io_st_tool write` -> parse the header with json, check the layout rules
      (8-byte LE length, padding, offsets tiling the data section), compare every
      tensor (np.frombuffer) with the expected values.
   2. Python writes a file (unpadded header, keys not in data order) ->
-     `ckpt_st_tool dump` must print the same names, dtypes, shapes and values.
-  3. Python corrupts files -> `ckpt_st_tool dump` must refuse each one with a
+     `io_st_tool dump` must print the same names, dtypes, shapes and values.
+  3. Python corrupts files -> `io_st_tool dump` must refuse each one with a
      message that names the file and says what is wrong.
 
-usage: check_safetensors.py PATH/TO/ckpt_st_tool WORKDIR
+usage: check_safetensors.py PATH/TO/io_st_tool WORKDIR
 """
 import json
 import os
@@ -45,7 +45,7 @@ def decode(dtype, raw):
     return np.frombuffer(raw, dtype=NP[dtype])
 
 
-# Expected content of `ckpt_st_tool write` (mirrors st_tool.c).
+# Expected content of `io_st_tool write` (mirrors st_tool.c).
 EXPECTED = {
     "a.f32": ("F32", [2, 3], np.arange(6, dtype=np.float32) * np.float32(0.5) - np.float32(1.0)),
     "b.f64": ("F64", [4], np.arange(4, dtype=np.float64) / 3.0),

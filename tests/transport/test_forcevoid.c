@@ -1,11 +1,11 @@
-/* tests/comm/test_forcevoid.c - DTRAIN_BACKEND=void under an MPI launcher
+/* tests/transport/test_forcevoid.c - DTRAIN_BACKEND=void under an MPI launcher
  * (issue 16, item 10): the world keeps the launcher's ranks (0 and 1 of 2,
  * not two worlds of one that both think they are rank 0 and write the same
  * checkpoint), on the void transport, whose collectives between processes
  * fail at once with DT_ERR_UNSUPPORTED naming the setting; groups of one
  * work. With DTRAIN_BOOTSTRAP=none as well (FORCEVOID_ALONE=1) every process
  * is a world of its own, on purpose. Run under mpiexec with
- * DTRAIN_BACKEND=void (tests/comm/CMakeLists.txt). */
+ * DTRAIN_BACKEND=void (tests/transport/CMakeLists.txt). */
 #include <stdlib.h>
 #include <string.h>
 #include "testutil.h"
@@ -16,7 +16,7 @@ int main(void) {
     int n = sz ? atoi(sz) : 1, me = rk ? atoi(rk) : 0, alone = getenv("FORCEVOID_ALONE") != NULL;
     CHECK_OK(dt_init());
     dt_comm *w = dt_comm_world();
-    if (!w) return dt_test_finish("comm_forcevoid");
+    if (!w) return dt_test_finish("transport_forcevoid");
     dt_test_rank = dt_comm_rank(w);
     CHECK(strcmp(dt_comm_backend(w), "void") == 0, "world backend '%s'", dt_comm_backend(w));
     if (alone) {
@@ -46,5 +46,5 @@ int main(void) {
         CHECK(y == 1 && dt_comm_size(solo) == 1, "allreduce on a group of one gave %d (size %d)", y, dt_comm_size(solo));
     }
     CHECK_OK(dt_finalize());
-    return dt_test_finish(alone ? "comm_forcevoid_alone" : "comm_forcevoid");
+    return dt_test_finish(alone ? "transport_forcevoid_alone" : "transport_forcevoid");
 }

@@ -1,8 +1,8 @@
-/* ckpt_st_tool: helper for check_safetensors.py.
- *   ckpt_st_tool write PATH   writes the reference file (values documented in
+/* io_st_tool: helper for check_safetensors.py.
+ *   io_st_tool write PATH   writes the reference file (values documented in
  *                             check_safetensors.py, tensors written in reverse
  *                             order through the streaming writer)
- *   ckpt_st_tool dump PATH    reads PATH with the strict reader and prints
+ *   io_st_tool dump PATH    reads PATH with the strict reader and prints
  *                             "META key=value" lines, then one line per tensor:
  *                             name dtype shape(d0,d1,..) values...
  *                             (floats %.9g / %.17g for F64, integers %lld);

@@ -128,12 +128,13 @@ for sig in TERM INT; do
 done
 
 # SIGKILL: nothing can clean up at once; the set (with a process running in
+# (waits of up to 30 s: a loaded machine, e.g. the suite at -j3 beside a build, took over 5 s)
 # host 2) is removed by the next gc, which kills that process
 "$H" with 2 -- "$H" exec 2 sleep 120 &
 pw=$!
-for t in $(seq 1 100); do [[ -n $(sets_now) ]] && break; sleep 0.1; done
+for t in $(seq 1 300); do [[ -n $(sets_now) ]] && break; sleep 0.1; done
 id=$(sets_now)
-for t in $(seq 1 50); do [[ -n $(ip netns pids "dtrain-$id-2" 2> /dev/null) ]] && break; sleep 0.1; done
+for t in $(seq 1 300); do [[ -n $(ip netns pids "dtrain-$id-2" 2> /dev/null) ]] && break; sleep 0.1; done
 inner=$(ip netns pids "dtrain-$id-2" 2> /dev/null)
 echo "harness_test: set $id, process in host 2: $inner"
 kill -KILL $pw

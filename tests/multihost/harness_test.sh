@@ -128,8 +128,8 @@ for sig in TERM INT; do
 done
 
 # SIGKILL: nothing can clean up at once; the set (with a process running in
-# (waits of up to 30 s: a loaded machine, e.g. the suite at -j3 beside a build, took over 5 s)
-# host 2) is removed by the next gc, which kills that process
+# host 2) is removed by the next gc, which kills that process (waits of up to
+# 30 s: on a loaded machine, the suite at -j3 beside a build, 5 s were too few)
 "$H" with 2 -- "$H" exec 2 sleep 120 &
 pw=$!
 for t in $(seq 1 300); do [[ -n $(sets_now) ]] && break; sleep 0.1; done

@@ -66,7 +66,9 @@ static int zero_create(dt_strategy *s, const dt_strategy_args *a, int stage) {
     int rc;
     if (a->dist->shard_group == DT_SHARD_HOST) {
         /* the host's ranks, and across hosts the ranks of the same local
-         * rank (made even on one host: one replica, the same code path) */
+         * rank (made even on one host: one replica, the same code path);
+         * hosts with different numbers of ranks: DT_ERR_INVALID, the launch
+         * does not fit the config (strategy.h, ERRORS) */
         if ((rc = dt_zero_hybrid_comms(s->comm, &z->shard, &zc.replicas))) return rc;
         z->rep_rank = dt_comm_rank(zc.replicas);
         z->nrep = dt_comm_size(zc.replicas);

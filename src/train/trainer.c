@@ -13,7 +13,6 @@
 #include "dtrain/trace.h"
 #include "dtrain/train.h"
 #include "dtrain/weights.h"
-#include "dtrain/zero.h"
 #include "train/trainer_internal.h"
 
 /* ---- hooks: the timeline around each layer, the strategy's work ---------------------- */
@@ -158,12 +157,6 @@ static int setup_optimizer(dt_trainer *t) {
     oc.lr = o->lr > 0 ? o->lr : (kind == DT_OPTIM_SGD ? 0.01 : 1e-3);
     if (kind == DT_OPTIM_SGD) { oc.momentum = o->momentum; oc.nesterov = o->nesterov; }
     if (o->weight_decay >= 0) oc.weight_decay = o->weight_decay;
-    if (o->dist.zero_opt_level > 0 && o->dist.shard_group == DT_SHARD_HOST) {
-        /* hosts with different numbers of ranks: the launch does not fit the
-         * config (exit 2); the strategy takes the same (cached) communicators */
-        dt_comm *sh, *rp;
-        if ((rc = dt_zero_hybrid_comms(t->comm, &sh, &rp))) return rc == DT_ERR_INVALID ? dt_trainer_mark_input(rc) : rc;
-    }
     /* the strategy, with --dp-threads N replicas of the model in this
      * process; a launch or config that does not fit it (DT_ERR_INVALID,
      * parallel/strategy.h ERRORS) is the input's fault: exit 2 */

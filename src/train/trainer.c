@@ -377,26 +377,7 @@ void dt_trainer_free(dt_trainer *t) {
 dt_model *dt_trainer_model(dt_trainer *t) { return t ? t->model : NULL; }
 
 int dt_trainer_model_meta(const dt_trainer *t, char keys[][16], char vals[][24]) {
-    int n = 0;
-    if (t->io.max_seq > 0) { /* a sequence model: its sizes */
-        const dt_model_config *c = dt_model_get_config(t->model);
-        const struct { const char *k; int v; } kv[] = {{"n_layer", c->n_layer}, {"n_head", c->n_head},
-                                                       {"n_embd", c->n_embd}, {"block_size", c->block_size},
-                                                       {"vocab_size", c->vocab_size}};
-        for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++, n++) {
-            snprintf(keys[n], 16, "%s", kv[i].k);
-            snprintf(vals[n], 24, "%d", kv[i].v);
-        }
-    } else {
-        /* the manifest's keys for both mlp widths and cnn channels (the
-         * format of checkpoints written when they shared their storage) */
-        int cnn = strcmp(t->o.model, "cnn") == 0;
-        snprintf(keys[n], 16, "hidden1");
-        snprintf(vals[n++], 24, "%d", cnn ? t->o.conv_channels1 : t->o.hidden1);
-        snprintf(keys[n], 16, "hidden2");
-        snprintf(vals[n++], 24, "%d", cnn ? t->o.conv_channels2 : t->o.hidden2);
-    }
-    return n;
+    return t->fam->meta(dt_model_get_config(t->model), &t->o, keys, vals); /* the family's keys */
 }
 
 /* ---- evaluation -------------------------------------------------------------- */

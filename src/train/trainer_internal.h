@@ -103,7 +103,8 @@ static inline void dt_trainer_position(const dt_trainer *t, uint64_t *epoch, uin
     else *samples = (uint64_t)t->src->ops->position(t->src);
 }
 /* trainer.c: the model sizes that checkpoints record and resume checks,
- * as (key, value) pairs; returns the count (<= 8). */
+ * as (key, value) pairs (the family's meta, source.h); returns the count
+ * (<= DT_TRAIN_META_MAX). */
 int dt_trainer_model_meta(const dt_trainer *t, char keys[][16], char vals[][24]);
 
 #endif

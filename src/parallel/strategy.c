@@ -6,6 +6,8 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/mem.h"
+#include "dtrain/trace.h"
+#include "parallel/replicas.h"
 #include "parallel/strategy.h"
 
 /* ---- the table: the first entry whose predicate holds is used ---------------- */
@@ -52,7 +54,8 @@ int dt_strategy_create(const dt_strategy_args *a, dt_strategy **out) {
         return DT_ERR(DT_ERR_INVALID, "NULL argument");
     const dt_layer_table *t = a->table;
     if (t->nlayers < 1 || !t->offset || !t->count || !t->owner || !t->params || !t->grads || !t->set_layer_params ||
-        !t->set_layer_grads || !t->use_grad_buffer || !t->release_flat || !t->zero_grad)
+        !t->set_layer_grads || !t->use_grad_buffer || !t->release_flat || !t->zero_grad || !t->set_hooks ||
+        !t->seed_dropout || !t->train_pass)
         return DT_ERR(DT_ERR_INVALID, "incomplete layer table (%d layers)", t->nlayers);
     dt_comm_info ci;
     int rc = dt_comm_info_get(a->comm, &ci);
@@ -61,6 +64,9 @@ int dt_strategy_create(const dt_strategy_args *a, dt_strategy **out) {
     if (!ops)
         return DT_ERR(DT_ERR_INVALID, "no parallel strategy for %d ranks with enable_data_parallel %d and "
                       "zero_opt_level %d", ci.size, a->dist->enable_data_parallel, a->dist->zero_opt_level);
+    if (a->replicas < 0) return DT_ERR(DT_ERR_INVALID, "replicas %d: must be >= 1", a->replicas);
+    /* the same answer on every rank (the same config): no collective yet */
+    if (a->replicas > 1 && ops->refuse_replicas) return ops->refuse_replicas(a);
     dt_strategy *s = calloc(1, sizeof *s);
     if (!s) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     s->ops = ops;
@@ -70,7 +76,7 @@ int dt_strategy_create(const dt_strategy_args *a, dt_strategy **out) {
     s->dp_size = ci.size;
     s->dp_rank = ci.rank;
     s->sync_bn = a->dist->sync_bn && ci.size > 1;
-    if ((rc = ops->create(s, a))) {
+    if ((rc = ops->create(s, a)) || (a->replicas > 1 && (rc = dt_replicas_create(&s->table, a->replicas, &s->replicas)))) {
         dt_strategy_free(s);
         return rc;
     }
@@ -80,6 +86,7 @@ int dt_strategy_create(const dt_strategy_args *a, dt_strategy **out) {
 
 void dt_strategy_free(dt_strategy *s) {
     if (!s) return;
+    dt_replicas_free(s->replicas); /* they read the strategy's parameters: first */
     if (s->ops->destroy) s->ops->destroy(s);
     free(s);
 }
@@ -106,6 +113,34 @@ int dt_strategy_sync_stats(void *ctx, float *buf, size_t n) {
 }
 
 int dt_strategy_has_sync_stats(const dt_strategy *s) { return s && s->sync_bn && s->ops->sync_stats; }
+
+int dt_strategy_set_hooks(dt_strategy *s, const dt_layer_hooks *h) {
+    if (!s || !h) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    return s->replicas ? dt_replicas_set_hooks(s->replicas, h) : s->table.set_hooks(s->table.model, h);
+}
+
+int dt_strategy_seed_dropout(dt_strategy *s, uint64_t seed) {
+    if (!s) return DT_ERR(DT_ERR_INVALID, "strategy is NULL");
+    int rc = s->table.seed_dropout(s->table.model, seed);
+    if (!rc && s->replicas) rc = dt_replicas_seed_dropout(s->replicas, seed);
+    return rc;
+}
+
+int dt_strategy_pass(dt_strategy *s, const void *x, const int32_t *y, int B, float scale, float *loss, int *correct,
+                     double *bwd_t0) {
+    if (!s || !bwd_t0) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    if (!s->replicas) return s->table.train_pass(s->table.model, x, y, B, scale, loss, correct, bwd_t0);
+    /* forward and backward on the threads, their gradients summed; then the
+     * strategy sees every layer's gradient ready, in backward order (its
+     * cross-rank reduction runs once per process) */
+    *bwd_t0 = dt_trace_now_us();
+    int rc = dt_replicas_pass(s->replicas, x, y, B, scale, loss, correct);
+    for (int layer = s->table.nlayers - 1; !rc && layer >= 0; layer--)
+        if (s->table.count[layer]) rc = dt_strategy_grad_ready(s, layer);
+    return rc;
+}
+
+int dt_strategy_replica_count(const dt_strategy *s) { return s ? dt_replicas_count(s->replicas) : 1; }
 
 int dt_strategy_begin_micro(dt_strategy *s, int m, int k) {
     return s->ops->begin_micro ? s->ops->begin_micro(s, m, k) : DT_OK;

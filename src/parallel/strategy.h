@@ -8,16 +8,31 @@
  * sharding, dtrain/zero.h). It is made from the model's LAYER TABLE (the
  * layout contract of dtrain/model.h: each layer's range of the flat vector,
  * the layer whose parameters it computes with, the flat buffers and the
- * model's redirection calls, given as function pointers so that this layer
- * does not import the models) and the dist config; it creates and owns the
+ * model's calls: redirection, hooks, the micro-step's pass, replicas; given
+ * as function pointers so that this layer does not import the models) and the dist config; it creates and owns the
  * optimizer (the whole vector, or this rank's shard).
  *
  * ADDING A STRATEGY: one file defining a dt_strategy_ops, and one entry in
  * k_strategies (strategy.c) with the predicate that selects it from the dist
  * config and the world size (the first match wins). The trainer needs no
- * change. Not yet behind it: --dp-threads (N threads of one process, each a
- * model replica over shared parameters), which the trainer still runs
- * beside the strategy (src/train/dp_threads.c).
+ * change.
+ * REPLICAS (the in-process dimension: dtrain-train --dp-threads N): N model
+ * replicas in this process over shared parameters, each run by a thread
+ * (replicas.h). dt_strategy_create makes them when a->replicas > 1, through
+ * the table's replica calls (the model is seen only through the table);
+ * replica 0 is the table's model. Each micro-step's forward and backward is
+ * dt_strategy_pass: with one replica the table's train_pass on the model,
+ * with N the threads' pass (gradients summed into replica 0's in a fixed
+ * order) followed by grad_ready replayed for every layer (in backward
+ * order), so that the strategy's cross-rank work runs once per process: the
+ * threads of a process train as one thread would on the whole micro-batch.
+ * A strategy takes part only if it keeps the parameters in the table's flat
+ * buffer and reduces whole gradients after grad_ready (none, ddp); one that
+ * moves them per layer refuses with refuse_replicas (ZeRO).
+ * ERRORS: dt_strategy_create returns DT_ERR_INVALID when the launch or the
+ * config does not fit the strategy (ZeRO with replicas; hybrid sharding over
+ * hosts with different numbers of ranks); the trainer reports those as
+ * input errors (dtrain-train exits 2).
  * Hybrid sharding (dist.shard_group host: ZeRO within a host, replicated
  * across hosts) is the ZeRO strategies' own: sub-communicators made in
  * create (dt_zero_hybrid_comms); state() says which shard this rank holds
@@ -26,9 +41,10 @@
  * checkpoint layout.
  *
  * CALL ORDER (one optimizer step of k micro-steps, m = 0..k-1):
- *   begin_micro(m, k) -> model forward/backward with the hooks below ->
- *   finish_micro(m, k, &step) ... -> step(&step)
- * The model hooks (dtrain/model.h order) are dt_strategy_pre_forward etc.:
+ *   seed_dropout -> begin_micro(m, k) -> pass (the model's forward/backward
+ *   with the hooks below) -> finish_micro(m, k, &step) ... -> step(&step)
+ * The trainer installs its model hooks once (dt_strategy_set_hooks); they
+ * call the strategy's (dtrain/model.h order), dt_strategy_pre_forward etc.:
  * each points the layer's OWNER (table.owner[layer]) at the memory the
  * strategy chose, through the table's set_layer_params/grads.
  * All functions return DT_OK or a negative dt_status with the message set;
@@ -38,9 +54,22 @@
 #define DT_PARALLEL_STRATEGY_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
 #include "dtrain/optim.h"
+
+/* The model's hooks as the strategy installs them (dtrain/model.h's
+ * dt_model_hooks, field for field; the table's set_hooks converts). */
+typedef struct dt_layer_hooks {
+    void *ctx;
+    int (*pre_forward)(void *ctx, int layer);
+    int (*post_forward)(void *ctx, int layer);
+    int (*pre_backward)(void *ctx, int layer);
+    int (*grad_ready)(void *ctx, int layer);
+    int (*post_backward)(void *ctx, int layer);
+    int (*sync_stats)(void *ctx, float *buf, size_t n);
+} dt_layer_hooks;
 
 /* The model as strategies see it (dtrain/model.h's layout contract). The
  * arrays and pointers must outlive the strategy. */
@@ -66,6 +95,26 @@ typedef struct dt_layer_table {
     int (*use_grad_buffer)(void *model, float *g);
     int (*release_flat)(void *model, int params, int grads);
     void (*zero_grad)(void *model);
+    /* the model's hooks (dt_model_set_hooks) and dropout stream (dt_model_seed_dropout) */
+    int (*set_hooks)(void *model, const dt_layer_hooks *h);
+    int (*seed_dropout)(void *model, uint64_t seed);
+    /* one micro-batch of B samples, forward (training) and backward with the
+     * loss scaled by `scale`: *loss the mean loss, *correct the correct
+     * predictions, read after the backward (a device model enqueues both
+     * without a wait); *bwd_t0 when the backward began (trace clock, us) */
+    int (*train_pass)(void *model, const void *x, const int32_t *y, int B, float scale, float *loss, int *correct,
+                      double *bwd_t0);
+    /* ---- for replicas (a->replicas > 1; may be NULL otherwise) ---- */
+    size_t x_bytes, y_elems;      /* one sample's input bytes and labels (int32) */
+    /* a new model of the same config, with its own (initial) parameters */
+    int (*replica_create)(void *model, void **out);
+    void (*replica_free)(void *model);
+    /* the current flat gradient buffer of a model (dt_model_grads) */
+    float *(*flat_grads)(void *model);
+    /* a replica's part of a pass: forward (training) with *loss the mean
+     * loss and *correct the correct predictions read before the backward,
+     * then the backward scaled by `scale` */
+    int (*replica_pass)(void *model, const void *x, const int32_t *y, int B, float scale, float *loss, int *correct);
 } dt_layer_table;
 
 typedef struct dt_strategy_args {
@@ -76,6 +125,8 @@ typedef struct dt_strategy_args {
     const dt_optim_range *no_decay;  /* global ranges without weight decay (dt_optim_set_no_decay) */
     int n_no_decay;
     const dt_layer_table *table;
+    int replicas;                    /* model replicas in this process (REPLICAS above): 1 (or 0): the
+                                      * table's model alone; > 1 needs the table's replica calls */
 } dt_strategy_args;
 
 /* One optimizer step, shared by finish_micro and step. */
@@ -106,6 +157,10 @@ typedef struct dt_strategy dt_strategy;
 /* A strategy's functions. NULL hooks are no-ops. */
 typedef struct dt_strategy_ops {
     const char *name;
+    /* NULL: the strategy runs with in-process replicas (REPLICAS above); else
+     * called instead of create when a->replicas > 1: returns the refusal
+     * (DT_ERR_INVALID with the reason) */
+    int (*refuse_replicas)(const dt_strategy_args *a);
     /* Collective. Sets s->impl; s->comm, s->ci, s->table, dp_size/rank are
      * filled before. On failure the caller calls destroy. */
     int (*create)(dt_strategy *s, const dt_strategy_args *a);
@@ -142,15 +197,18 @@ struct dt_strategy {
     dt_layer_table table;
     int dp_size, dp_rank; /* the batch is cut into dp_size parts; this rank trains part dp_rank */
     int sync_bn;          /* dist.sync_bn with more than one data-parallel rank */
+    struct dt_replicas *replicas; /* a->replicas > 1: the replicas and their threads; else NULL */
     void *impl;
 };
 
 /* The strategy the dist config selects for a world of `size` ranks: its name
  * ("none", "ddp", "zero1", ...). */
 const char *dt_strategy_select(const dt_config *dist, int size);
-/* Create the strategy selected for a->comm (collective). Registers the bytes
- * it holds (parameters, gradients, optimizer state, buffers) with dtrain/mem.h
- * and releases them in dt_strategy_free. */
+/* Create the strategy selected for a->comm (collective), with a->replicas
+ * replicas of the model in this process. Registers the bytes it holds
+ * (parameters, gradients, optimizer state, buffers; the replicas' gradients)
+ * with dtrain/mem.h and releases them in dt_strategy_free. DT_ERR_INVALID:
+ * the launch or config does not fit (ERRORS above), or a bad argument. */
 int dt_strategy_create(const dt_strategy_args *a, dt_strategy **out);
 void dt_strategy_free(dt_strategy *s);
 const char *dt_strategy_name(const dt_strategy *s);
@@ -163,6 +221,23 @@ int dt_strategy_grad_ready(void *s, int layer);
 int dt_strategy_post_backward(void *s, int layer);
 int dt_strategy_sync_stats(void *s, float *buf, size_t n);
 int dt_strategy_has_sync_stats(const dt_strategy *s);
+
+/* The model's hooks h (the trainer's: tracing around the calls above) on
+ * the table's model; with replicas, on replica 0 through the replicas'
+ * wrappers (replicas.h: grad_ready replayed by dt_strategy_pass, sync_stats
+ * summed over the threads first). */
+int dt_strategy_set_hooks(dt_strategy *s, const dt_layer_hooks *h);
+/* The dropout streams of a micro-step: the model's from seed, replica i's
+ * from seed ^ i * 0x9e3779b97f4a7c15. */
+int dt_strategy_seed_dropout(dt_strategy *s, uint64_t seed);
+/* One micro-step's forward and backward over the micro-batch x / y of B
+ * samples (between begin_micro and finish_micro), gradients += scale *
+ * d(mean loss)/d params: *loss the mean loss, *correct the correct
+ * predictions, *bwd_t0 when the backward began (see REPLICAS above). */
+int dt_strategy_pass(dt_strategy *s, const void *x, const int32_t *y, int B, float scale, float *loss, int *correct,
+                     double *bwd_t0);
+/* the replicas in this process (1: the model alone) */
+int dt_strategy_replica_count(const dt_strategy *s);
 
 int dt_strategy_begin_micro(dt_strategy *s, int m, int k);
 int dt_strategy_finish_micro(dt_strategy *s, int m, int k, dt_strategy_step *st, double bwd_t0, double bwd_t1);

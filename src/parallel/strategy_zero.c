@@ -66,7 +66,9 @@ static int zero_create(dt_strategy *s, const dt_strategy_args *a, int stage) {
     int rc;
     if (a->dist->shard_group == DT_SHARD_HOST) {
         /* the host's ranks, and across hosts the ranks of the same local
-         * rank (made even on one host: one replica, the same code path) */
+         * rank (made even on one host: one replica, the same code path);
+         * hosts with different numbers of ranks: DT_ERR_INVALID, the launch
+         * does not fit the config (strategy.h, ERRORS) */
         if ((rc = dt_zero_hybrid_comms(s->comm, &z->shard, &zc.replicas))) return rc;
         z->rep_rank = dt_comm_rank(zc.replicas);
         z->nrep = dt_comm_size(zc.replicas);
@@ -195,9 +197,18 @@ static int zero_load(dt_strategy *s, dt_strategy_read_fn read, void *ctx) {
     return rc;
 }
 
+/* in-process replicas would need every layer's parameters and gradients
+ * where the replicas share them; ZeRO moves them per layer */
+static int zero_refuse_replicas(const dt_strategy_args *a) {
+    return DT_ERR(DT_ERR_INVALID, "--dp-threads %d with zero_opt_level %d: ZeRO moves parameters and gradients "
+                  "per layer and is not combined with data-parallel threads (use DDP or stage 0)",
+                  a->replicas, a->dist->zero_opt_level);
+}
+
 #define ZERO_OPS(N)                                                                                       \
     const dt_strategy_ops dt_strategy_zero##N = {                                                         \
-        .name = "zero" #N, .create = zero##N##_create, .destroy = zero_destroy,                           \
+        .name = "zero" #N, .refuse_replicas = zero_refuse_replicas, .create = zero##N##_create,           \
+        .destroy = zero_destroy,                                                                          \
         .pre_forward = zero_pre_forward, .post_forward = zero_post_forward,                               \
         .pre_backward = zero_pre_backward, .grad_ready = zero_grad_ready,                                 \
         .post_backward = zero_post_backward, .sync_stats = zero_sync_stats,                               \

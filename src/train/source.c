@@ -1,5 +1,6 @@
 /* src/train/source.c - the trainer's model families: which data each trains
- * on and how its model is configured from the flags (see source.h). */
+ * on, how its model is configured from the flags and which of its sizes a
+ * checkpoint records (see source.h). */
 #include <stdio.h>
 #include <string.h>
 #include "core/error.h"
@@ -30,6 +31,32 @@ static int configure_gpt(dt_model_config *c, const dt_train_options *o) {
     return DT_OK;
 }
 
+/* the manifest's keys for both mlp widths and cnn channels (the format of
+ * checkpoints written when they shared their storage): the flags' values */
+static int meta_sequential(const dt_model_config *c, const dt_train_options *o, char keys[][16], char vals[][24]) {
+    (void)c;
+    int n = 0, cnn = strcmp(o->model, "cnn") == 0;
+    snprintf(keys[n], 16, "hidden1");
+    snprintf(vals[n++], 24, "%d", cnn ? o->conv_channels1 : o->hidden1);
+    snprintf(keys[n], 16, "hidden2");
+    snprintf(vals[n++], 24, "%d", cnn ? o->conv_channels2 : o->hidden2);
+    return n;
+}
+
+/* a sequence model: its sizes (after --init-from, the file's) */
+static int meta_gpt(const dt_model_config *c, const dt_train_options *o, char keys[][16], char vals[][24]) {
+    (void)o;
+    const struct { const char *k; int v; } kv[] = {{"n_layer", c->n_layer}, {"n_head", c->n_head},
+                                                   {"n_embd", c->n_embd}, {"block_size", c->block_size},
+                                                   {"vocab_size", c->vocab_size}};
+    int n = 0;
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++, n++) {
+        snprintf(keys[n], 16, "%s", kv[i].k);
+        snprintf(vals[n], 24, "%d", kv[i].v);
+    }
+    return n;
+}
+
 static const char *const k_seq_models[] = {"mlp", "lenet", "cnn", NULL};
 static const char *const k_gpt_models[] = {"gpt", NULL};
 
@@ -37,8 +64,8 @@ static const struct {
     const char *const *models; /* --model values */
     dt_train_family f;
 } k_families[] = {
-    {k_seq_models, {"sequential", &dt_source_fashion_mnist, configure_sequential, 1, 500}},
-    {k_gpt_models, {"gpt", &dt_source_text, configure_gpt, 2, 0}},
+    {k_seq_models, {"sequential", &dt_source_fashion_mnist, configure_sequential, 1, 500, meta_sequential}},
+    {k_gpt_models, {"gpt", &dt_source_text, configure_gpt, 2, 0, meta_gpt}},
 };
 #define NFAM ((int)(sizeof k_families / sizeof k_families[0]))
 

@@ -3,9 +3,10 @@
  *
  * The trainer does not assume a kind of model or data: it asks the model
  * for its io description (dtrain/model.h, dt_model_get_io) and the family's
- * entry here for the model config (from the flags) and for batches. A
- * family is added with one dt_train_family entry in source.c (and, for a new
- * kind of data, a file implementing dt_source_ops).
+ * entry here for the model config (from the flags), for batches and for
+ * the model sizes its checkpoints record. A family is added with one
+ * dt_train_family entry in source.c (and, for a new kind of data, a file
+ * implementing dt_source_ops).
  *
  * A source gives the training set as EPOCHS over a global order of samples:
  * a micro-step takes one global micro-batch of batch_size x dp_size samples,
@@ -80,7 +81,13 @@ typedef struct dt_train_family {
     int decay_min_ndim;
     /* evaluation batch (0: the training batch size) */
     int eval_batch;
+    /* the model sizes a checkpoint's manifest records and a resume checks,
+     * as (key, value) pairs from the model's config and the flags; returns
+     * the count (<= DT_TRAIN_META_MAX) */
+    int (*meta)(const dt_model_config *cfg, const dt_train_options *o, char keys[][16], char vals[][24]);
 } dt_train_family;
+
+#define DT_TRAIN_META_MAX 8
 
 /* The entry of model name `name` (the trainer's --model value), or NULL with
  * DT_ERR_INVALID recorded. */

@@ -91,7 +91,7 @@ static int export_layout(dt_trainer *t, int hf, dt_st_info *info, int *transpose
             info[i].name = names[i];
         if (i < np && sl->count > *maxc) *maxc = sl->count;
     }
-    char step[32], mk[8][16], mv[8][24];
+    char step[32], mk[DT_TRAIN_META_MAX][16], mv[DT_TRAIN_META_MAX][24];
     snprintf(step, sizeof step, "%ld", t->step);
     json_t *mj = json_pack("{s:s, s:s, s:s, s:s}", "format", "pt", "model", dt_model_name(t->model), "written_by",
                            "dtrain", "step", step);
@@ -239,7 +239,7 @@ int dt_trainer_save_checkpoint(dt_trainer *t, const char *dir) {
         vec[nv++] = (dt_ckpt_vector){"params", P};
         for (int i = 0; i < ns && i < 5; i++) vec[nv++] = (dt_ckpt_vector){names[i], P};
         if (NB) vec[nv++] = (dt_ckpt_vector){"buffers", NB};
-        char dist[1024], bs[16], mk[8][16], mv[8][24];
+        char dist[1024], bs[16], mk[DT_TRAIN_META_MAX][16], mv[DT_TRAIN_META_MAX][24];
         dt_config_to_json(&t->o.dist, dist, sizeof dist);
         snprintf(bs, sizeof bs, "%d", t->o.batch_size);
         uint64_t epoch, pos;
@@ -302,7 +302,7 @@ int dt_trainer_resume(dt_trainer *t, const char *dir) {
     if (!t || !dir || !*dir) return DT_ERR(DT_ERR_INVALID, "trainer or directory is NULL/empty");
     dt_ckpt_manifest *m = NULL;
     size_t P = dt_model_num_params(t->model), NB = dt_model_num_buffers(t->model);
-    char mk[8][16], mv[8][24];
+    char mk[DT_TRAIN_META_MAX][16], mv[DT_TRAIN_META_MAX][24];
     int nk = dt_trainer_model_meta(t, mk, mv);
     int rc = dt_ckpt_load_manifest(dir, &m);
     if (!rc) rc = check_meta(m, dir, "model", t->o.model);

@@ -14,7 +14,6 @@
 #include "dtrain/optim.h"
 #include "dtrain/trace.h"
 #include "dtrain/train.h"
-#include "train/dp_threads.h"
 #include "train/trainer_internal.h"
 
 static volatile sig_atomic_t g_stop_requested;
@@ -105,36 +104,18 @@ static int train_step(dt_trainer *t, tally *ep, tally *win, double *step_loss) {
          * resumed run draws the same masks as an uninterrupted one */
         const uint64_t dseed = (t->o.seed * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)t->ci.world_rank << 48) ^
                                ((uint64_t)t->step * 64 + (uint64_t)m);
-        rc = dt_model_seed_dropout(t->model, dseed);
-        if (!rc && t->dpt) rc = dt_dp_threads_seed_dropout(t->dpt, dseed);
+        rc = dt_strategy_seed_dropout(t->st, dseed); /* the model's, and its replicas' */
         if (!rc) rc = dt_strategy_begin_micro(t->st, m, k);
         if (rc) return rc;
         /* mean over k micro-batches, and over the data-parallel ranks when
          * the strategy sums their gradients */
         const float scale = 1.0f / (float)k / (float)t->st->dp_size;
+        /* forward and backward: on the model, or on its replicas in this
+         * process (--dp-threads), through the strategy */
         float l;
         int c;
         double b0;
-        if (t->dpt) {
-            /* forward and backward on the threads, their gradients summed;
-             * then the strategy sees every layer's gradient ready, in
-             * backward order (its cross-rank reduction runs once per process) */
-            b0 = dt_trace_now_us();
-            if ((rc = dt_dp_threads_pass(t->dpt, t->x, t->y, B, scale, &l, &c))) return rc;
-            for (int layer = t->table.nlayers - 1; layer >= 0; layer--)
-                if (t->l_cnt[layer] && (rc = dt_strategy_grad_ready(t->st, layer))) return rc;
-        } else {
-            /* the loss and the predictions are read after the backward: a
-             * device model's forward and backward are enqueued without a
-             * wait between them */
-            double cd = 0;
-            if ((rc = dt_model_forward(t->model, t->x, t->y, B, 1, NULL))) return rc;
-            b0 = dt_trace_now_us();
-            if ((rc = dt_model_backward_scaled(t->model, scale)) || (rc = dt_model_loss(t->model, &l)) ||
-                (rc = dt_model_row_stats(t->model, (long)B * t->positions, &cd, NULL)))
-                return rc;
-            c = (int)cd;
-        }
+        if ((rc = dt_strategy_pass(t->st, t->x, t->y, B, scale, &l, &c, &b0))) return rc;
         for (tally *s = ep; s; s = s == ep ? win : NULL) {
             s->loss_sum += (double)l * B * P;
             s->correct += c;

@@ -13,8 +13,6 @@
 #include "dtrain/trace.h"
 #include "dtrain/train.h"
 #include "dtrain/weights.h"
-#include "train/dp_threads.h"
-#include "dtrain/zero.h"
 #include "train/trainer_internal.h"
 
 /* ---- hooks: the timeline around each layer, the strategy's work ---------------------- */
@@ -62,6 +60,55 @@ static int tb_set_grads(void *m, int l, float *g) { return dt_model_set_layer_gr
 static int tb_use_grads(void *m, float *g) { return dt_model_use_grad_buffer(m, g); }
 static int tb_release(void *m, int p, int g) { return dt_model_release_flat(m, p, g); }
 static void tb_zero_grad(void *m) { dt_model_zero_grad(m); }
+static int tb_set_hooks(void *m, const dt_layer_hooks *h) {
+    dt_model_hooks mh = {.ctx = h->ctx, .pre_forward = h->pre_forward, .post_forward = h->post_forward,
+                         .pre_backward = h->pre_backward, .grad_ready = h->grad_ready,
+                         .post_backward = h->post_backward, .sync_stats = h->sync_stats};
+    return dt_model_set_hooks(m, &mh);
+}
+static int tb_seed_dropout(void *m, uint64_t seed) { return dt_model_seed_dropout(m, seed); }
+static float *tb_flat_grads(void *m) { return dt_model_grads(m); }
+
+/* a micro-step on the model: the loss and the predictions are read after the
+ * backward (a device model's forward and backward are enqueued without a
+ * wait between them) */
+static int tb_train_pass(void *m, const void *x, const int32_t *y, int B, float scale, float *loss, int *correct,
+                         double *bwd_t0) {
+    dt_model_io io;
+    double cd = 0;
+    int rc = dt_model_get_io(m, &io);
+    if (!rc) rc = dt_model_forward(m, x, y, B, 1, NULL);
+    if (rc) return rc;
+    *bwd_t0 = dt_trace_now_us();
+    if ((rc = dt_model_backward_scaled(m, scale)) || (rc = dt_model_loss(m, loss)) ||
+        (rc = dt_model_row_stats(m, (long)B * (io.max_seq > 0 ? io.max_seq : 1), &cd, NULL)))
+        return rc;
+    *correct = (int)cd;
+    return DT_OK;
+}
+
+/* --dp-threads: a replica is a model of the same config; its part of a pass
+ * reads the loss and the predictions before the backward */
+static int tb_replica_create(void *m, void **out) {
+    dt_model_config cfg = *dt_model_get_config(m);
+    char name[64];
+    snprintf(name, sizeof name, "%s", cfg.name);
+    cfg.name = name;
+    dt_model *r = NULL;
+    int rc = dt_model_create(&cfg, &r);
+    *out = r;
+    return rc;
+}
+static void tb_replica_free(void *m) { dt_model_free(m); }
+static int tb_replica_pass(void *m, const void *x, const int32_t *y, int B, float scale, float *loss, int *correct) {
+    int rc = dt_model_forward(m, x, y, B, 1, loss);
+    if (!rc && (rc = dt_model_correct(m, y, B)) >= 0) {
+        *correct = rc;
+        rc = DT_OK;
+    }
+    if (!rc) rc = dt_model_backward_scaled(m, scale);
+    return rc;
+}
 
 static int build_table(dt_trainer *t) {
     dt_model *m = t->model;
@@ -81,7 +128,12 @@ static int build_table(dt_trainer *t) {
                                 .stream = dt_model_stream(m), .model = m,
                                 .set_layer_params = tb_set_params, .set_layer_grads = tb_set_grads,
                                 .use_grad_buffer = tb_use_grads, .release_flat = tb_release,
-                                .zero_grad = tb_zero_grad};
+                                .zero_grad = tb_zero_grad, .set_hooks = tb_set_hooks,
+                                .seed_dropout = tb_seed_dropout, .train_pass = tb_train_pass,
+                                .x_bytes = 4 * (size_t)t->io.x_size * (size_t)t->positions,
+                                .y_elems = (size_t)t->positions, .replica_create = tb_replica_create,
+                                .replica_free = tb_replica_free, .flat_grads = tb_flat_grads,
+                                .replica_pass = tb_replica_pass};
     /* weight decay as the family trains (nanoGPT: matrices only) */
     const int ns = dt_model_num_slices(m);
     t->no_decay = malloc(sizeof *t->no_decay * (size_t)(ns ? ns : 1));
@@ -105,15 +157,12 @@ static int setup_optimizer(dt_trainer *t) {
     oc.lr = o->lr > 0 ? o->lr : (kind == DT_OPTIM_SGD ? 0.01 : 1e-3);
     if (kind == DT_OPTIM_SGD) { oc.momentum = o->momentum; oc.nesterov = o->nesterov; }
     if (o->weight_decay >= 0) oc.weight_decay = o->weight_decay;
-    if (o->dist.zero_opt_level > 0 && o->dist.shard_group == DT_SHARD_HOST) {
-        /* hosts with different numbers of ranks: the launch does not fit the
-         * config (exit 2); the strategy takes the same (cached) communicators */
-        dt_comm *sh, *rp;
-        if ((rc = dt_zero_hybrid_comms(t->comm, &sh, &rp))) return rc == DT_ERR_INVALID ? dt_trainer_mark_input(rc) : rc;
-    }
+    /* the strategy, with --dp-threads N replicas of the model in this
+     * process; a launch or config that does not fit it (DT_ERR_INVALID,
+     * parallel/strategy.h ERRORS) is the input's fault: exit 2 */
     dt_strategy_args sa = {.comm = t->comm, .dist = &o->dist, .optim = &oc, .no_decay = t->no_decay,
-                           .n_no_decay = t->n_no_decay, .table = &t->table};
-    if ((rc = dt_strategy_create(&sa, &t->st))) return rc;
+                           .n_no_decay = t->n_no_decay, .table = &t->table, .replicas = o->dp_threads};
+    if ((rc = dt_strategy_create(&sa, &t->st))) return rc == DT_ERR_INVALID ? dt_trainer_mark_input(rc) : rc;
     dt_lr_schedule_default(&t->sched, (float)oc.lr);
     t->sched.warmup_steps = o->warmup_steps;
     t->sched.min_lr = (float)o->min_lr;
@@ -207,7 +256,8 @@ static int check_sample(dt_trainer *t) {
     return DT_OK;
 }
 
-/* --dp-threads N: what it cannot be combined with (input errors: exit 2) */
+/* --dp-threads N: the trainer's flags it cannot be combined with (input
+ * errors: exit 2) */
 static int check_dp_threads(const dt_train_options *o) {
     if (o->dp_threads < 1)
         return DT_ERR(DT_ERR_INVALID, "dp_threads %d (--dp-threads): must be >= 1", o->dp_threads);
@@ -218,18 +268,7 @@ static int check_dp_threads(const dt_train_options *o) {
     if (o->threads != 1)
         return DT_ERR(DT_ERR_INVALID, "--threads %d with --dp-threads %d: BLAS runs single-threaded inside each "
                       "data-parallel thread (leave --threads at 1)", o->threads, o->dp_threads);
-    if (o->dist.zero_opt_level > 0)
-        return DT_ERR(DT_ERR_INVALID, "--dp-threads %d with zero_opt_level %d: ZeRO moves parameters and gradients "
-                      "per layer and is not combined with data-parallel threads (use DDP or stage 0)",
-                      o->dp_threads, o->dist.zero_opt_level);
-    return DT_OK;
-}
-
-static int setup_dp_threads(dt_trainer *t, const dt_model_hooks *hk) {
-    dt_dp_threads_args a = {.model = t->model, .n = t->o.dp_threads, .hooks0 = *hk,
-                            .x_bytes = 4 * (size_t)t->io.x_size * (size_t)t->positions,
-                            .y_elems = (size_t)t->positions};
-    return dt_dp_threads_create(&a, &t->dpt);
+    return DT_OK; /* what the strategy cannot run with replicas, it refuses (setup_optimizer) */
 }
 
 /* What a step is worth: its predictions over all ranks, a gpt's FLOPs per
@@ -282,7 +321,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     if (!rc && t->init) rc = dt_trainer_init_weights(t); /* --init-from: before the strategy takes the model */
     if (!rc) rc = check_sample(t);
     FAIL(dt_trainer_agree_error(t, rc));
-    FAIL(setup_optimizer(t)); /* the strategy: DDP, ZeRO or none, and the optimizer */
+    FAIL(setup_optimizer(t)); /* the strategy: DDP, ZeRO or none, the optimizer, the replicas */
 
     /* the data, cut into the strategy's data-parallel parts; a data set
      * missing on one host ends every rank, with its message */
@@ -297,11 +336,10 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     FAIL(setup_schedule(t));
     FAIL(setup_buffers(t));
 
-    dt_model_hooks hk = {.ctx = t, .pre_forward = h_pre_fwd, .post_forward = h_post_fwd, .pre_backward = h_pre_bwd,
+    dt_layer_hooks hk = {.ctx = t, .pre_forward = h_pre_fwd, .post_forward = h_post_fwd, .pre_backward = h_pre_bwd,
                          .grad_ready = h_grad_ready, .post_backward = h_post_bwd,
                          .sync_stats = dt_strategy_has_sync_stats(t->st) ? h_sync_stats : NULL};
-    FAIL(dt_model_set_hooks(t->model, &hk));
-    if (o->dp_threads > 1) FAIL(setup_dp_threads(t, &hk));
+    FAIL(dt_strategy_set_hooks(t->st, &hk)); /* on the model, or around it on replica 0 */
     if (*o->resume_dir) FAIL(dt_trainer_resume(t, o->resume_dir));
     if (*o->resume_dir && t->ci.size > 1) FAIL(dt_trainer_check_resumed(t));
     /* outputs last: a run refused for its input leaves nothing behind; all
@@ -319,7 +357,6 @@ void dt_trainer_free(dt_trainer *t) {
     if (!t) return;
     if (t->tracing) dt_trace_close();
     dt_metrics_close(&t->metrics); /* a failed write was already reported by dt_trainer_fit or is moot */
-    dt_dp_threads_free(t->dpt); /* its replicas read the strategy's parameters: before the strategy */
     dt_strategy_free(t->st);
     dt_model_free(t->model);
     dt_weights_close(t->init);
@@ -340,26 +377,7 @@ void dt_trainer_free(dt_trainer *t) {
 dt_model *dt_trainer_model(dt_trainer *t) { return t ? t->model : NULL; }
 
 int dt_trainer_model_meta(const dt_trainer *t, char keys[][16], char vals[][24]) {
-    int n = 0;
-    if (t->io.max_seq > 0) { /* a sequence model: its sizes */
-        const dt_model_config *c = dt_model_get_config(t->model);
-        const struct { const char *k; int v; } kv[] = {{"n_layer", c->n_layer}, {"n_head", c->n_head},
-                                                       {"n_embd", c->n_embd}, {"block_size", c->block_size},
-                                                       {"vocab_size", c->vocab_size}};
-        for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++, n++) {
-            snprintf(keys[n], 16, "%s", kv[i].k);
-            snprintf(vals[n], 24, "%d", kv[i].v);
-        }
-    } else {
-        /* the manifest's keys for both mlp widths and cnn channels (the
-         * format of checkpoints written when they shared their storage) */
-        int cnn = strcmp(t->o.model, "cnn") == 0;
-        snprintf(keys[n], 16, "hidden1");
-        snprintf(vals[n++], 24, "%d", cnn ? t->o.conv_channels1 : t->o.hidden1);
-        snprintf(keys[n], 16, "hidden2");
-        snprintf(vals[n++], 24, "%d", cnn ? t->o.conv_channels2 : t->o.hidden2);
-    }
-    return n;
+    return t->fam->meta(dt_model_get_config(t->model), &t->o, keys, vals); /* the family's keys */
 }
 
 /* ---- evaluation -------------------------------------------------------------- */

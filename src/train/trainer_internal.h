@@ -26,8 +26,8 @@ struct dt_trainer {
     dt_model_io io;
     int positions;           /* predictions per sample: max(1, io.max_seq) */
     dt_source *src;          /* the training and evaluation data */
-    dt_strategy *st;         /* where parameters, gradients and optimizer state live */
-    struct dt_dp_threads *dpt; /* --dp-threads N > 1: the threads and their replicas; NULL otherwise */
+    dt_strategy *st;         /* where parameters, gradients and optimizer state live; with
+                              * --dp-threads N, the replicas of the model in this process */
     dt_layer_table table;    /* the model's layers, for the strategy */
     size_t *l_off, *l_cnt;   /* [layers] */
     int *l_owner;            /* [layers] */
@@ -103,7 +103,8 @@ static inline void dt_trainer_position(const dt_trainer *t, uint64_t *epoch, uin
     else *samples = (uint64_t)t->src->ops->position(t->src);
 }
 /* trainer.c: the model sizes that checkpoints record and resume checks,
- * as (key, value) pairs; returns the count (<= 8). */
+ * as (key, value) pairs (the family's meta, source.h); returns the count
+ * (<= DT_TRAIN_META_MAX). */
 int dt_trainer_model_meta(const dt_trainer *t, char keys[][16], char vals[][24]);
 
 #endif

@@ -1,7 +1,7 @@
-/* src/train/dp_threads.c - data parallelism between the threads of one
- * process: replicas over shared parameters, a thread per replica, batch-norm
+/* src/parallel/replicas.c - the strategies' in-process dimension: model
+ * replicas over shared parameters, a thread per replica, batch-norm
  * statistics and gradients summed between the threads in a fixed order (see
- * dp_threads.h). */
+ * replicas.h). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/mem.h"
 #include "dtrain/mem.h"
-#include "train/dp_threads.h"
+#include "parallel/replicas.h"
 
 /* A barrier that a failing thread can break (pthread_barrier_t cannot be
  * abandoned): wait returns 0 when all `n` arrived, -1 when the pass failed. */
@@ -19,9 +19,9 @@ typedef struct gbarrier {
 } gbarrier;
 
 typedef struct worker {
-    struct dt_dp_threads *g;
+    struct dt_replicas *g;
     int i;
-    dt_model *m;
+    void *m;          /* the replica (the table's model for i = 0) */
     pthread_t th;
     int started;
     /* results of the last pass */
@@ -32,10 +32,11 @@ typedef struct worker {
     int correct;
 } worker;
 
-struct dt_dp_threads {
+struct dt_replicas {
     int n;
     worker *w;        /* [n]; w[0] is the calling thread, on replica 0 */
-    dt_model_hooks hooks0;
+    const dt_layer_table *t; /* the model's calls */
+    dt_layer_hooks hooks0;
     size_t P, x_bytes, y_elems;
     long long grad_bytes;
     pthread_mutex_t mu;
@@ -59,7 +60,7 @@ struct dt_dp_threads {
 
 /* ---- synchronisation ------------------------------------------------------------ */
 
-static int bar_wait(dt_dp_threads *g, gbarrier *b, int n) {
+static int bar_wait(dt_replicas *g, gbarrier *b, int n) {
     pthread_mutex_lock(&g->mu);
     if (g->failed) {
         pthread_mutex_unlock(&g->mu);
@@ -79,7 +80,7 @@ static int bar_wait(dt_dp_threads *g, gbarrier *b, int n) {
     return r;
 }
 
-static void fail(dt_dp_threads *g, worker *w, int rc) {
+static void fail(dt_replicas *g, worker *w, int rc) {
     w->rc = rc;
     snprintf(w->msg, sizeof w->msg, "%s", dt_last_error());
     pthread_mutex_lock(&g->mu);
@@ -92,7 +93,7 @@ static void fail(dt_dp_threads *g, worker *w, int rc) {
  * order, in double), then over the ranks (hooks0.sync_stats, on thread 0). */
 static int th_sync_stats(void *ctx, float *buf, size_t n) {
     worker *w = ctx;
-    dt_dp_threads *g = w->g;
+    dt_replicas *g = w->g;
     g->sbuf[w->i] = buf;
     if (bar_wait(g, &g->sbar, g->active)) return w->aborted = 1;
     if (w->i == 0) {
@@ -125,20 +126,27 @@ static int th_sync_stats(void *ctx, float *buf, size_t n) {
 /* replica 0's hooks: the caller's, except grad_ready (replayed after the
  * reduction) and sync_stats (the threads' sum) */
 static int h0_pre_fwd(void *ctx, int l) {
-    dt_dp_threads *g = ((worker *)ctx)->g;
+    dt_replicas *g = ((worker *)ctx)->g;
     return g->hooks0.pre_forward ? g->hooks0.pre_forward(g->hooks0.ctx, l) : DT_OK;
 }
 static int h0_post_fwd(void *ctx, int l) {
-    dt_dp_threads *g = ((worker *)ctx)->g;
+    dt_replicas *g = ((worker *)ctx)->g;
     return g->hooks0.post_forward ? g->hooks0.post_forward(g->hooks0.ctx, l) : DT_OK;
 }
 static int h0_pre_bwd(void *ctx, int l) {
-    dt_dp_threads *g = ((worker *)ctx)->g;
+    dt_replicas *g = ((worker *)ctx)->g;
     return g->hooks0.pre_backward ? g->hooks0.pre_backward(g->hooks0.ctx, l) : DT_OK;
 }
 static int h0_post_bwd(void *ctx, int l) {
-    dt_dp_threads *g = ((worker *)ctx)->g;
+    dt_replicas *g = ((worker *)ctx)->g;
     return g->hooks0.post_backward ? g->hooks0.post_backward(g->hooks0.ctx, l) : DT_OK;
+}
+
+/* replica 0's hooks: the wrappers above around g->hooks0 */
+static int install0(dt_replicas *g) {
+    dt_layer_hooks h = {.ctx = &g->w[0], .pre_forward = h0_pre_fwd, .post_forward = h0_post_fwd,
+                        .pre_backward = h0_pre_bwd, .post_backward = h0_post_bwd, .sync_stats = th_sync_stats};
+    return g->t->set_hooks(g->w[0].m, &h);
 }
 
 /* ---- one thread's part of a pass ------------------------------------------------- */
@@ -149,7 +157,7 @@ static void slice_of(int B, int n, int i, int *off, int *cnt) {
     *off = i * q + (i < r ? i : r);
 }
 
-static void run_part(dt_dp_threads *g, worker *w) {
+static void run_part(dt_replicas *g, worker *w) {
     int off, cnt, rc = DT_OK;
     slice_of(g->B, g->n, w->i, &off, &cnt);
     w->rc = DT_OK;
@@ -158,12 +166,8 @@ static void run_part(dt_dp_threads *g, worker *w) {
     w->correct = 0;
     if (cnt > 0) {
         const int32_t *y = g->y + (size_t)off * g->y_elems;
-        rc = dt_model_forward(w->m, g->x + (size_t)off * g->x_bytes, y, cnt, 1, &w->loss);
-        if (!rc && (rc = dt_model_correct(w->m, y, cnt)) >= 0) {
-            w->correct = rc;
-            rc = DT_OK;
-        }
-        if (!rc) rc = dt_model_backward_scaled(w->m, g->scale * (float)cnt / (float)g->B);
+        rc = g->t->replica_pass(w->m, g->x + (size_t)off * g->x_bytes, y, cnt, g->scale * (float)cnt / (float)g->B,
+                                &w->loss, &w->correct);
         if (rc && w->aborted) { /* stopped in a barrier by another thread's failure */
             w->rc = 1;
             return;
@@ -184,7 +188,7 @@ static void run_part(dt_dp_threads *g, worker *w) {
     size_t hi = lo + chunk < g->P ? lo + chunk : g->P;
     float *g0 = g->g0;
     for (int j = 1; j < g->n; j++) {
-        float *gj = dt_model_grads(g->w[j].m);
+        float *gj = g->t->flat_grads(g->w[j].m);
         for (size_t e = lo; e < hi; e++) g0[e] += gj[e];
         memset(gj + lo, 0, (hi - lo) * sizeof(float));
     }
@@ -192,7 +196,7 @@ static void run_part(dt_dp_threads *g, worker *w) {
 
 static void *worker_main(void *arg) {
     worker *w = arg;
-    dt_dp_threads *g = w->g;
+    dt_replicas *g = w->g;
     unsigned seen = 0;
     for (;;) {
         pthread_mutex_lock(&g->mu);
@@ -211,22 +215,25 @@ static void *worker_main(void *arg) {
 
 /* ---- public ------------------------------------------------------------------------ */
 
-int dt_dp_threads_count(const dt_dp_threads *g) { return g ? g->n : 1; }
+int dt_replicas_count(const dt_replicas *g) { return g ? g->n : 1; }
 
-int dt_dp_threads_create(const dt_dp_threads_args *a, dt_dp_threads **out) {
+int dt_replicas_create(const dt_layer_table *t, int n, dt_replicas **out) {
     if (!out) return DT_ERR(DT_ERR_INVALID, "out is NULL");
     *out = NULL;
-    if (!a || !a->model) return DT_ERR(DT_ERR_INVALID, "NULL argument");
-    if (a->n < 2) return DT_ERR(DT_ERR_INVALID, "data-parallel threads %d: must be >= 2", a->n);
-    const size_t P = dt_model_num_params(a->model);
-    if (!P || !dt_model_grads(a->model)) return DT_ERR(DT_ERR_INVALID, "model without a flat gradient buffer");
-    dt_dp_threads *g = calloc(1, sizeof *g);
+    if (!t || !t->model) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    if (n < 2) return DT_ERR(DT_ERR_INVALID, "data-parallel threads %d: must be >= 2", n);
+    if (!t->replica_create || !t->replica_free || !t->flat_grads || !t->replica_pass || !t->set_hooks ||
+        !t->seed_dropout || !t->release_flat || !t->set_layer_params || !t->x_bytes || !t->y_elems)
+        return DT_ERR(DT_ERR_INVALID, "the layer table lacks the replica calls (%d replicas)", n);
+    const size_t P = t->num_params;
+    if (!P || !t->flat_grads(t->model)) return DT_ERR(DT_ERR_INVALID, "model without a flat gradient buffer");
+    dt_replicas *g = calloc(1, sizeof *g);
     if (!g) return DT_ERR(DT_ERR_NOMEM, "out of memory");
-    g->n = a->n;
-    g->hooks0 = a->hooks0;
+    g->n = n;
+    g->t = t;
     g->P = P;
-    g->x_bytes = a->x_bytes;
-    g->y_elems = a->y_elems;
+    g->x_bytes = t->x_bytes;
+    g->y_elems = t->y_elems;
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->job_cv, NULL);
     pthread_cond_init(&g->done_cv, NULL);
@@ -234,39 +241,29 @@ int dt_dp_threads_create(const dt_dp_threads_args *a, dt_dp_threads **out) {
     g->w = calloc((size_t)g->n, sizeof *g->w);
     g->sbuf = calloc((size_t)g->n, sizeof *g->sbuf);
     if (!g->w || !g->sbuf) {
-        dt_dp_threads_free(g);
+        dt_replicas_free(g);
         return DT_ERR(DT_ERR_NOMEM, "out of memory");
     }
-    dt_model *m0 = a->model;
-    dt_model_config cfg = *dt_model_get_config(m0);
-    char name[64];
-    snprintf(name, sizeof name, "%s", cfg.name);
-    cfg.name = name;
-    const int L = dt_model_num_layers(m0);
     int rc = DT_OK;
     for (int i = 0; i < g->n && !rc; i++) {
         worker *w = &g->w[i];
         w->g = g;
         w->i = i;
-        if (i == 0) {
-            w->m = m0;
-            dt_model_hooks h = {.ctx = w, .pre_forward = h0_pre_fwd, .post_forward = h0_post_fwd,
-                                .pre_backward = h0_pre_bwd, .post_backward = h0_post_bwd,
-                                .sync_stats = th_sync_stats};
-            rc = dt_model_set_hooks(m0, &h);
+        if (i == 0) { /* the table's model (hooks0 none until dt_replicas_set_hooks) */
+            w->m = t->model;
+            rc = install0(g);
             continue;
         }
-        if ((rc = dt_model_create(&cfg, &w->m))) break;
+        if ((rc = t->replica_create(t->model, &w->m))) break;
         /* its parameters are replica 0's (its own are released) */
-        rc = dt_model_release_flat(w->m, 1, 0);
-        for (int l = 0; !rc && l < L; l++) {
-            size_t cnt = 0;
-            if ((rc = dt_model_layer_params(m0, l, NULL, &cnt)) || !cnt) continue;
-            if (dt_model_layer_param_owner(m0, l) != l) continue; /* reads its owner's */
-            rc = dt_model_set_layer_params(w->m, l, dt_model_layer_param_ptr(m0, l));
+        rc = t->release_flat(w->m, 1, 0);
+        for (int l = 0; !rc && l < t->nlayers; l++) {
+            if (!t->count[l]) continue;
+            if (t->owner[l] != l) continue; /* reads its owner's */
+            rc = t->set_layer_params(w->m, l, t->params + t->offset[l]);
         }
-        dt_model_hooks h = {.ctx = w, .sync_stats = th_sync_stats};
-        if (!rc) rc = dt_model_set_hooks(w->m, &h);
+        dt_layer_hooks h = {.ctx = w, .sync_stats = th_sync_stats};
+        if (!rc) rc = t->set_hooks(w->m, &h);
         if (!rc) {
             g->grad_bytes += (long long)(P * sizeof(float));
             dt_mem_add(DT_MEM_GRADS, (long long)(P * sizeof(float)));
@@ -280,14 +277,14 @@ int dt_dp_threads_create(const dt_dp_threads_args *a, dt_dp_threads **out) {
         g->w[i].started = 1;
     }
     if (rc) {
-        dt_dp_threads_free(g);
+        dt_replicas_free(g);
         return rc;
     }
     *out = g;
     return DT_OK;
 }
 
-void dt_dp_threads_free(dt_dp_threads *g) {
+void dt_replicas_free(dt_replicas *g) {
     if (!g) return;
     if (g->w) {
         pthread_mutex_lock(&g->mu);
@@ -296,7 +293,7 @@ void dt_dp_threads_free(dt_dp_threads *g) {
         pthread_mutex_unlock(&g->mu);
         for (int i = 1; i < g->n; i++) {
             if (g->w[i].started) pthread_join(g->w[i].th, NULL);
-            dt_model_free(g->w[i].m);
+            if (g->w[i].m) g->t->replica_free(g->w[i].m);
         }
     }
     dt_mem_add(DT_MEM_GRADS, -g->grad_bytes);
@@ -311,20 +308,26 @@ void dt_dp_threads_free(dt_dp_threads *g) {
     free(g);
 }
 
-int dt_dp_threads_seed_dropout(dt_dp_threads *g, uint64_t seed) {
+int dt_replicas_set_hooks(dt_replicas *g, const dt_layer_hooks *hooks0) {
+    if (!g || !hooks0) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    g->hooks0 = *hooks0;
+    return install0(g);
+}
+
+int dt_replicas_seed_dropout(dt_replicas *g, uint64_t seed) {
     if (!g) return DT_ERR(DT_ERR_INVALID, "NULL argument");
     for (int i = 1; i < g->n; i++) {
-        int rc = dt_model_seed_dropout(g->w[i].m, seed ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull));
+        int rc = g->t->seed_dropout(g->w[i].m, seed ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull));
         if (rc) return rc;
     }
     return DT_OK;
 }
 
-int dt_dp_threads_pass(dt_dp_threads *g, const void *x, const int32_t *y, int B, float scale, float *loss,
-                       int *correct) {
+int dt_replicas_pass(dt_replicas *g, const void *x, const int32_t *y, int B, float scale, float *loss,
+                     int *correct) {
     if (!g || !x || !y || !loss || !correct) return DT_ERR(DT_ERR_INVALID, "NULL argument");
     if (B < 1) return DT_ERR(DT_ERR_INVALID, "batch %d: must be >= 1", B);
-    float *g0 = dt_model_grads(g->w[0].m);
+    float *g0 = g->t->flat_grads(g->w[0].m);
     if (!g0) return DT_ERR(DT_ERR_STATE, "replica 0 has no flat gradient buffer");
     pthread_mutex_lock(&g->mu);
     g->x = x;

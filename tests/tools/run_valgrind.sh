@@ -14,8 +14,9 @@
 # Environment:
 #   JOBS        build parallelism (default 2)
 #   VG_TESTS    regex: only tests whose name matches (default: all selected)
-#   VG_EXCLUDE  regex: skip these tests (default '^train_|_emu$|^fakegpu_gpt(_kernels)?$',
-#               see below; '' keeps all)
+#   VG_EXCLUDE  regex: skip these tests (default
+#               '^train_|_emu$|^fakegpu_gpt(_kernels)?$|^fakegpu_smallcall', see below;
+#               '' keeps all)
 #   VG_TIMEOUT  seconds per test (default 1200)
 #
 # Excluded by default: the fake GPU's emulated-kernel tests (fakegpu_*_emu: linked
@@ -23,7 +24,9 @@
 # stacks of their own, which memcheck would take for stack switches), and the
 # GPT on the fake GPU (fakegpu_gpt, fakegpu_gpt_kernels: the kernels' CPU twins and
 # the fake cuBLASLt's OpenBLAS GEMMs; fakegpu_gpt_kernels was still running after 10
-# minutes here), and the trainer integration tests (train_learns,
+# minutes here), the small-call tests on the fake GPU (fakegpu_smallcall*: thousands
+# of calls from several threads whose waits poll; memcheck runs one thread at a time
+# and was still in the first after 6 minutes), and the trainer integration tests (train_learns,
 # train_dp_equiv_np1, train_zero_np1: 3-15 s each normally). Their time is spent in
 # OpenBLAS GEMM kernels, which valgrind runs 100x+ slower (train_learns alone was
 # still running after 10 minutes). Their code paths are checked by the ASan + UBSan
@@ -82,7 +85,7 @@ for t in json.load(sys.stdin)["tests"]:
     wd = props.get("WORKING_DIRECTORY", build)
     skip_rc = str(props.get("SKIP_RETURN_CODE", ""))
     print("\x1f".join([name, wd, "\x1e".join(env), skip_rc] + cmd))
-' "$build" "${VG_TESTS:-}" "${VG_EXCLUDE-^train_|_emu$|^fakegpu_gpt(_kernels)?$}" > "$list"
+' "$build" "${VG_TESTS:-}" "${VG_EXCLUDE-^train_|_emu$|^fakegpu_gpt(_kernels)?$|^fakegpu_smallcall}" > "$list"
 
 status=0
 n=0

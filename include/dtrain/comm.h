@@ -91,7 +91,10 @@ typedef struct dt_comm_info {
  * memory (coll.h, "Device memory"; DTRAIN_DEVICE_PATH=auto|nccl|staged, a
  * malformed value DT_ERR_INVALID): when every rank has a CUDA device of its
  * own it creates the world's NCCL communicator on the CURRENT device (call
- * cudaSetDevice first) with ncclCommInitRank, the unique id sent over the
+ * cudaSetDevice first, or set DTRAIN_CUDA_DEVICE=local: dt_init then makes
+ * local_rank % the visible devices current before it looks at devices; the
+ * default DTRAIN_CUDA_DEVICE=current leaves the caller's; another value is
+ * DT_ERR_INVALID) with ncclCommInitRank, the unique id sent over the
  * bootstrap; sub-communicators get theirs from ncclCommSplit. With
  * DTRAIN_DEVICE_PATH=nccl it fails (DT_ERR_UNSUPPORTED, or DT_ERR_BACKEND with
  * NCCL's message, on every rank) when NCCL cannot serve the job. */

@@ -12,6 +12,12 @@
  * why). Two ranks on one GPU are left to NCCL only when it is forced: NCCL
  * 2.5 and later refuse them ("Duplicate GPU detected").
  *
+ * DTRAIN_CUDA_DEVICE = current (default) | local, local: the GPU the world's
+ * device transport is made on: the current device (the caller's
+ * cudaSetDevice), or local_rank % the devices this process sees, made
+ * current by dt_init before it looks at devices (what dtrain-train --device
+ * cuda asks for).
+ *
  * DTRAIN_DEVICE_BUFFER_CACHE = 1 (default) | 0, local: whether DT_MEM_DEVICE
  * calls over the device transport trust buffers seen before on its device
  * (core/device.h, "Known device buffers") or classify every buffer of every
@@ -28,6 +34,7 @@
 
 static const dt_dev_transport *g_tp; /* the device transport of this job, NULL: none */
 static int g_known_on = 1;           /* DTRAIN_DEVICE_BUFFER_CACHE, for dt_device_setup */
+static int g_bind_local;             /* DTRAIN_CUDA_DEVICE=local, for dt_device_setup */
 
 int dt_device_path_read(int *path) {
     if (dt_env_bool("DTRAIN_DEVICE_BUFFER_CACHE", 1, &g_known_on)) {
@@ -36,6 +43,11 @@ int dt_device_path_read(int *path) {
         const char *m = strstr(msg, "DTRAIN_");
         return dt_error(DT_ERR_INVALID, "dt_init", "%s", m ? m : msg);
     }
+    const char *b = getenv("DTRAIN_CUDA_DEVICE");
+    g_bind_local = b && strcmp(b, "local") == 0;
+    if (b && *b && !g_bind_local && strcmp(b, "current") != 0)
+        return dt_error(DT_ERR_INVALID, "dt_init", "DTRAIN_CUDA_DEVICE='%s' is not a device choice (expected current "
+                        "or local)", b);
     const char *v = getenv("DTRAIN_DEVICE_PATH");
     *path = DT_DEVPATH_AUTO;
     if (!v || !*v || strcmp(v, "auto") == 0) return DT_OK;
@@ -114,6 +126,11 @@ int dt_device_setup(dt_comm *world, int path) {
     g_tp = NULL;
     dt_dev_probe();
     dt_dev_known_enable(g_known_on);
+    /* DTRAIN_CUDA_DEVICE=local: this rank's GPU before anything is made on one */
+    if (g_bind_local && dt_dev_count() > 0) {
+        int rc = dt_dev()->set_device(b->local_rank % dt_dev_count());
+        if (rc) return rc;
+    }
     if (!t) {
         if (path == DT_DEVPATH_NCCL)
             return dt_error(DT_ERR_UNSUPPORTED, "dt_init", "DTRAIN_DEVICE_PATH=nccl, but this build has no device "

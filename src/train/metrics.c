@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/error.h"
+#include "dtrain/comm.h"
 #include "dtrain/mem.h"
 #include "io/json.h"
 
@@ -288,6 +289,7 @@ void dt_metrics_memory(dt_metrics *m, long step, const char *when, size_t num_pa
     field_int(&r, "num_params", (long long)num_params);
     field_int(&r, "ranks", ranks);
     field_int(&r, "zero_opt_level", zero_opt_level);
+    field_str(&r, "device_path", dt_comm_device_path(dt_comm_world())); /* how device memory moves */
     for (int c = 0; c < DT_MEM_NUM; c++) {
         char peak[64], dev[64], dpeak[64];
         const char *name = dt_mem_category_name((dt_mem_category)c);

@@ -4,6 +4,7 @@
  * input that does not fit the flags: dt_trainer_usage_error). */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "dtrain/dtrain.h"
 #include "dtrain/train.h"
@@ -31,6 +32,10 @@ int main(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    /* --device cuda: each rank's GPU is local_rank % the devices it sees, made
+     * current by dt_init before it creates the NCCL communicator on it (unless
+     * DTRAIN_CUDA_DEVICE says otherwise) */
+    if (strcmp(o.device, "cuda") == 0) setenv("DTRAIN_CUDA_DEVICE", "local", 0);
     if ((rc = dt_init())) {
         /* DT_ERR_INVALID / DT_ERR_UNSUPPORTED: a malformed DTRAIN_* setting
          * (DTRAIN_SHM_*, DTRAIN_CHECK_*, DTRAIN_TIMEOUT, DTRAIN_BACKEND): a
@@ -47,9 +52,11 @@ int main(int argc, char **argv) {
         char cfg[1024];
         dt_config_to_json(&o.dist, cfg, sizeof cfg);
         dt_model *m = dt_trainer_model(t);
-        printf("dtrain-train: model %s (%zu parameters), %d rank(s) [%s], batch %d per rank (global %d), "
+        const char *dp = dt_comm_device_path(dt_comm_world());
+        printf("dtrain-train: model %s (%zu parameters), %d rank(s) [%s%s%s], batch %d per rank (global %d), "
                "optimizer %s, %d epoch(s), seed %llu\ndist config: %s\n",
-               dt_model_name(m), dt_model_num_params(m), ci.size, dt_comm_backend(dt_comm_world()), o.batch_size,
+               dt_model_name(m), dt_model_num_params(m), ci.size, dt_comm_backend(dt_comm_world()),
+               strcmp(dp, "none") ? ", device memory: " : "", strcmp(dp, "none") ? dp : "", o.batch_size,
                o.batch_size * ci.size * o.accum_steps, o.optimizer, o.epochs, (unsigned long long)o.seed, cfg);
         const dt_model_config *mc = dt_model_get_config(m);
         if (mc && mc->n_layer > 0)

@@ -276,11 +276,28 @@ int dt_reduce_scatter_per_rank(const dt_tensor *in, int n, const dt_tensor *out,
  *   host or several. Only the root's recvbuf is written. */
 /* The wire is dt_coll_opts.wire of the _ex forms below (memory kinds and
  * streams): dt_allreduce_ex, dt_reduce_scatter_ex, dt_reduce_ex,
- * dt_allreduce_list_ex and dt_reduce_scatter_fused_ex take it (lists: the
+ * dt_allreduce_list_ex and dt_reduce_scatter_fused_ex take it (and
+ * dt_broadcast_ex, below; lists: the
  * tensors of one dtype fused as dt_allreduce_list and dt_reduce_scatter_fused
  * do; every tensor must be f32, f16 or bf16 when the wire is not native); any
- * other call with a wire that is not native is DT_ERR_INVALID. Host memory
- * only: a compressed wire on device memory is DT_ERR_UNSUPPORTED. */
+ * other call with a wire that is not native is DT_ERR_INVALID.
+ * Device memory: over a device transport (nccl) each f32 reduction is packed
+ * to the wire type by a kernel on the caller's stream (into the transport's
+ * scratch), reduced by NCCL in the wire type (an average as a sum), and
+ * widened back to f32 by a kernel (divided by the group size for an average),
+ * as PyTorch's bf16_compress_hook: the bytes on the wire halve, but NCCL
+ * rounds each partial sum to the wire type, so the bound is that of P
+ * roundings, |result - exact| <= ((1+u)^(P+1) - 1 + P * 2^-23) * sum_r |x_r|
+ * (P the group size; NCCL's results are the same bits on every rank). f16
+ * and bf16 data reduce in their own type, as without a wire. Staged device
+ * memory takes the host path above (the same bits as host memory); a group of
+ * one rank moves nothing (exact).
+ * dt_broadcast_ex takes a wire too, on device memory over a device transport
+ * only (f32 data; a group of one rank: nothing moves): the root packs its
+ * values, the others receive them rounded to the wire type (bits of
+ * dt_f32_to_bf16 / dt_f32_to_f16), the root's buffer keeps its f32 (copied
+ * when out of place). Host memory, or device memory staged through the host:
+ * DT_ERR_UNSUPPORTED (ZeRO's bf16 parameters, dtrain/zero.h param_wire). */
 
 /* ---- asynchronous forms --------------------------------------------------
  * Same arguments plus `work`: on DT_OK *work is a handle the caller must

@@ -68,8 +68,9 @@ typedef struct dt_ddp_config {
     int wire;                  /* DT_WIRE_NATIVE (0, default), DT_WIRE_BF16 or DT_WIRE_F16
                                 * (dtrain/coll.h): the type the buckets travel in between
                                 * processes (the config's grad_comm_dtype); sums stay f32,
-                                * results identical on every rank, within coll.h's bound;
-                                * host memory only (DT_ERR_UNSUPPORTED with DT_MEM_DEVICE) */
+                                * results identical on every rank, within coll.h's bound
+                                * (device memory over NCCL: packed on the device and
+                                * summed by NCCL in the wire type, coll.h) */
     dt_mem_kind mem;           /* segments and buffers: DT_MEM_AUTO (default), DT_MEM_HOST, or
                                 * DT_MEM_DEVICE (see "Device memory" above) */
     void *stream;              /* DT_MEM_DEVICE: the cudaStream_t backward runs on (NULL: the

@@ -30,13 +30,17 @@
  * backward). Data parallelism reduces the gradients' buckets on the device
  * (NCCL, or staged through the host where ranks share a GPU: coll.h, "Device
  * memory"); ZeRO moves parameters and gradients on the device and steps its
- * shard on the host (dtrain/zero.h, "Device memory"). precision "bf16":
+ * shard on the device (dtrain/zero.h, "Device memory"; on the host with
+ * --zero-offload 1). A compressed grad_comm_dtype (bf16, f16) packs the
+ * gradients on the device (coll.h, compressed wires on device memory). Each
+ * rank's GPU is local_rank % the devices it sees (dtrain-train sets
+ * DTRAIN_CUDA_DEVICE=local before dt_init, so that the NCCL communicator is
+ * made on it). precision "bf16":
  * bf16 activations and compute copy of the parameters, f32 parameters,
  * gradients, optimizer state and loss (dtrain/model.h, PRECISION).
  * Checkpoints and --save-model are the CPU's formats: a GPU run resumes on
  * the CPU and the reverse. Refused (exit 2): --device cuda with a classifier
- * or --dp-threads > 1, --precision bf16 without --device cuda, a compressed
- * grad_comm_dtype with --device cuda (host-memory wires only).
+ * or --dp-threads > 1, --precision bf16 without --device cuda.
  *
  * DP THREADS (dp_threads = N > 1, dtrain-train --dp-threads N; seed 004's
  * DataParallel): N threads of this process train one model. Each thread runs

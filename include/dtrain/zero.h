@@ -152,6 +152,19 @@ typedef struct dt_zero_config {
                                 * or the ranks holding this rank's shard in the other
                                 * replicas (HYBRID SHARDING): each of them must have the
                                 * same rank and size in its own comm; must outlive z */
+    int param_wire;            /* the parameters' wire type (dt_wire; default
+                                * DT_WIRE_NATIVE): stage 1/2's re-sharing of each
+                                * owner's updated slice and stage 3's gathers travel
+                                * in 16 bits (FSDP's MixedPrecision param_dtype):
+                                * every other rank receives the owner's values rounded
+                                * to the type, the owner keeps its f32 (its master).
+                                * Lossless for a model that computes with bf16 copies
+                                * of its parameters (dtrain-train --precision bf16
+                                * sets it); dt_zero_gather_range then takes each
+                                * piece from its owner. Device memory over a device
+                                * transport only (nccl, or one rank): otherwise
+                                * DT_ERR_UNSUPPORTED from dt_zero_create; unknown:
+                                * DT_ERR_INVALID */
     int offload;               /* device memory only (see "Device memory"): 0 (default)
                                 * the shard and the optimizer on the device, 1 on the
                                 * host (ZeRO-Offload); ignored for host memory. Not 0

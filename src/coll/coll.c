@@ -275,9 +275,12 @@ __attribute__((noinline)) static int check(const char *fn, dt_coll_desc *d, cons
     dt_coll_desc key = *d;
     TRY(validate(fn, d));
     TRY(dt_coll_classify(fn, d, opts));
-    if (d->wire != DT_WIRE_NATIVE && d->mem == DT_MEM_DEVICE)
-        return dt_error(DT_ERR_UNSUPPORTED, fn, "a compressed wire type (opts.wire %d) on device memory: "
-                        "compressed wires are host-memory only", d->wire);
+    if (d->kind == DT_COLL_BROADCAST && d->wire != DT_WIRE_NATIVE &&
+        !(d->mem == DT_MEM_DEVICE && (d->comm->dev || d->comm->info.size == 1)))
+        return dt_error(DT_ERR_UNSUPPORTED, fn, "a broadcast with a %s wire (opts.wire) moves device memory over a "
+                        "device transport only: this call's buffers are %s", d->wire == DT_WIRE_BF16 ? "bf16" : "f16",
+                        d->mem == DT_MEM_DEVICE ? "device memory staged through the host (no GPU of its own per rank)"
+                                                : "host memory");
     /* host buffers with a stream: the device work that produced them first */
     if (d->mem == DT_MEM_HOST && d->stream) TRY(dt_dev()->stream_sync(d->stream));
     dt_coll_memo_put(&key, d, opts);
@@ -292,12 +295,12 @@ static int issue_opts(const char *fn, dt_coll_desc *d, const dt_coll_opts *opts,
     if (opts && opts->wire != DT_WIRE_NATIVE) {
         switch (d->kind) {
         case DT_COLL_ALLREDUCE: case DT_COLL_REDUCE_SCATTER: case DT_COLL_ALLREDUCE_LIST:
-        case DT_COLL_REDUCE_SCATTER_LIST: case DT_COLL_REDUCE:
+        case DT_COLL_REDUCE_SCATTER_LIST: case DT_COLL_REDUCE: case DT_COLL_BROADCAST:
             d->wire = (int)opts->wire;
             break;
         default:
-            return dt_error(DT_ERR_INVALID, fn, "opts.wire %d: only allreduce and reduce_scatter (and their lists) "
-                            "and reduce take a wire type", (int)opts->wire);
+            return dt_error(DT_ERR_INVALID, fn, "opts.wire %d: only allreduce and reduce_scatter (and their lists), "
+                            "reduce and broadcast take a wire type", (int)opts->wire);
         }
     }
     /* these very arguments passed before, or the checks */

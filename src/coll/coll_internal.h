@@ -107,6 +107,14 @@ int dt_coll_regions(const dt_coll_desc *d, dt_region *r, int cap);
  * in-place all_to_all reads its blocks from a copy). Pure. */
 int dt_dev_plan(const dt_coll_desc *d, void *scratch, dt_prim *p, int cap);
 size_t dt_dev_plan_scratch(const dt_coll_desc *d);
+/* A compressed wire over a device transport (d->wire not native, a group of
+ * more than one): the bytes of scratch the wire needs for plan p[0..n) (0:
+ * none; it takes no primitive of the plan), and the plan rewritten with
+ * packs and unpacks around its f32 reductions (device_plan.c's header) into
+ * out[0..cap), scratch being device memory of that many bytes; returns the
+ * number of primitives (more than cap: call again with room for them). */
+size_t dt_dev_wire_scratch(const dt_coll_desc *d, const dt_prim *p, int n);
+int dt_dev_wire_plan(const dt_coll_desc *d, void *scratch, const dt_prim *p, int n, dt_prim *out, int cap);
 
 /* Fingerprints (fingerprint.c). */
 /* Header of d with sequence number seq (also the watchdog's description),

@@ -8,11 +8,14 @@
  *    the bootstrap for communicators of the whole world, else the device
  *    transport's own); blocking calls then wait for an event on the host
  *    (polling the transport's asynchronous error), asynchronous ones record
- *    the work's event;
+ *    the work's event; a compressed wire packs each f32 reduction's values
+ *    into the transport's scratch in the wire type, reduces them there in
+ *    that type, and unpacks the result (device_plan.c);
  *  - staged: the buffers this rank reads are copied into pinned host memory
  *    on the caller's stream, the host path runs (checked, on the world's host
  *    transport) on those copies, and what it wrote is copied back; the stream
- *    is synchronised before the host reads and before returning. Each copy
+ *    is synchronised before the host reads and before returning (a
+ *    compressed wire is the host path's, the same bits as host memory). Each copy
  *    stays inside one allocation: buffers that merely touch (two cudaMallocs
  *    can lie back to back) are copied apart, since CUDA refuses a copy that
  *    spans two allocations (cudaErrorInvalidValue, seen on an H100).
@@ -30,6 +33,8 @@ static dt_region *g_reg;
 static int g_reg_cap;
 static dt_prim *g_prim;
 static int g_prim_cap;
+static dt_prim *g_wprim; /* a compressed wire's plan */
+static int g_wprim_cap;
 static dt_tensor *g_tens;
 static int g_tens_cap;
 static int *g_order;
@@ -43,9 +48,9 @@ static extent *g_ext;
 static int g_ext_cap;
 
 void dt_dev_path_release(void) {
-    free(g_reg); free(g_prim); free(g_tens); free(g_order); free(g_ext);
-    g_reg = NULL; g_prim = NULL; g_tens = NULL; g_order = NULL; g_ext = NULL;
-    g_reg_cap = g_prim_cap = g_tens_cap = g_order_cap = g_ext_cap = 0;
+    free(g_reg); free(g_prim); free(g_wprim); free(g_tens); free(g_order); free(g_ext);
+    g_reg = NULL; g_prim = NULL; g_wprim = NULL; g_tens = NULL; g_order = NULL; g_ext = NULL;
+    g_reg_cap = g_prim_cap = g_wprim_cap = g_tens_cap = g_order_cap = g_ext_cap = 0;
 }
 
 /* grow *buf to hold n items of size sz */
@@ -114,6 +119,24 @@ static int run_prims(const dt_coll_desc *d, void *arg) {
     return dt_dev_event_wait(ev, poll_async, c);
 }
 
+/* A compressed wire: plan p[0..n) with packs and unpacks (device_plan.c)
+ * into g_wprim; *n becomes its length (unchanged when nothing takes it). */
+static int wire_plan(const dt_coll_desc *d, const dt_prim **p, int *n) {
+    dt_comm *c = d->comm;
+    size_t wb = dt_dev_wire_scratch(d, *p, *n);
+    if (!wb) return DT_OK;
+    void *w = c->dev->scratch(c, wb);
+    if (!w) return DT_ERR_NOMEM;
+    int m = dt_dev_wire_plan(d, w, *p, *n, g_wprim, g_wprim_cap), rc;
+    if (m > g_wprim_cap) {
+        if ((rc = GROW(g_wprim, g_wprim_cap, m))) return rc;
+        m = dt_dev_wire_plan(d, w, *p, *n, g_wprim, g_wprim_cap);
+    }
+    *p = g_wprim;
+    *n = m;
+    return DT_OK;
+}
+
 static int over_transport(const dt_coll_desc *d, dt_fp_hdr *h) {
     dt_comm *c = d->comm;
     size_t sb = dt_dev_plan_scratch(d);
@@ -121,7 +144,9 @@ static int over_transport(const dt_coll_desc *d, dt_fp_hdr *h) {
     if (sb && !(scratch = c->dev->scratch(c, sb))) return DT_ERR_NOMEM;
     int n, rc = plan(d, scratch, &n);
     if (rc) return rc;
-    dev_run x = {g_prim, n, NULL};
+    const dt_prim *p = g_prim;
+    if (d->wire != DT_WIRE_NATIVE && (rc = wire_plan(d, &p, &n))) return rc;
+    dev_run x = {p, n, NULL};
     if (!d->event && (rc = dt_dev_blocking_event(c->dev->device(c), &x.blocking_ev))) return rc;
     if (c->info.size == 1 || !dt_rel_check_on()) return run_prims(d, &x);
     int p2p = d->kind == DT_COLL_SEND || d->kind == DT_COLL_RECV;

@@ -18,7 +18,15 @@
  *  - reduce_scatter of one tensor per rank: inputs back to back, out of
  *    place: one reduce_scatter; otherwise one reduce per rank k with root k
  *    (input in[k], output only on k), so no input is staged or changed;
- *  - barrier: the transport's barrier. */
+ *  - barrier: the transport's barrier;
+ *  - a compressed wire (dt_dev_wire_plan, over a group of more than one):
+ *    each f32 reduction of the plan becomes pack (f32 -> the wire type, into
+ *    the scratch), the same reduction on the packed values in the wire type
+ *    (in place there; an average becomes a sum) and, where the rank has a
+ *    result, unpack (the wire type -> f32, divided by P for an average): the
+ *    packs before the group, the unpacks after it. An f32 broadcast: the
+ *    root packs and copies its own values (unless in place), the others
+ *    unpack what they receive. */
 #include <stdint.h>
 #include "coll/coll_internal.h"
 
@@ -104,7 +112,7 @@ static void prim(plist *l, int kind, int peer, dt_dtype dt, dt_op op, const void
     if (kind == DT_PRIM_COPY && (send == recv || count == 0)) return; /* nothing to copy */
     if (l->n < l->cap)
         l->p[l->n] = (dt_prim){.kind = kind, .peer = peer, .dtype = dt, .op = op, .send = send, .recv = recv,
-                               .count = count};
+                               .count = count, .divisor = 1};
     l->n++;
 }
 
@@ -219,6 +227,68 @@ int dt_dev_plan(const dt_coll_desc *d, void *scratch, dt_prim *p, int cap) {
         break;
     case DT_COLL_REDUCE_SCATTER_PER_RANK: plan_per_rank(d, &l); break;
     default: break;
+    }
+    return l.n;
+}
+
+/* ---- compressed wire ------------------------------------------------------------ */
+
+#define WIRE_ALIGN 256 /* bytes: each packed range starts on its own line */
+
+static int wire_takes(const dt_prim *q) {
+    return (q->kind == DT_PRIM_ALLREDUCE || q->kind == DT_PRIM_REDUCE || q->kind == DT_PRIM_REDUCE_SCATTER ||
+            q->kind == DT_PRIM_BROADCAST) && q->dtype == DT_F32 && q->count > 0;
+}
+
+/* the f32 elements q reads on this rank */
+static size_t wire_in(const dt_prim *q, size_t P) { return q->kind == DT_PRIM_REDUCE_SCATTER ? q->count * P : q->count; }
+
+static size_t wire_bytes(size_t elems) { return (elems * 2 + WIRE_ALIGN - 1) & ~(size_t)(WIRE_ALIGN - 1); }
+
+size_t dt_dev_wire_scratch(const dt_coll_desc *d, const dt_prim *p, int n) {
+    size_t P = (size_t)d->comm->info.size, total = 0;
+    if (d->wire == DT_WIRE_NATIVE || P < 2) return 0;
+    for (int i = 0; i < n; i++)
+        if (wire_takes(&p[i])) total += wire_bytes(wire_in(&p[i], P));
+    return total;
+}
+
+int dt_dev_wire_plan(const dt_coll_desc *d, void *scratch, const dt_prim *p, int n, dt_prim *out, int cap) {
+    plist l = {out, 0, cap};
+    size_t P = (size_t)d->comm->info.size, r = (size_t)d->comm->info.rank, off = 0;
+    dt_dtype wt = d->wire == DT_WIRE_BF16 ? DT_BF16 : DT_F16;
+    for (int i = 0; i < n; i++) /* the packs, in order (a broadcast: its root's, and its own copy) */
+        if (wire_takes(&p[i])) {
+            const dt_prim *q = &p[i];
+            int bc = q->kind == DT_PRIM_BROADCAST, root = bc && q->peer == (int)r;
+            if (!bc || root) prim(&l, DT_PRIM_PACK, -1, wt, DT_SUM, q->send, at(scratch, off), wire_in(q, P));
+            if (root) prim(&l, DT_PRIM_COPY, -1, DT_F32, DT_SUM, q->send, q->recv, q->count);
+            off += wire_bytes(wire_in(q, P));
+        }
+    off = 0;
+    for (int i = 0; i < n; i++) { /* the transfers, in the wire type where they take it */
+        const dt_prim *q = &p[i];
+        if (!wire_takes(q)) {
+            if (l.n < l.cap) l.p[l.n] = *q;
+            l.n++;
+            continue;
+        }
+        char *w = at(scratch, off);
+        void *res = q->kind == DT_PRIM_REDUCE_SCATTER ? w + r * q->count * 2 : q->recv ? w : NULL;
+        prim(&l, q->kind, q->peer, wt, q->op == DT_AVG ? DT_SUM : q->op, w, res, q->count);
+        off += wire_bytes(wire_in(q, P));
+    }
+    off = 0;
+    for (int i = 0; i < n; i++) { /* the unpacks, where this rank has a result */
+        const dt_prim *q = &p[i];
+        if (!wire_takes(q)) continue;
+        char *w = at(scratch, off);
+        off += wire_bytes(wire_in(q, P));
+        if (!q->recv || (q->kind == DT_PRIM_BROADCAST && q->peer == (int)r)) continue; /* the root keeps its f32 */
+        int before = l.n;
+        prim(&l, DT_PRIM_UNPACK, -1, wt, DT_SUM, q->kind == DT_PRIM_REDUCE_SCATTER ? w + r * q->count * 2 : w,
+             q->recv, q->count);
+        if (before < l.cap) l.p[before].divisor = q->op == DT_AVG ? (int)P : 1;
     }
     return l.n;
 }

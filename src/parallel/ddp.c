@@ -127,9 +127,6 @@ int dt_ddp_create(dt_comm *comm, const dt_ddp_segment *segs, int nsegs,
     if (c.first_bucket_bytes == 0) c.first_bucket_bytes = c.bucket_cap_bytes;
     if (c.wire != DT_WIRE_NATIVE && c.wire != DT_WIRE_BF16 && c.wire != DT_WIRE_F16)
         return DT_ERR(DT_ERR_INVALID, "unknown gradient wire type %d (valid: DT_WIRE_NATIVE 0, DT_WIRE_BF16 1, DT_WIRE_F16 2)", c.wire);
-    if (c.wire != DT_WIRE_NATIVE && c.mem == DT_MEM_DEVICE)
-        return DT_ERR(DT_ERR_UNSUPPORTED, "gradient wire type %d with cfg.mem DT_MEM_DEVICE: compressed wires are "
-                      "host-memory only (use DT_WIRE_NATIVE)", c.wire);
     if (dt_comm_group_rank(comm, c.root) < 0)
         return DT_ERR(DT_ERR_INVALID, "root %d is not a member of the communicator", c.root);
 

@@ -89,6 +89,9 @@ typedef struct dt_layer_table {
                                    * on `stream` (what data parallelism orders its buckets
                                    * after; NULL: the default stream) */
     void *stream;
+    int precision;                /* DT_PRECISION_BF16: the model computes with bf16 copies of
+                                   * its parameters (ZeRO then re-shares and gathers them in
+                                   * bf16 over a device transport: lossless for it) */
     void *model;
     int (*set_layer_params)(void *model, int layer, float *p);
     int (*set_layer_grads)(void *model, int layer, float *g);

@@ -10,10 +10,12 @@
  * (dtrain/zero.h, "Device memory"); either way the checkpoint code reads
  * and writes them through host copies (train_ckpt.c). */
 #include <stdlib.h>
+#include <string.h>
 #include "core/error.h"
 #include "core/mem.h"
 #include "dtrain/coll.h"
 #include "dtrain/config.h"
+#include "dtrain/device.h"
 #include "dtrain/mem.h"
 #include "dtrain/trace.h"
 #include "dtrain/zero.h"
@@ -73,6 +75,12 @@ static int zero_create(dt_strategy *s, const dt_strategy_args *a, int stage) {
         z->rep_rank = dt_comm_rank(zc.replicas);
         z->nrep = dt_comm_size(zc.replicas);
     }
+    /* a model computing with bf16 copies, on GPUs of their own: its parameters
+     * move in bf16 (lossless for it; half the bytes of the re-sharing and the
+     * gathers) */
+    if (z->dev && t->precision == DT_PRECISION_BF16 && dt_comm_size(z->shard) > 1 &&
+        strcmp(dt_comm_device_path(z->shard), "nccl") == 0)
+        zc.param_wire = DT_WIRE_BF16;
     rc = dt_zero_create(z->shard, &zc, t->num_params, t->offset, t->count, t->nlayers, t->params,
                             stage == 1 ? t->grads : NULL, a->optim, &z->zero);
     if (rc) return rc;

@@ -147,12 +147,16 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
     } else if (c.mem != DT_MEM_HOST) {
         return DT_ERR(DT_ERR_INVALID, "cfg.mem %d (valid: DT_MEM_AUTO, DT_MEM_HOST, DT_MEM_DEVICE)", (int)c.mem);
     }
+    if (c.param_wire != DT_WIRE_NATIVE && c.param_wire != DT_WIRE_BF16 && c.param_wire != DT_WIRE_F16)
+        return DT_ERR(DT_ERR_INVALID, "unknown parameter wire type %d (valid: DT_WIRE_NATIVE 0, DT_WIRE_BF16 1, "
+                      "DT_WIRE_F16 2)", c.param_wire);
+    if (c.param_wire != DT_WIRE_NATIVE && ci.size > 1 && (!dev || strcmp(dt_comm_device_path(comm), "nccl") != 0))
+        return DT_ERR(DT_ERR_UNSUPPORTED, "cfg.param_wire %d: parameters travel in 16 bits between GPUs over a device "
+                      "transport only, and these are %s (use DT_WIRE_NATIVE)", c.param_wire,
+                      dev ? "device memory staged through the host" : "host memory");
     if (c.offload != 0 && c.offload != 1)
         return DT_ERR(DT_ERR_INVALID, "cfg.offload %d (valid: 0, the shard and optimizer where the parameters are; 1, "
                       "on the host)", c.offload);
-    if (c.wire != DT_WIRE_NATIVE && dev) /* as dt_ddp_create (stage 1) and the collectives (coll.h) */
-        return DT_ERR(DT_ERR_UNSUPPORTED, "gradient wire type %d with device memory: compressed wires are "
-                      "host-memory only (use DT_WIRE_NATIVE)", c.wire);
     if (dev && !c.offload && !dt_dev()->is_cuda) /* the device optimizer's kernels are CUDA's */
         return DT_ERR(DT_ERR_UNSUPPORTED, "params are device memory of the '%s' runtime, where the optimizer has no "
                       "kernels (CUDA's only): set cfg.offload 1 to keep the shard and optimizer on the host",
@@ -187,8 +191,10 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
     z->co = (dt_coll_opts){.mem = dev ? DT_MEM_DEVICE : DT_MEM_HOST, .stream = dev ? c.stream : NULL};
     z->gco = z->co;
     z->gco.wire = (dt_wire)c.wire;
+    z->pco = z->co;
+    z->pco.wire = (dt_wire)c.param_wire;
     /* the shard's allreduce across replicas: where the shard is */
-    z->rco = z->where == ZW_DEVICE ? z->co : (dt_coll_opts){.mem = DT_MEM_HOST, .wire = (dt_wire)c.wire};
+    z->rco = z->where == ZW_DEVICE ? z->gco : (dt_coll_opts){.mem = DT_MEM_HOST, .wire = (dt_wire)c.wire};
     z->params = c.stage < 3 ? params : NULL;
     z->grads = c.stage == 1 ? grads : NULL;
     z->off = malloc(sizeof(size_t) * (size_t)nsegs);
@@ -304,7 +310,7 @@ static int gather_into(dt_zero *z, layerbuf *lb, int seg) {
     FOR_PIECES(z, a, b, o, pa, pb) {
         if (lb->pending.n >= MAXW) return DT_ERR(DT_ERR_INTERNAL, "too many owner pieces for one layer");
         const float *src = o != z->r ? NULL : zero_gather_src(z) + (pa - z->lo);
-        int rc = dt_broadcast_ex(src, lb->buf + (pa - a), pb - pa, DT_F32, zero_owner_world(z, o), z->comm, &z->co,
+        int rc = dt_broadcast_ex(src, lb->buf + (pa - a), pb - pa, DT_F32, zero_owner_world(z, o), z->comm, &z->pco,
                                  &lb->pending.w[lb->pending.n]);
         if (rc) return rc;
         lb->pending.n++;

@@ -69,6 +69,7 @@ struct dt_zero {
     zero_where where;
     dt_coll_opts co;  /* the collectives' memory and stream */
     dt_coll_opts gco; /* co with cfg.wire: the stage 2/3 gradient reduces */
+    dt_coll_opts pco; /* co with cfg.param_wire: stage 1/2's re-sharing, stage 3's gathers */
     dt_coll_opts rco; /* hybrid sharding: the shard's allreduce across the
                        * replicas (the shard's memory; host: cfg.wire) */
     float *p_dev;     /* ZW_OFFLOAD, stage 3: this rank's slice on the device

@@ -192,7 +192,7 @@ static int reshare_params(dt_zero *z) {
             }
             chunk *ch = &z->chunks[z->nchunks];
             int rc = dt_broadcast_ex(z->params + c, z->params + c, e - c, DT_F32, zero_owner_world(z, o), z->comm,
-                                     &z->co, &ch->w);
+                                     &z->pco, &ch->w);
             if (rc) return rc;
             ch->a = c;
             ch->b = e;
@@ -257,9 +257,12 @@ int dt_zero_gather_range(dt_zero *z, size_t offset, size_t count, float *dst, in
     if (me && !dst && count) return DT_ERR(DT_ERR_INVALID, "dst is NULL on the root");
     if (z->cfg.stage < 3) {
         if ((rc = zero_wait_chunks(z, offset, offset + count))) return rc;
-        if (me && count && z->dev) return zero_dcopy(z, dst, z->params + offset, count);
-        if (me && count) memcpy(dst, z->params + offset, count * sizeof(float));
-        return DT_OK;
+        /* with a parameter wire the others' slices here are rounded: from their owners, as stage 3 */
+        if (z->pco.wire == DT_WIRE_NATIVE) {
+            if (me && count && z->dev) return zero_dcopy(z, dst, z->params + offset, count);
+            if (me && count) memcpy(dst, z->params + offset, count * sizeof(float));
+            return DT_OK;
+        }
     }
     FOR_PIECES(z, offset, offset + count, o, pa, pb) {
         int ow = zero_owner_world(z, o);

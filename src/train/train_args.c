@@ -219,10 +219,6 @@ static int check_device(const dt_train_options *o) {
     if (cuda && o->dp_threads > 1)
         return DT_ERR(DT_ERR_INVALID, "flag --dp-threads %d: data-parallel threads share one process's CPU; with "
                       "--device cuda run one rank per GPU instead", o->dp_threads);
-    if (cuda && o->dist.grad_comm_dtype != 0)
-        return DT_ERR(DT_ERR_INVALID, "grad_comm_dtype %s with --device cuda: compressed gradient wires are "
-                      "host-memory only (use f32; from --grad-comm-dtype, DTRAIN_GRAD_COMM_DTYPE or --config)",
-                      o->dist.grad_comm_dtype == 1 ? "bf16" : "f16");
     return DT_OK;
 }
 

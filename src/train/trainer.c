@@ -125,7 +125,7 @@ static int build_table(dt_trainer *t) {
                                 .num_params = dt_model_num_params(m), .params = dt_model_params(m),
                                 .grads = dt_model_grads(m), .buffers = dt_model_buffers(m),
                                 .num_buffers = dt_model_num_buffers(m), .device = dt_model_device(m),
-                                .stream = dt_model_stream(m), .model = m,
+                                .stream = dt_model_stream(m), .precision = dt_model_precision(m), .model = m,
                                 .set_layer_params = tb_set_params, .set_layer_grads = tb_set_grads,
                                 .use_grad_buffer = tb_use_grads, .release_flat = tb_release,
                                 .zero_grad = tb_zero_grad, .set_hooks = tb_set_hooks,

@@ -152,7 +152,11 @@ typedef enum dt_prim_kind {
     DT_PRIM_ALLREDUCE, DT_PRIM_ALLGATHER, DT_PRIM_REDUCE_SCATTER, DT_PRIM_REDUCE, DT_PRIM_BROADCAST,
     DT_PRIM_SEND, DT_PRIM_RECV,
     DT_PRIM_COPY,    /* count elements send -> recv on this rank, before the group's transfers */
-    DT_PRIM_BARRIER  /* every rank of the group has reached it (no buffers) */
+    DT_PRIM_BARRIER, /* every rank of the group has reached it (no buffers) */
+    /* a compressed wire (coll.h): dtype is the wire's element type (DT_BF16
+     * or DT_F16); the transport's scratch holds the 16-bit values */
+    DT_PRIM_PACK,    /* count f32 send -> dtype recv, rounded; before the group's transfers */
+    DT_PRIM_UNPACK   /* count dtype send -> f32 recv, divided by `divisor`; after them */
 } dt_prim_kind;
 
 typedef struct dt_prim {
@@ -163,6 +167,7 @@ typedef struct dt_prim {
     const void *send;
     void *recv;
     size_t count;
+    int divisor;       /* unpack: 1, or the group size for an average */
 } dt_prim;
 
 typedef struct dt_dev_backend {
@@ -189,7 +194,9 @@ typedef struct dt_dev_backend {
     /* The device of c's buffers. */
     int (*device)(const dt_comm *c);
     /* Device memory of c's device of at least `bytes`, owned by c (grow-only),
-     * valid until the next call on c; NULL with a message on failure. */
+     * valid until the next call on c; NULL with a message on failure. The
+     * calls that use it (an in-place all_to_all's copy, a compressed wire's
+     * packed values) are ordered after the last such call on any stream. */
     void *(*scratch)(dt_comm *c, size_t bytes);
     size_t max_count;
     void (*destroy)(dt_comm *c);

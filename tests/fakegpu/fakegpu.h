@@ -166,6 +166,7 @@ typedef struct fk_twin {
  * define them: tests/fakegpu/twin_*.c). */
 extern const fk_twin fk_twins_gpt[];
 extern const fk_twin fk_twins_optim[];
+extern const fk_twin fk_twins_wire[];
 /* The tables a launch searches (twin_tables.c): NULL-terminated. A new
  * table is one file twin_NAME.c in tests/fakegpu (dt_fakegpu compiles every
  * twin_*.c) and one line in this list. A test program adds tables of its own

@@ -229,8 +229,8 @@ static void kinds(dt_comm *w, cudaStream_t st) {
     dt_coll_opts wire = o;
     wire.wire = DT_WIRE_BF16;
     for (int i = 0; i < 2; i++)
-        CHECK_ERR(dt_allreduce_ex(s, r, N, DT_F32, DT_SUM, w, &wire, NULL), DT_ERR_UNSUPPORTED,
-                  "compressed wires are host-memory only");
+        CHECK_ERR(dt_allreduce_ex(s, r, N, DT_I32, DT_SUM, w, &wire, NULL), DT_ERR_INVALID,
+                  "a bf16 wire carries f32, f16 or bf16 data, not i32");
     CHECK_OK(dt_allreduce_ex(s, r, N / 2, DT_F32, DT_SUM, w, &o, NULL));
     CHECK_OK(dt_allreduce_ex(s, r, N, DT_F32, DT_SUM, w, &o, NULL));
     CHECK(holds(r, 5.0f), "after the refused calls");

@@ -17,7 +17,9 @@
 #      offloaded one's host memory. And the same global batch at 1, 2 and 4
 #      ranks (DDP and every stage, a GPU per rank), 6 steps: the final test
 #      loss within 1e-5 relative of the 1-rank run's (sums in another order),
-#      the saved model within 1e-3 (on a GPU the loss only);
+#      the saved model within 1e-3 (on a GPU the loss only); bf16 gradients
+#      (--grad-comm-dtype bf16): staged, the CPU run's bits; over NCCL (DDP,
+#      ZeRO 1-3) every step's loss within 1% of the f32 run's;
 #   3. checkpoints move between devices: a GPU run's checkpoint resumed on the
 #      CPU, and a CPU run's on the GPU, end as the uninterrupted run; at 2
 #      ranks a device ZeRO-2 checkpoint resumed on the device, a device ZeRO-3
@@ -108,6 +110,16 @@ same_run() {
     fi
 }
 
+# near_run NAME_A NAME_B R: as many step losses, each within R relative
+near_run() {
+    local la lb
+    la=$(losses "$tmp/$1.json")
+    lb=$(losses "$tmp/$2.json")
+    [ -n "$la" ] && [ "$(echo "$la" | wc -l)" = "$(echo "$lb" | wc -l)" ] || return 1
+    paste <(echo "$la") <(echo "$lb") | awk -v r="$3" '{d = $1 - $2; if (d < 0) d = -d; m = $2 < 0 ? -$2 : $2;
+        if (d > r * m || $1 != $1 + 0) bad = 1} END {exit bad}'
+}
+
 # 1. fp32 at 1 rank
 run cpu 1 --device cpu --max-steps 8
 run gpu 1 --device cuda --max-steps 8
@@ -125,6 +137,10 @@ if [ ${#mpi[@]} -gt 0 ]; then
         [ $path = staged ] && ndev=1
         runmpi "gpu2_$path" $ndev 2 --device cuda --max-steps 6 --batch-size 2
         check 'same_run "gpu2_$path" cpu2' "2 ranks ($path): not the CPU's run ($(tail -2 "$tmp/gpu2_$path.out"))"
+        # each rank on a GPU of its own: dtrain-train binds local_rank % devices before dt_init
+        [ -z "${DT_RTOL:-}" ] && check '[ "$(grep -o "\"device_path\":\"[a-z]*\"" "$tmp/gpu2_$path.json" | sort -u)" = "\"device_path\":\"$path\"" ]' \
+            "2 ranks on $ndev devices: device memory went $(grep -o '"device_path":"[a-z]*"' "$tmp/gpu2_$path.json" | sort -u | tr '\n' ' '), want $path"
+
     done
     # ZeRO: NAME DEVICES FLAGS... against the CPU run of the same flags; the
     # optimizer's state where the flags say
@@ -150,6 +166,22 @@ if [ ${#mpi[@]} -gt 0 ]; then
     zrun hybrid_z3 4 --zero 3 --shard-group host
     [ -z "${DT_RTOL:-}" ] && zrun offload_z1 4 --zero 1 --zero-offload 1
     zrun offload_z3 4 --zero 3 --zero-offload 1
+    # compressed gradients (--grad-comm-dtype bf16): staged through the host,
+    # the CPU run's bits (the host path's wire, which a one-host window sums
+    # in f32); over NCCL packed to bf16 on the device and summed in bf16: not
+    # the f32 run's model (the wire rounded), every step's loss within 1% of
+    # it (DDP and ZeRO 1-3)
+    runmpi cpu2_bf16 4 2 --device cpu --max-steps 6 --batch-size 2 --grad-comm-dtype bf16
+    runmpi gpu2_bf16_staged 1 2 --device cuda --max-steps 6 --batch-size 2 --grad-comm-dtype bf16
+    [ -z "${DT_RTOL:-}" ] && check 'same_run gpu2_bf16_staged cpu2_bf16' \
+        "bf16 gradients (staged): not the CPU's run ($(tail -2 "$tmp/gpu2_bf16_staged.out"))"
+    for z in 0 1 2 3; do
+        ref=gpu2_nccl
+        [ $z -gt 0 ] && ref=gpu_z$z
+        runmpi "gpu2_bf16_z$z" 4 2 --device cuda --max-steps 6 --batch-size 2 --grad-comm-dtype bf16 --zero "$z"
+        check 'near_run "gpu2_bf16_z$z" "$ref" 0.01 && ! cmp -s "$tmp/gpu2_bf16_z$z.st" "$tmp/$ref.st"' \
+              "bf16 gradients, ZeRO-$z over NCCL: not within 1% of $ref, or its very model: $(losses "$tmp/gpu2_bf16_z$z.json" | tr '\n' ' ') vs $(losses "$tmp/$ref.json" | tr '\n' ' ') ($(tail -2 "$tmp/gpu2_bf16_z$z.out"))"
+    done
     # the same global batch (4) at 1, 2 and 4 ranks, 6 steps: the test loss
     # within 1e-5 of 1 rank's (the step losses are rank 0's own), the model
     # within 1e-3 (the attention's key bias has no true gradient: AdamW turns
@@ -204,6 +236,18 @@ worst=$(paste <(losses "$tmp/gpu.json") <(losses "$tmp/bf16.json") |
 check '[ "$(losses "$tmp/bf16.json" | wc -l)" = 8 ] && awk -v w="$worst" "BEGIN {exit !(w <= 0.02)}"' \
       "bf16: a step's loss is $worst away from fp32's (> 2%)"
 echo "bf16 vs fp32, 8 steps: worst relative loss difference $worst"
+# bf16 with ZeRO 1-3 at 2 ranks, a GPU each: the parameters re-shared and
+# gathered in bf16 (the model computes with bf16 copies): the same bits as
+# the ranks sharing one GPU (staged: in f32), the saved model too (each
+# piece from its owner's f32)
+if [ ${#mpi[@]} -gt 0 ] && [ -z "${DT_RTOL:-}" ]; then
+    for z in 1 2 3; do
+        runmpi "bf16_z${z}_nccl" 4 2 --device cuda --precision bf16 --max-steps 4 --batch-size 2 --zero "$z"
+        runmpi "bf16_z${z}_staged" 1 2 --device cuda --precision bf16 --max-steps 4 --batch-size 2 --zero "$z"
+        check 'same_run "bf16_z${z}_nccl" "bf16_z${z}_staged"' \
+              "bf16 ZeRO-$z: parameters in bf16 over NCCL are not the staged f32 run: $(losses "$tmp/bf16_z${z}_nccl.json" | tr '\n' ' ') vs $(losses "$tmp/bf16_z${z}_staged.json" | tr '\n' ' ') ($(tail -2 "$tmp/bf16_z${z}_nccl.out"))"
+    done
+fi
 
 # 5. a non-finite loss: SGD at lr 100 diverges; checkpoints every 2 steps
 DTRAIN_FAKEGPU_DEVICES=1 "$train" "${base[@]}" --device cuda --optimizer sgd --lr 100 --momentum 0.99 \
@@ -226,7 +270,6 @@ usage() { # expect-substring flags...
 usage "needs --device cuda" --model gpt --preset gpt-test --precision bf16
 usage "applies to --model gpt only" --model lenet --device cuda
 usage "run one rank per GPU" --model gpt --preset gpt-test --device cuda --dp-threads 2 --batch-size 4
-usage "host-memory only" --model gpt --preset gpt-test --device cuda --grad-comm-dtype bf16
 CUDA_VISIBLE_DEVICES= DTRAIN_FAKEGPU_DEVICES=0 "$train" "${base[@]}" --device cuda --max-steps 1 > "$tmp/nodev.out" 2>&1
 st=$?
 check '[ $st = 1 ] && grep -q "has no CUDA device" "$tmp/nodev.out"' "no device: exit $st: $(tail -1 "$tmp/nodev.out")"

@@ -6,6 +6,7 @@
 const fk_twin *const fk_twin_tables[] = {
     fk_twins_gpt,   /* twin_gpt.c: src/nn/cuda's kernels */
     fk_twins_optim, /* twin_optim.c: src/optim/cuda's kernels */
+    fk_twins_wire,  /* twin_wire.c: src/transport/nccl's compressed wire kernels */
     NULL,
 };
 

@@ -36,7 +36,7 @@
 # failures: for checking this script on a machine without a GPU), --no-dev
 # (leave out the dev_ tests, which need no GPU), --no-tests (leave out step
 # 4: a rerun for figures), --tests REGEX (step 4 runs only the GPU tests
-# whose name matches: 'gpt|optim' for the kernels, docs/gpu-first-run.md),
+# whose name matches: 'gpt|optim|wire' for the kernels, docs/gpu-first-run.md),
 # --memcheck (also gpu_coll, gpu_ddp, gpu_zero, a
 # small gpu_gpt and gpu_optim_kernels at 1 rank under compute-sanitizer
 # --tool memcheck: memcheck.txt), --no-coll-bench (leave out step 6),

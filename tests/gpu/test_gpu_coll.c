@@ -7,7 +7,9 @@
  * asynchronous calls (event completion, dt_work_stream_wait, dt_coll_sync);
  * what counts as device memory (pinned host memory does not: under the tcp
  * bootstrap with several processes it is refused; managed memory does); host
- * and device buffers in one call. Prints the path of each communicator (nccl,
+ * and device buffers in one call; compressed wires (bf16, f16: allreduce,
+ * reduce_scatter, reduce, a fused list; within the rounding bound, the same
+ * bits on every rank, compressed over NCCL). Prints the path of each communicator (nccl,
  * staged, local). Skipped (77) without a device.
  * Run by the GPU suite (tests/gpu/run_gpu_suite.sh) at 1 rank over NCCL
  * (standalone, mpirun, torchrun-style tcp bootstrap) and at 2 and 4 ranks
@@ -94,6 +96,168 @@ static void kinds(dt_comm *w) {
     gpu_release(dev);
 }
 
+/* ---- compressed wires on device memory (coll.h) ------------------------------------
+ * x_k[i], rank k's value: spread over five decades, both signs, so that a
+ * 16-bit wire rounds nearly every one (f16 range kept). */
+static float wire_x(int k, size_t i) {
+    uint32_t h = (uint32_t)(k * 7919 + 1) * 2654435761u ^ (uint32_t)i * 40503u;
+    h ^= h >> 13;
+    h *= 2246822519u;
+    h ^= h >> 16;
+    float m = 1.0f + (float)(h & 0xffff) / 65536.0f;
+    static const float dec[5] = {0.001f, 0.01f, 0.1f, 1.0f, 10.0f};
+    return (h & 0x10000 ? -m : m) * dec[(h >> 17) % 5] * (float)(1 + (h >> 20) % 7);
+}
+
+/* One call's check on every element: within the bound of a sum of P values
+ * each rounded to the wire, summed over at most P roundings in the wire type
+ * (NCCL's ring: one per hop) and rounded back: (1+u)^(P+2) - 1 of the sum of
+ * magnitudes (u = 2^-8 bf16, 2^-11 f16), plus f32's own; the result the same
+ * bits on every rank; and (over NCCL, where no window reduces in f32) some
+ * element not the f32 sum, so the wire did compress. Returns whether any
+ * element differs from the f32 sum. */
+static int wire_check(const tcomm *t, const char *what, int wire, dt_op op, const float *res, size_t n, size_t first,
+                      int root_only) {
+    int P = t->n;
+    double u = wire == DT_WIRE_BF16 ? 1.0 / 256 : 1.0 / 2048, rel = pow(1 + u, P + 2) - 1 + P * 0x1p-23;
+    size_t bad = 0, differ = 0, at = 0;
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double exact = 0, mag = 0, f = 0;
+        float fs = 0.0f;
+        for (int k = 0; k < P; k++) {
+            float x = wire_x(t->mem[k], first + i);
+            double xv = x;
+            if (op == DT_MAX) exact = k == 0 || xv > exact ? xv : exact;
+            else exact += xv;
+            mag += fabs(xv);
+            fs += x;
+        }
+        f = op == DT_AVG ? (double)(fs / (float)P) : op == DT_MAX ? exact : (double)fs;
+        if (op == DT_AVG) { exact /= P; mag /= P; }
+        double err = fabs((double)res[i] - exact), lim = op == DT_MAX ? u * fabs(exact) : rel * mag;
+        if (err > lim) { if (!bad) at = i; bad++; }
+        if (lim > 0 && err / lim > worst) worst = err / lim;
+        differ += (double)res[i] != f;
+    }
+    CHECK(bad == 0, "%s on %s (%s wire): %zu of %zu beyond the bound (first at %zu; worst %.2f of it)", what, t->name,
+          wire == DT_WIRE_BF16 ? "bf16" : "f16", bad, n, at, worst);
+    /* the same bits on every rank of the group (root_only: only the root has it) */
+    if (!root_only && n) {
+        uint64_t hsh = 1469598103934665603ull, mx = 0, mn = 0;
+        const unsigned char *b = (const unsigned char *)res;
+        for (size_t i = 0; i < n * sizeof(float); i++) hsh = (hsh ^ b[i]) * 1099511628211ull;
+        /* on device memory: under the tcp bootstrap host memory has no transport */
+        uint64_t *dh = gpu_alloc(2 * sizeof(uint64_t)), two[2] = {hsh, hsh};
+        gpu_h2d(dh, two, sizeof two);
+        CHECK_OK(dt_allreduce(dh, dh, 1, DT_I64, DT_MAX, t->comm));
+        CHECK_OK(dt_allreduce(dh + 1, dh + 1, 1, DT_I64, DT_MIN, t->comm));
+        gpu_d2h(two, dh, sizeof two);
+        gpu_release(dh);
+        mx = two[0];
+        mn = two[1];
+        CHECK(mx == mn, "%s on %s: the ranks' results differ", what, t->name);
+    }
+    return differ > 0;
+}
+
+static void wires(const tcomm *tc, int nc, cudaStream_t st) {
+    static const size_t counts[] = {1, 7, 1000, 65537};
+    for (int c = 0; c < nc; c++) {
+        const tcomm *t = &tc[c];
+        if (!t->comm) continue;
+        int P = t->n, r = dt_comm_rank(t->comm);
+        int nccl = P > 1 && strcmp(dt_comm_device_path(t->comm), "nccl") == 0, compressed = 0;
+        size_t most = 65537 * (size_t)P;
+        float *h = malloc(most * sizeof(float)), *d = gpu_alloc(most * sizeof(float)), *e = gpu_alloc(most * sizeof(float));
+        CHECK(h != NULL, "out of memory");
+        for (int wi = 0; wi < 2; wi++) {
+            int wire = wi ? DT_WIRE_F16 : DT_WIRE_BF16;
+            dt_coll_opts o = {.mem = DT_MEM_DEVICE, .stream = st, .wire = (dt_wire)wire};
+            for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++) {
+                size_t n = counts[ci];
+                static const dt_op ops[] = {DT_SUM, DT_AVG, DT_MAX};
+                for (int oi = 0; oi < 3; oi++) {
+                    int inplace = (int)((ci + (size_t)oi) % 2);
+                    for (size_t i = 0; i < n; i++) h[i] = wire_x(dt_comm_world_rank_of(t->comm, r), i);
+                    gpu_h2d(d, h, n * sizeof(float));
+                    dt_work *w = NULL;
+                    CHECK_OK(dt_allreduce_ex(d, inplace ? d : e, n, DT_F32, ops[oi], t->comm, &o, oi == 1 ? &w : NULL));
+                    if (w) { CHECK_OK(dt_work_wait(w)); dt_work_free(w); }
+                    gpu_check(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+                    gpu_d2h(h, inplace ? d : e, n * sizeof(float));
+                    compressed |= wire_check(t, "allreduce", wire, ops[oi], h, n, 0, 0);
+                }
+                /* reduce_scatter: n per rank; reduce to the last rank, in place */
+                for (size_t i = 0; i < n * (size_t)P; i++) h[i] = wire_x(dt_comm_world_rank_of(t->comm, r), i);
+                gpu_h2d(d, h, n * (size_t)P * sizeof(float));
+                CHECK_OK(dt_reduce_scatter_ex(d, e, n * (size_t)P, DT_F32, DT_SUM, t->comm, &o, NULL)); /* count: the whole */
+                gpu_check(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+                gpu_d2h(h, e, n * sizeof(float));
+                compressed |= wire_check(t, "reduce_scatter", wire, DT_SUM, h, n, n * (size_t)r, 1);
+                for (size_t i = 0; i < n; i++) h[i] = wire_x(dt_comm_world_rank_of(t->comm, r), i);
+                gpu_h2d(d, h, n * sizeof(float));
+                int root = dt_comm_world_rank_of(t->comm, P - 1);
+                CHECK_OK(dt_reduce_ex(d, d, n, DT_F32, DT_AVG, root, t->comm, &o, NULL));
+                gpu_check(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+                if (r == P - 1) {
+                    gpu_d2h(h, d, n * sizeof(float));
+                    compressed |= wire_check(t, "reduce", wire, DT_AVG, h, n, 0, 1);
+                }
+            }
+            /* a list of three tensors, the first two back to back (one fused call) */
+            size_t n0 = 300, n1 = 5000, n2 = 77;
+            dt_tensor in[3] = {{d, n0, DT_F32}, {d + n0, n1, DT_F32}, {e, n2, DT_F32}};
+            for (size_t i = 0; i < n0 + n1; i++) h[i] = wire_x(dt_comm_world_rank_of(t->comm, r), i);
+            gpu_h2d(d, h, (n0 + n1) * sizeof(float));
+            for (size_t i = 0; i < n2; i++) h[i] = wire_x(dt_comm_world_rank_of(t->comm, r), n0 + n1 + i);
+            gpu_h2d(e, h, n2 * sizeof(float));
+            CHECK_OK(dt_allreduce_list_ex(in, in, 3, DT_SUM, t->comm, &o, NULL));
+            gpu_check(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+            gpu_d2h(h, d, (n0 + n1) * sizeof(float));
+            gpu_d2h(h + n0 + n1, e, n2 * sizeof(float));
+            compressed |= wire_check(t, "allreduce_list", wire, DT_SUM, h, n0 + n1 + n2, 0, 0);
+            /* broadcast: the root keeps its f32, the others receive it rounded to
+             * the wire (over a device transport only: staged, refused) */
+            {
+                size_t n = 4099;
+                int root = dt_comm_world_rank_of(t->comm, P - 1), me_root = r == P - 1;
+                for (size_t i = 0; i < n; i++) h[i] = wire_x(7, i);
+                gpu_h2d(d, h, n * sizeof(float));
+                int rc = dt_broadcast_ex(d, d, n, DT_F32, root, t->comm, &o, NULL);
+                if (P > 1 && !nccl) {
+                    CHECK(rc == DT_ERR_UNSUPPORTED && strstr(dt_last_error(), "device transport only"),
+                          "staged broadcast with a wire on %s: %s, want DT_ERR_UNSUPPORTED", t->name, dt_last_error());
+                } else {
+                    CHECK(rc == DT_OK, "broadcast with a wire on %s: %s", t->name, dt_last_error());
+                    gpu_check(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+                    gpu_d2h(h, d, n * sizeof(float));
+                    size_t bad = 0;
+                    for (size_t i = 0; i < n; i++) {
+                        float x = wire_x(7, i);
+                        float want = me_root ? x : wire == DT_WIRE_BF16 ? dt_bf16_to_f32(dt_f32_to_bf16(x))
+                                                                        : dt_f16_to_f32(dt_f32_to_f16(x));
+                        bad += memcmp(&h[i], &want, sizeof want) != 0;
+                    }
+                    CHECK(bad == 0, "broadcast with a wire on %s (%s): %zu of %zu not the root's value%s", t->name,
+                          me_root ? "root" : "receiver", bad, n, me_root ? "" : " rounded to the wire");
+                    compressed |= !me_root && P > 1;
+                }
+            }
+            /* integers take no wire */
+            CHECK_ERR(dt_allreduce_ex(d, d, 4, DT_I32, DT_SUM, t->comm, &o, NULL), DT_ERR_INVALID, "wire");
+        }
+        if (ME == 0 || r == 0)
+            printf("gpu_coll: %d ranks: %-16s compressed wires: %s\n", W, t->name,
+                   compressed ? "rounded (16 bits between processes)" : "exact (no value was rounded)");
+        CHECK(!nccl || compressed, "%s over nccl: every result is the f32 sum: the wire did not compress", t->name);
+        CHECK(P > 1 || !compressed, "%s: one rank, and a result differs from its input", t->name);
+        free(h);
+        gpu_release(d);
+        gpu_release(e);
+    }
+}
+
 int main(void) {
     gpu_require("gpu_coll");
     coll_init();
@@ -134,6 +298,7 @@ int main(void) {
         async_jobs(&tc[c], st);
     }
     back_to_back(dt_comm_world(), st);
+    wires(tc, nc, st);
     kinds(dt_comm_world());
     gpu_check(cudaStreamDestroy(st), "cudaStreamDestroy");
     CHECK_OK(dt_finalize());

@@ -12,10 +12,11 @@
  *    index and key = the world rank, so NCCL ranks are group ranks (members
  *    by ascending world rank, dtrain's rule); ranks in no group of more than
  *    one pass NCCL_SPLIT_NOCOLOR.
- *  - Calls: the collective layer's primitives, copies first (on the stream),
- *    then the transfers in one ncclGroupStart/End (a lone transfer, the
- *    common case, without: NCCL makes it a group of its own); a barrier is a
- *    one-element allreduce. Every dtype and op is mapped before anything is
+ *  - Calls: the collective layer's primitives, copies and a compressed
+ *    wire's packing first (on the stream), then the transfers in one
+ *    ncclGroupStart/End (a lone transfer, the common case, without: NCCL
+ *    makes it a group of its own), then the wire's unpacking (wire_nccl.cu);
+ *    a barrier is a one-element allreduce. Every dtype and op is mapped before anything is
  *    enqueued (nccl_map.c).
  *  - Checks (where neither the host transport nor the bootstrap can carry
  *    them): a second communicator of the same members, split off on first
@@ -37,6 +38,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "transport/nccl/nccl_map.h"
+#include "transport/nccl/wire_nccl.h"
 #include "transport/transport.h"
 
 typedef struct nccl_impl {
@@ -46,6 +48,8 @@ typedef struct nccl_impl {
     void *bar;                 /* device: the barrier's element */
     void *scratch;             /* device, grow-only */
     size_t scratch_cap;
+    void *scratch_ev;          /* recorded after the last call that used the scratch */
+    void *scratch_stream;      /* ... on this stream */
     /* the check channel (lazy) */
     ncclComm_t chk;
     cudaStream_t chk_stream;
@@ -149,6 +153,7 @@ static void impl_free(nccl_impl *m) {
     if (m->dhdr) cudaFree(m->dhdr);
     if (m->hhdr) cudaFreeHost(m->hhdr);
     if (m->scratch) cudaFree(m->scratch);
+    if (m->scratch_ev) cudaEventDestroy((cudaEvent_t)m->scratch_ev);
     if (m->bar) cudaFree(m->bar);
     if (on) off_device(&g);
     free(m);
@@ -292,12 +297,39 @@ static ncclResult_t transfer(const dt_comm *c, const nccl_impl *m, const dt_prim
     }
 }
 
+/* p[i] is one of the steps on this rank around the group's transfers */
+static int local_step(const dt_prim *q) {
+    return q->kind == DT_PRIM_COPY || q->kind == DT_PRIM_PACK || q->kind == DT_PRIM_UNPACK;
+}
+
+/* whether q reads or writes the scratch */
+static int in_scratch(const nccl_impl *m, const dt_prim *q) {
+    const char *a = m->scratch, *b = a ? a + m->scratch_cap : NULL;
+    const char *x = q->send, *y = q->recv;
+    return a && ((x >= a && x < b) || (y >= a && y < b));
+}
+
+/* Before a call that uses the scratch: its stream waits for the last such
+ * call's, when that ran on another stream (NCCL orders one stream itself). */
+static int scratch_enter(nccl_impl *m, cudaStream_t s) {
+    if (!m->scratch_ev) CU(cudaEventCreateWithFlags((cudaEvent_t *)&m->scratch_ev, cudaEventDisableTiming),
+                           "cudaEventCreateWithFlags");
+    else if (m->scratch_stream != (void *)s) CU(cudaStreamWaitEvent(s, (cudaEvent_t)m->scratch_ev, 0), "cudaStreamWaitEvent");
+    return DT_OK;
+}
+
+static int scratch_leave(nccl_impl *m, cudaStream_t s) {
+    CU(cudaEventRecord((cudaEvent_t)m->scratch_ev, s), "cudaEventRecord");
+    m->scratch_stream = (void *)s;
+    return DT_OK;
+}
+
 static int n_run(dt_comm *c, const dt_prim *p, int n, void *stream, void *done) {
     nccl_impl *m = c->dev_impl;
     cudaStream_t s = (cudaStream_t)stream;
     const char *what = "";
     int rc, t, o;
-    if (n == 1 && p->kind != DT_PRIM_COPY) { /* the usual call: a lone transfer, its own group in NCCL */
+    if (n == 1 && !local_step(p)) { /* the usual call: a lone transfer, its own group in NCCL */
         if ((rc = map_prim(p, &t, &o))) return rc;
         ncclResult_t r = transfer(c, m, p, t, o, s, &what);
         if (r != ncclSuccess) return nfail(r, m->comm, what);
@@ -305,25 +337,42 @@ static int n_run(dt_comm *c, const dt_prim *p, int n, void *stream, void *done) 
         return DT_OK;
     }
     /* every dtype and op first: nothing is enqueued for a call NCCL cannot make */
-    for (int i = 0; i < n; i++)
+    int scratch = 0;
+    for (int i = 0; i < n; i++) {
         if ((rc = map_prim(&p[i], &t, &o))) return rc;
-    for (int i = 0; i < n; i++)
-        if (p[i].kind == DT_PRIM_COPY)
-            CU(cudaMemcpyAsync(p[i].recv, p[i].send, p[i].count * dt_dtype_size(p[i].dtype), cudaMemcpyDeviceToDevice, s),
+        scratch |= in_scratch(m, &p[i]);
+    }
+    if (scratch && (rc = scratch_enter(m, s))) return rc;
+    for (int i = 0; i < n; i++) {
+        const dt_prim *q = &p[i];
+        if (q->kind == DT_PRIM_COPY)
+            CU(cudaMemcpyAsync(q->recv, q->send, q->count * dt_dtype_size(q->dtype), cudaMemcpyDeviceToDevice, s),
                "cudaMemcpyAsync");
+        else if (q->kind == DT_PRIM_PACK &&
+                 (rc = dt_nccl_wire_pack(q->recv, q->send, q->count, q->dtype == DT_BF16 ? DT_WIRE_BF16 : DT_WIRE_F16, s)))
+            return rc;
+    }
     int transfers = 0;
-    for (int i = 0; i < n; i++) transfers += p[i].kind != DT_PRIM_COPY;
+    for (int i = 0; i < n; i++) transfers += !local_step(&p[i]);
     int group = transfers > 1;
     if (group) NC(ncclGroupStart(), m->comm, "ncclGroupStart");
     ncclResult_t first = ncclSuccess;
     for (int i = 0; i < n && first == ncclSuccess; i++) {
-        if (p[i].kind == DT_PRIM_COPY) continue;
+        if (local_step(&p[i])) continue;
         map_prim(&p[i], &t, &o);
         first = transfer(c, m, &p[i], t, o, s, &what);
     }
     ncclResult_t end = group ? ncclGroupEnd() : ncclSuccess;
     if (first != ncclSuccess) return nfail(first, m->comm, what);
     if (end != ncclSuccess) return nfail(end, m->comm, "ncclGroupEnd");
+    for (int i = 0; i < n; i++) {
+        const dt_prim *q = &p[i];
+        if (q->kind == DT_PRIM_UNPACK &&
+            (rc = dt_nccl_wire_unpack(q->recv, q->send, q->count, q->dtype == DT_BF16 ? DT_WIRE_BF16 : DT_WIRE_F16,
+                                      q->divisor, s)))
+            return rc;
+    }
+    if (scratch && (rc = scratch_leave(m, s))) return rc;
     if (done) CU(cudaEventRecord((cudaEvent_t)done, s), "cudaEventRecord");
     return DT_OK;
 }

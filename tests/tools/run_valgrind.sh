@@ -15,7 +15,7 @@
 #   JOBS        build parallelism (default 2)
 #   VG_TESTS    regex: only tests whose name matches (default: all selected)
 #   VG_EXCLUDE  regex: skip these tests (default
-#               '^train_|_emu$|^fakegpu_gpt(_kernels)?$|^fakegpu_smallcall', see below;
+#               '^train_|_emu$|^fakegpu_(gpt|gpt_kernels|wire_kernels)$|^fakegpu_smallcall', see below;
 #               '' keeps all)
 #   VG_TIMEOUT  seconds per test (default 1200)
 #
@@ -24,7 +24,8 @@
 # stacks of their own, which memcheck would take for stack switches), and the
 # GPT on the fake GPU (fakegpu_gpt, fakegpu_gpt_kernels: the kernels' CPU twins and
 # the fake cuBLASLt's OpenBLAS GEMMs; fakegpu_gpt_kernels was still running after 10
-# minutes here), the small-call tests on the fake GPU (fakegpu_smallcall*: thousands
+# minutes here; fakegpu_wire_kernels: the wire kernels' twins over 2^22 elements a
+# case), the small-call tests on the fake GPU (fakegpu_smallcall*: thousands
 # of calls from several threads whose waits poll; memcheck runs one thread at a time
 # and was still in the first after 6 minutes), and the trainer integration tests (train_learns,
 # train_dp_equiv_np1, train_zero_np1: 3-15 s each normally). Their time is spent in
@@ -85,7 +86,7 @@ for t in json.load(sys.stdin)["tests"]:
     wd = props.get("WORKING_DIRECTORY", build)
     skip_rc = str(props.get("SKIP_RETURN_CODE", ""))
     print("\x1f".join([name, wd, "\x1e".join(env), skip_rc] + cmd))
-' "$build" "${VG_TESTS:-}" "${VG_EXCLUDE-^train_|_emu$|^fakegpu_gpt(_kernels)?$|^fakegpu_smallcall}" > "$list"
+' "$build" "${VG_TESTS:-}" "${VG_EXCLUDE-^train_|_emu$|^fakegpu_(gpt|gpt_kernels|wire_kernels)$|^fakegpu_smallcall}" > "$list"
 
 status=0
 n=0

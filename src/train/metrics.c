@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/error.h"
-#include "dtrain/comm.h"
 #include "dtrain/mem.h"
 #include "io/json.h"
 
@@ -281,7 +280,7 @@ void dt_metrics_sample(dt_metrics *m, long step, double temperature, const int32
 }
 
 void dt_metrics_memory(dt_metrics *m, long step, const char *when, size_t num_params, int ranks, int zero_opt_level,
-                size_t act_off, size_t act_on) {
+                       const char *device_path, size_t act_off, size_t act_on) {
     if (!WRITABLE(m)) return;
     rec r;
     begin(&r, m, "memory", step, 1);
@@ -289,7 +288,7 @@ void dt_metrics_memory(dt_metrics *m, long step, const char *when, size_t num_pa
     field_int(&r, "num_params", (long long)num_params);
     field_int(&r, "ranks", ranks);
     field_int(&r, "zero_opt_level", zero_opt_level);
-    field_str(&r, "device_path", dt_comm_device_path(dt_comm_world())); /* how device memory moves */
+    if (device_path) field_str(&r, "device_path", device_path); /* how device memory moves */
     for (int c = 0; c < DT_MEM_NUM; c++) {
         char peak[64], dev[64], dpeak[64];
         const char *name = dt_mem_category_name((dt_mem_category)c);

@@ -50,9 +50,10 @@ void dt_metrics_eval(dt_metrics *m, long step, int epoch, double train_loss, dou
 /* The memory accounting (dtrain/mem.h) now, every category current and peak;
  * act_off / act_on: activation bytes of a training batch without and with
  * recomputation (gpt; both 0: not written); step: the optimizer steps taken
- * (TensorBoard's x axis; not in the JSON record). */
+ * (TensorBoard's x axis; not in the JSON record); device_path: how device
+ * memory moves between ranks (dt_comm_device_path; NULL: not written). */
 void dt_metrics_memory(dt_metrics *m, long step, const char *when, size_t num_params, int ranks, int zero_opt_level,
-                size_t act_off, size_t act_on);
+                       const char *device_path, size_t act_off, size_t act_on);
 void dt_metrics_summary(dt_metrics *m, long steps, int ranks, int zero_opt_level, double median_step_s,
                  double comm_hidden, double comm_hidden_compute, double grad_norm, double test_acc,
                  double test_loss, double tokens_per_s, double mfu);

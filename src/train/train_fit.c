@@ -327,7 +327,7 @@ int dt_trainer_fit(dt_trainer *t, dt_train_result *res) {
     r.grad_norm = t->grad_norm;
     if (res) *res = r;
     dt_metrics_memory(&t->metrics, t->step, "end", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level,
-               t->act_bytes[0], t->act_bytes[1]);
+                      dt_comm_device_path(dt_comm_world()), t->act_bytes[0], t->act_bytes[1]);
     dt_metrics_summary(&t->metrics, r.steps, t->ci.size, o->dist.zero_opt_level, r.median_step_s, r.comm_hidden,
                 r.comm_hidden_compute, r.grad_norm, r.test_acc, r.test_loss, r.tokens_per_s, r.mfu);
     return close_outputs(t);

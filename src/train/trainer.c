@@ -347,7 +347,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
     FAIL(dt_trainer_check_outputs(t));
     setup_rates(t);
     dt_metrics_memory(&t->metrics, t->step, "start", dt_model_num_params(t->model), t->ci.size, o->dist.zero_opt_level,
-               t->act_bytes[0], t->act_bytes[1]);
+                      dt_comm_device_path(dt_comm_world()), t->act_bytes[0], t->act_bytes[1]);
 #undef FAIL
     *out = t;
     return DT_OK;

@@ -105,7 +105,7 @@ int main(void) {
     CHECK(strcmp(got, want) == 0, "records:\n%s\nwant:\n%s", got, want);
     /* the memory record: every category, current, peak, and their device parts */
     CHECK_OK(dt_metrics_open(&m, g_path, NULL));
-    dt_metrics_memory(&m, 0, "start", 1000, 4, 2, 0, 0);
+    dt_metrics_memory(&m, 0, "start", 1000, 4, 2, NULL, 0, 0);
     CHECK_OK(dt_metrics_close(&m));
     char wantm[1024];
     int n = snprintf(wantm, sizeof wantm, "{\"type\":\"memory\",\"when\":\"start\",\"num_params\":1000,\"ranks\":4,\"zero_opt_level\":2");
@@ -124,7 +124,7 @@ int main(void) {
     dt_metrics_sample(&m, 7, 0.8, prompt, 6, text, 8, 1);
     const int32_t ids[] = {50256, 464, 0};
     dt_metrics_sample(&m, 9, 0, ids, 1, ids + 1, 2, 0); /* a vocabulary that is not bytes: ids only */
-    dt_metrics_memory(&m, 3, "end", 10, 1, 0, 4096, 1024);
+    dt_metrics_memory(&m, 3, "end", 10, 1, 0, "nccl", 4096, 1024);
     CHECK_OK(dt_metrics_close(&m));
     got = slurp();
     CHECK(strstr(got, "{\"type\":\"sample\",\"step\":7,\"temperature\":0.8,\"prompt\":\"Q: \\\"x\\\"\","
@@ -132,6 +132,7 @@ int main(void) {
                       "\"tokens\":[99,97,102,233,10,1,92,0],\"num_tokens\":8}\n"
                       "{\"type\":\"sample\",\"step\":9,\"temperature\":0.0,\"prompt_tokens\":[50256],"
                       "\"tokens\":[464,0],\"num_tokens\":2}\n") == got, "sample records:\n%s", got);
+    CHECK(strstr(got, "\"zero_opt_level\":0,\"device_path\":\"nccl\",\"params\":") != NULL, "the device path:\n%s", got);
     CHECK(strstr(got, ",\"activations_recompute_off\":4096,\"activations_recompute_on\":1024}\n") != NULL,
           "memory record with activations:\n%s", got);
     /* a record longer than the stack buffer: the first 2048 tokens, the count */

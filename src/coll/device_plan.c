@@ -245,6 +245,15 @@ static size_t wire_in(const dt_prim *q, size_t P) { return q->kind == DT_PRIM_RE
 
 static size_t wire_bytes(size_t elems) { return (elems * 2 + WIRE_ALIGN - 1) & ~(size_t)(WIRE_ALIGN - 1); }
 
+/* where q's packed result lies in its range w of the scratch (rank r): a
+ * reduce_scatter's block r (NCCL's in-place convention), else w itself */
+static char *wire_result(const dt_prim *q, char *w, size_t r) {
+    return q->kind == DT_PRIM_REDUCE_SCATTER ? w + r * q->count * 2 : w;
+}
+
+/* q is a broadcast whose root is this rank (r): it keeps its f32 */
+static int wire_bc_root(const dt_prim *q, size_t r) { return q->kind == DT_PRIM_BROADCAST && q->peer == (int)r; }
+
 size_t dt_dev_wire_scratch(const dt_coll_desc *d, const dt_prim *p, int n) {
     size_t P = (size_t)d->comm->info.size, total = 0;
     if (d->wire == DT_WIRE_NATIVE || P < 2) return 0;
@@ -260,8 +269,8 @@ int dt_dev_wire_plan(const dt_coll_desc *d, void *scratch, const dt_prim *p, int
     for (int i = 0; i < n; i++) /* the packs, in order (a broadcast: its root's, and its own copy) */
         if (wire_takes(&p[i])) {
             const dt_prim *q = &p[i];
-            int bc = q->kind == DT_PRIM_BROADCAST, root = bc && q->peer == (int)r;
-            if (!bc || root) prim(&l, DT_PRIM_PACK, -1, wt, DT_SUM, q->send, at(scratch, off), wire_in(q, P));
+            int root = wire_bc_root(q, r);
+            if (q->kind != DT_PRIM_BROADCAST || root) prim(&l, DT_PRIM_PACK, -1, wt, DT_SUM, q->send, at(scratch, off), wire_in(q, P));
             if (root) prim(&l, DT_PRIM_COPY, -1, DT_F32, DT_SUM, q->send, q->recv, q->count);
             off += wire_bytes(wire_in(q, P));
         }
@@ -274,7 +283,7 @@ int dt_dev_wire_plan(const dt_coll_desc *d, void *scratch, const dt_prim *p, int
             continue;
         }
         char *w = at(scratch, off);
-        void *res = q->kind == DT_PRIM_REDUCE_SCATTER ? w + r * q->count * 2 : q->recv ? w : NULL;
+        void *res = q->kind == DT_PRIM_REDUCE_SCATTER || q->recv ? wire_result(q, w, r) : NULL;
         prim(&l, q->kind, q->peer, wt, q->op == DT_AVG ? DT_SUM : q->op, w, res, q->count);
         off += wire_bytes(wire_in(q, P));
     }
@@ -284,10 +293,9 @@ int dt_dev_wire_plan(const dt_coll_desc *d, void *scratch, const dt_prim *p, int
         if (!wire_takes(q)) continue;
         char *w = at(scratch, off);
         off += wire_bytes(wire_in(q, P));
-        if (!q->recv || (q->kind == DT_PRIM_BROADCAST && q->peer == (int)r)) continue; /* the root keeps its f32 */
+        if (!q->recv || wire_bc_root(q, r)) continue;
         int before = l.n;
-        prim(&l, DT_PRIM_UNPACK, -1, wt, DT_SUM, q->kind == DT_PRIM_REDUCE_SCATTER ? w + r * q->count * 2 : w,
-             q->recv, q->count);
+        prim(&l, DT_PRIM_UNPACK, -1, wt, DT_SUM, wire_result(q, w, r), q->recv, q->count);
         if (before < l.cap) l.p[before].divisor = q->op == DT_AVG ? (int)P : 1;
     }
     return l.n;

@@ -183,6 +183,10 @@ typedef struct dt_model_config {
     int n_head;       /* attention heads per block */
     int n_embd;       /* width C */
     int block_size;   /* largest sequence length T (rows of wpe) */
+    int seq_len;      /* the T of dt_model_forward and of
+                         dt_model_activation_bytes(T = 0): 1..block_size,
+                         0 = block_size (llm.c's -t; a model of 1024
+                         positions trained on windows of 256) */
     int vocab_size;   /* V: 256 for bytes */
     int recompute;    /* 0/1: activation recomputation (gpt only; 1 is
                          DT_ERR_INVALID for the sequential family) */
@@ -236,8 +240,8 @@ int dt_model_config_default(dt_model_config *cfg, const char *name);
 /* Build a model: parameters initialised, gradients zeroed, buffers at their
  * initial values. On success *out owns everything; release with
  * dt_model_free. DT_ERR_INVALID on a bad config, naming the field: sizes
- * <= 0, dropout outside [0,1), n_embd not divisible by n_head, recompute
- * not 0/1 or set for a family without it, a parameter count that does not
+ * <= 0, dropout outside [0,1), n_embd not divisible by n_head, seq_len
+ * outside [0, block_size] (gpt), recompute not 0/1 or set for a family without it, a parameter count that does not
  * fit; DT_ERR_NOMEM. */
 int dt_model_create(const dt_model_config *cfg, dt_model **out);
 /* Release a model (NULL is a no-op). Redirected parameter/gradient memory
@@ -412,7 +416,8 @@ int dt_model_set_recompute(dt_model *m, int on);
 int dt_model_recompute(const dt_model *m);
 /* Bytes of activation memory (kept activations, activation gradients and
  * workspaces: what the forward allocates) for batch B at sequence length T
- * (T = 0: block_size for gpt; the sequential family takes T 0 or 1) with
+ * (T = 0: cfg.seq_len for gpt, or block_size when that is 0; the
+ * sequential family takes T 0 or 1) with
  * recomputation off (recompute = 0) or on (1), whatever the current
  * setting. Parameters, gradients, optimizer state and the lazily built
  * dt_model_log_probs buffer of gpt are not included. DT_ERR_INVALID for B < 1,
@@ -421,8 +426,8 @@ int dt_model_activation_bytes(const dt_model *m, int B, int T, int recompute, si
 
 /* ---- training step ----------------------------------------------------------------- */
 
-/* Forward a batch of B samples at the family's full length: T = 1
- * (sequential) or T = block_size (gpt). x is float32 [B,784] (sequential)
+/* Forward a batch of B samples at the family's length: T = 1
+ * (sequential) or T = cfg.seq_len (gpt; block_size when 0). x is float32 [B,784] (sequential)
  * or int32 tokens [B,T] (gpt), labels int32 [B] or [B,T] (see MODEL
  * FAMILIES; dt_model_get_io). Inputs are copied, so the caller's arrays may
  * change afterwards.
@@ -434,6 +439,9 @@ int dt_model_activation_bytes(const dt_model *m, int B, int T, int recompute, si
  * position) for a label or token outside [0, num_classes). */
 int dt_model_forward(dt_model *m, const void *x, const int32_t *labels, int B, int train,
                      float *loss);
+/* The T of dt_model_forward: 1 (sequential), cfg.seq_len or block_size
+ * (gpt); DT_ERR_INVALID for NULL. (dt_model_seq_len: the last forward's.) */
+int dt_model_forward_len(const dt_model *m);
 /* The same at sequence length T: 1 <= T <= block_size for gpt (x [B,T],
  * labels [B,T]); T must be 1 for the sequential family. */
 int dt_model_forward_seq(dt_model *m, const void *x, const int32_t *labels, int B, int T,

@@ -107,6 +107,8 @@ typedef struct dt_train_options {
     /* gpt (--model gpt): sizes from a preset, each overridable */
     char preset[16];         /* "gpt-test" | "gpt-demo" | "gpt2-124m"; "" = gpt-demo's sizes */
     int n_layer, n_head, n_embd, block_size; /* 0 = the preset's, or init_from's */
+    int seq_len;             /* gpt: the training and evaluation windows' length T,
+                              * 1..block_size (--seq-len; 0 = block_size): llm.c's -t */
     int vocab_size;          /* gpt: 0 = init_from's, else the data's: 256 for bytes,
                               * 50257 for llm.c token shards (dtrain/text.h) */
     int recompute;           /* activation recomputation (gpt), default 0 */
@@ -215,9 +217,11 @@ void dt_train_options_default(dt_train_options *o);
  * lenet/cnn/gpt, --channels1/2 with mlp/lenet/gpt, --min-lr without
  * --schedule cosine, --checkpoint-every without
  * --checkpoint-dir, the gpt flags (--preset, --n-layer, --n-head, --n-embd,
- * --block-size, --vocab-size, --recompute, --sample-*) with a classifier,
+ * --block-size, --seq-len, --vocab-size, --recompute, --sample-*) with a classifier,
  * --shuffle / --drop-last with gpt, gpt sizes whose n_embd (the flag's or the
  * preset's; not checked with --init-from) is not divisible by n_head,
+ * --seq-len above the block size (the flag's or the preset's; with
+ * --init-from dt_trainer_create checks it against the file's),
  * --save-format hf without --save-model or with a classifier, and
  * --sample-prompt with --sample-tokens. The precedence of the
  * dist config: defaults < --config FILE < DTRAIN_* environment < flags. */

@@ -146,6 +146,10 @@ static int gpt_build(dt_model *m, const dt_model_config *cfg) {
         return dt_error(DT_ERR_INVALID, CREATE_FN,
                         "model %s: n_embd=%d is not divisible by n_head=%d", cfg->name,
                         cfg->n_embd, cfg->n_head);
+    if (cfg->seq_len < 0 || cfg->seq_len > cfg->block_size)
+        return dt_error(DT_ERR_INVALID, CREATE_FN,
+                        "model %s: seq_len=%d must be in [0, block_size=%d] (0: block_size)", cfg->name,
+                        cfg->seq_len, cfg->block_size);
     dt_gpt *g = calloc(1, sizeof *g);
     if (!g) return dt_error(DT_ERR_NOMEM, CREATE_FN, "out of memory");
     m->impl = g;

@@ -91,8 +91,12 @@ int dt_model_row_stats(const dt_model *m, long rows, double *correct, double *lo
 int dt_model_forward(dt_model *m, const void *x, const int32_t *labels, int B, int train,
                      float *loss) {
     if (!m) return DT_ERR(DT_ERR_INVALID, "NULL model or input");
-    return dt_model_forward_seq(m, x, labels, B, m->io.max_seq ? m->io.max_seq : 1, train,
-                                loss);
+    return dt_model_forward_seq(m, x, labels, B, dtm_seq_len(m), train, loss);
+}
+
+int dt_model_forward_len(const dt_model *m) {
+    if (!m) return DT_ERR(DT_ERR_INVALID, "NULL model");
+    return dtm_seq_len(m);
 }
 
 int dt_model_backward_scaled(dt_model *m, float scale) {
@@ -161,7 +165,7 @@ int dt_model_activation_bytes(const dt_model *m, int B, int T, int recompute, si
                       "model %s (family %s) has no activation recomputation", m->name,
                       m->io.family);
     int maxT = m->io.max_seq ? m->io.max_seq : 1;
-    if (T == 0) T = maxT;
+    if (T == 0) T = dtm_seq_len(m);
     if (T < 1 || T > maxT)
         return DT_ERR(DT_ERR_INVALID, "sequence length T=%d not in [1, %d]", T, maxT);
     return m->fam->activation_bytes(m, B, T, recompute, bytes);

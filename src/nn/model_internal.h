@@ -138,6 +138,13 @@ static inline float *dtm_grads(dt_model *m, int u) {
     return m->grads ? m->grads + U->param_off : NULL;
 }
 
+/* The T of dt_model_forward: 1 without a sequence axis, else cfg.seq_len
+ * (block_size when 0; the family's build checked it). */
+static inline int dtm_seq_len(const dt_model *m) {
+    if (m->io.max_seq <= 0) return 1;
+    return m->cfg.seq_len > 0 ? m->cfg.seq_len : m->io.max_seq;
+}
+
 /* Hook return value -> status (negative values pass through untouched). */
 int dtm_hook_status(int rc, const char *which, int layer);
 

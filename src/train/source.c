@@ -22,6 +22,7 @@ static int configure_gpt(dt_model_config *c, const dt_train_options *o) {
     if (o->n_head) c->n_head = o->n_head;
     if (o->n_embd) c->n_embd = o->n_embd;
     if (o->block_size) c->block_size = o->block_size;
+    c->seq_len = o->seq_len; /* 0: block_size; checked against it by dt_model_create */
     /* the data's vocabulary unless given: bytes, or llm.c's GPT-2 tokens
      * (--init-from replaces it with the file's, dt_trainer_init_config) */
     if (o->vocab_size) c->vocab_size = o->vocab_size;

@@ -38,6 +38,8 @@ typedef struct dt_source dt_source;
 typedef struct dt_source_args {
     const dt_train_options *o;   /* data path, seed, shuffle, drop_last, limits, batch size */
     dt_model_io io;              /* what the model takes */
+    int seq_len;                 /* sequence models: the windows' length T (the T of
+                                    dt_model_forward, <= io.max_seq); else 1 */
     int dp_rank, dp_size;        /* this rank's part of every global micro-batch */
 } dt_source_args;
 

@@ -42,7 +42,7 @@ static int text_open(const dt_source_args *a, dt_source **out) {
     }
     s->ops = &dt_source_text;
     s->impl = d;
-    d->T = a->io.max_seq;
+    d->T = a->seq_len;
     d->batch = o->batch_size;
     d->dp_rank = a->dp_rank;
     d->dp_size = a->dp_size;

@@ -50,6 +50,8 @@ const char *dt_train_usage(void) {
 "  --preset NAME              gpt sizes: gpt-test (2 layers x 64), gpt-demo (6 x 384, the\n"
 "                             default), gpt2-124m (12 x 768); each overridable:\n"
 "  --n-layer L --n-head H --n-embd C --block-size T\n"
+"  --seq-len T                gpt: train and evaluate on windows of T tokens, T <= the block\n"
+"                             size (default: the block size; a 1024-position model at 256)\n"
 "  --vocab-size V             gpt vocabulary (default: the data's: 256 for bytes, 50257 for\n"
 "                             token shards; with --init-from the file's)\n"
 "  --init-from FILE           start from the weights of a safetensors file: dtrain's --save-model,\n"
@@ -185,7 +187,7 @@ enum { G_MOMENTUM = 1, G_NESTEROV = 2, G_DROPOUT = 4, G_HIDDEN1 = 8, G_HIDDEN2 =
 static const char *const k_gpt_flags[] = {"--preset", "--n-layer", "--n-head", "--n-embd", "--block-size",
                                           "--recompute", "--sample-prompt", "--sample-temperature",
                                           "--sample-length", "--vocab-size", "--sample-tokens", "--device",
-                                          "--precision", NULL};
+                                          "--precision", "--seq-len", NULL};
 enum { GPT_SAMPLE_PROMPT = 6, GPT_SAMPLE_TOKENS = 10 }; /* their bits: G_GPT << i */
 
 static int gpt_flag_bit(const char *f) {
@@ -202,6 +204,11 @@ static int check_gpt_sizes(const dt_train_options *o, unsigned given) {
     int rc = dt_model_config_default(&c, *o->preset ? o->preset : "gpt");
     if (rc) return rc;
     int nh = o->n_head ? o->n_head : c.n_head, ne = o->n_embd ? o->n_embd : c.n_embd;
+    int bs = o->block_size ? o->block_size : c.block_size;
+    if (o->seq_len > bs)
+        return DT_ERR(DT_ERR_INVALID, "flag --seq-len %d is more than the block size %d (%s): a window is at most "
+                      "the model's positions", o->seq_len, bs, o->block_size ? "--block-size" :
+                      *o->preset ? o->preset : "preset gpt-demo");
     if (ne % nh != 0) {
         const char *f = (given & (G_GPT << 2)) ? "--n-head" : "--n-embd";
         return DT_ERR(DT_ERR_INVALID, "flag %s: n_embd=%d is not divisible by n_head=%d (%s; the head size is "
@@ -336,6 +343,7 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
             else if (!strcmp(f, "--n-head")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->n_head = (int)l; }
             else if (!strcmp(f, "--n-embd")) { rc = parse_long(f, v, 1, 1 << 16, &l); o->n_embd = (int)l; }
             else if (!strcmp(f, "--block-size")) { rc = parse_long(f, v, 1, 1 << 20, &l); o->block_size = (int)l; }
+            else if (!strcmp(f, "--seq-len")) { rc = parse_long(f, v, 1, 1 << 20, &l); o->seq_len = (int)l; }
             else if (!strcmp(f, "--recompute")) { rc = parse_long(f, v, 0, 1, &l); o->recompute = (int)l; }
             else if (!strcmp(f, "--device")) rc = parse_choice(f, v, devices, o->device, sizeof o->device);
             else if (!strcmp(f, "--precision")) rc = parse_choice(f, v, precisions, o->precision, sizeof o->precision);

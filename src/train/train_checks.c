@@ -111,6 +111,7 @@ int dt_trainer_check_flags(dt_trainer *t) {
     add(&fs, "--n-head", "%d", o->n_head);
     add(&fs, "--n-embd", "%d", o->n_embd);
     add(&fs, "--block-size", "%d", o->block_size);
+    add(&fs, "--seq-len", "%d", o->seq_len);
     add(&fs, "--recompute", "%d", o->recompute);
     add(&fs, "--device", "%s", o->device);
     add(&fs, "--precision", "%s", o->precision);

@@ -37,6 +37,9 @@ int dt_trainer_init_config(dt_trainer *t, dt_model_config *mc) {
         (rc = flag_fits(w, "--vocab-size", o->vocab_size, "vocab_size", a.vocab_size, wte)) ||
         (rc = flag_fits(w, "--block-size", o->block_size, "block_size (n_positions)", a.block_size, wpe)))
         return dt_trainer_mark_input(rc);
+    if (o->seq_len > a.block_size)
+        return dt_trainer_mark_input(DT_ERR(DT_ERR_INVALID, "flag --seq-len %d: %s has %d positions (%s); a window is "
+                                            "at most that", o->seq_len, dt_weights_path(w), a.block_size, wpe));
     mc->n_layer = a.n_layer;
     mc->n_embd = a.n_embd;
     mc->vocab_size = a.vocab_size;

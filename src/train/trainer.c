@@ -74,14 +74,13 @@ static float *tb_flat_grads(void *m) { return dt_model_grads(m); }
  * wait between them) */
 static int tb_train_pass(void *m, const void *x, const int32_t *y, int B, float scale, float *loss, int *correct,
                          double *bwd_t0) {
-    dt_model_io io;
     double cd = 0;
-    int rc = dt_model_get_io(m, &io);
-    if (!rc) rc = dt_model_forward(m, x, y, B, 1, NULL);
+    int rc = dt_model_forward(m, x, y, B, 1, NULL);
     if (rc) return rc;
     *bwd_t0 = dt_trace_now_us();
+    /* every row of the forward: B x its T (dt_model_forward's) */
     if ((rc = dt_model_backward_scaled(m, scale)) || (rc = dt_model_loss(m, loss)) ||
-        (rc = dt_model_row_stats(m, (long)B * (io.max_seq > 0 ? io.max_seq : 1), &cd, NULL)))
+        (rc = dt_model_row_stats(m, (long)B * dt_model_forward_len(m), &cd, NULL)))
         return rc;
     *correct = (int)cd;
     return DT_OK;
@@ -207,7 +206,8 @@ static int setup_model(dt_trainer *t) {
     if (!rc && (rc = dt_model_create(&mc, &t->model))) return rc == DT_ERR_INVALID ? dt_trainer_mark_input(rc) : rc;
     if (!rc) rc = dt_model_seed_dropout(t->model, t->o.seed * 1000003ull + (uint64_t)t->ci.rank);
     if (!rc) rc = dt_model_get_io(t->model, &t->io);
-    t->positions = t->io.max_seq > 0 ? t->io.max_seq : 1;
+    /* the T of every forward (dt_model_forward): --seq-len, or the block size */
+    t->positions = rc ? 1 : dt_model_forward_len(t->model);
     return rc;
 }
 
@@ -224,7 +224,7 @@ static int setup_buffers(dt_trainer *t) {
     /* the activations of the largest batch the model will see (its forward
      * allocates them), and for gpt what recomputation changes */
     size_t act = 0;
-    int T = t->io.max_seq > 0 ? t->io.max_seq : 0, rc;
+    int T = t->io.max_seq > 0 ? t->positions : 0, rc;
     if ((rc = dt_model_activation_bytes(t->model, cap, T, t->o.recompute, &act))) return rc;
     t->mem_act = (long long)act;
     dt_mem_add_on(DT_MEM_ACTIVATIONS, t->mem_act, t->cuda_dev >= 0);
@@ -325,7 +325,7 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
 
     /* the data, cut into the strategy's data-parallel parts; a data set
      * missing on one host ends every rank, with its message */
-    dt_source_args sa = {.o = &t->o, .io = t->io, .dp_rank = t->st->dp_rank, .dp_size = t->st->dp_size};
+    dt_source_args sa = {.o = &t->o, .io = t->io, .seq_len = t->positions, .dp_rank = t->st->dp_rank, .dp_size = t->st->dp_size};
     rc = t->fam->source->open(&sa, &t->src);
     FAIL(dt_trainer_agree_error(t, rc));
     if (t->ci.size > 1) FAIL(dt_trainer_check_data(t));
@@ -456,7 +456,7 @@ void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when) {
             model_dev);
     if (t->act_bytes[0])
         fprintf(f, "  activations of a batch of %d x %d: %.2f MB, with --recompute 1 %.2f MB (%.1f%% less; recomputing "
-                   "costs about one more forward of the blocks)%s\n", t->o.batch_size, t->io.max_seq,
+                   "costs about one more forward of the blocks)%s\n", t->o.batch_size, t->positions,
                 (double)t->act_bytes[0] / 1e6, (double)t->act_bytes[1] / 1e6,
                 100.0 * (1.0 - (double)t->act_bytes[1] / (double)t->act_bytes[0]),
                 t->o.recompute ? " [on]" : " [off]");

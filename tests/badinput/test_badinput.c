@@ -858,7 +858,7 @@ static const row g_rows[] = {
           "choose --n-head dividing --n-embd (head size = n_embd / n_head)", "--model", "gpt", "--preset", "gpt-test",
           "--n-head", "5", QUICK),
     TRAIN("flag-gpt-only", "--model mlp --n-layer 4", 2, "flag --n-layer applies to --model gpt only (model mlp)",
-          "drop the gpt flags (--preset, --n-layer, --n-head, --n-embd, --block-size, --recompute, --sample-*)",
+          "drop the gpt flags (--preset, --n-layer, --n-head, --n-embd, --block-size, --seq-len, --recompute, --sample-*)",
           "--model", "mlp", "--n-layer", "4", QUICK),
     TRAIN("flag-recompute-lenet", "--model lenet --recompute 1", 2, "flag --recompute applies to --model gpt only",
           "recomputation is for the gpt's blocks", "--model", "lenet", "--recompute", "1", QUICK),

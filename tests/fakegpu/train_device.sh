@@ -127,6 +127,12 @@ check 'same_run gpu cpu && [ "$(losses "$tmp/gpu.json" | wc -l)" = 8 ]' \
       "1 rank: the GPU's run is not the CPU's: losses $(losses "$tmp/gpu.json" | tr '\n' ' ') vs $(losses "$tmp/cpu.json" | tr '\n' ' ') ($(tail -2 "$tmp/gpu.out"))"
 check 'grep -q "\"mfu\"" "$tmp/gpu.json" && grep -q "\"tokens_per_s\"" "$tmp/gpu.json"' "the GPU's step records carry tokens_per_s and mfu"
 check 'grep -q "\"type\":\"sample\"" "$tmp/gpu.json"' "the GPU run samples at its end"
+# windows of 24 of the 64 positions (--seq-len): the GPU's T below its block size
+run cpu_seq 1 --device cpu --max-steps 4 --seq-len 24
+run gpu_seq 1 --device cuda --max-steps 4 --seq-len 24
+check 'same_run gpu_seq cpu_seq && [ "$(losses "$tmp/gpu_seq.json" | wc -l)" = 4 ] &&
+       [ "$(losses "$tmp/gpu_seq.json")" != "$(losses "$tmp/gpu.json" | head -4)" ]' \
+      "--seq-len 24: the GPU's run is not the CPU's (or is the run at 64): $(losses "$tmp/gpu_seq.json" | tr '\n' ' ') vs $(losses "$tmp/cpu_seq.json" | tr '\n' ' ') ($(tail -2 "$tmp/gpu_seq.out"))"
 
 # 2. at 2 ranks
 if [ ${#mpi[@]} -gt 0 ]; then

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include "dtrain/status.h"
+#include "dtrain/model.h"
 #include "dtrain/train.h"
 #include "fuzz_common.h"
 
@@ -83,12 +84,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                    "unterminated string option");
         FUZZ_CHECK(!strcmp(o.model, "mlp") || !strcmp(o.model, "lenet") || !strcmp(o.model, "cnn") ||
                    !strcmp(o.model, "gpt"), "model %s", o.model);
-        FUZZ_CHECK(o.n_layer >= 0 && o.n_head >= 0 && o.n_embd >= 0 && o.block_size >= 0 &&
+        FUZZ_CHECK(o.n_layer >= 0 && o.n_head >= 0 && o.n_embd >= 0 && o.block_size >= 0 && o.seq_len >= 0 &&
                    (o.recompute == 0 || o.recompute == 1) && o.sample_length >= 0 && o.sample_temperature >= 0,
                    "gpt sizes");
         /* with --init-from the file gives the sizes: dt_trainer_create checks them */
         FUZZ_CHECK(!o.n_head || !o.n_embd || o.n_embd % o.n_head == 0 || o.init_from[0], "n_embd %d, n_head %d",
                    o.n_embd, o.n_head);
+        /* a window fits the block size (the flag's or the preset's; with --init-from, the file's) */
+        dt_model_config pc;
+        FUZZ_CHECK(!o.seq_len || o.init_from[0] ||
+                       (!dt_model_config_default(&pc, o.preset[0] ? o.preset : "gpt") &&
+                        o.seq_len <= (o.block_size ? o.block_size : pc.block_size)),
+                   "seq_len %d, block_size %d", o.seq_len, o.block_size);
         FUZZ_CHECK(o.dist.zero_opt_level >= 0 && o.dist.zero_opt_level <= 3, "zero");
     }
     for (int i = 1; i < argc; i++) free(args[i]);

@@ -77,7 +77,7 @@ put("train_args", "all_eq", "\n".join(["--model=cnn", "--channels1=8", "--channe
     "--accum-steps=2", "--threads=1", "--shuffle=0", "--drop-last=1", "--eval=0", "--json=/tmp/j",
     "--timeline=/tmp/t%d", "--zero=1", "--overlap=false", "--timeout-s=5"]))
 put("train_args", "gpt", "\n".join(["--model", "gpt", "--preset=gpt-test", "--n-layer", "3", "--n-head=2",
-    "--n-embd", "32", "--block-size=48", "--recompute", "1", "--sample-prompt", "Once upon", "--sample-temperature=0.5",
+    "--n-embd", "32", "--block-size=48", "--seq-len=24", "--recompute", "1", "--sample-prompt", "Once upon", "--sample-temperature=0.5",
     "--sample-length", "50", "--eval-every=10", "--zero", "3"]))
 put("train_args", "gpt_heads", "--model\ngpt\n--n-head\n5")
 put("train_args", "bad_value", "--epochs\nzero")

@@ -663,6 +663,56 @@ static void test_sequential_seam(void) {
     dt_model_free(m);
 }
 
+/* cfg.seq_len: dt_model_forward's T (and activation_bytes' T = 0) below the
+ * block size; the parameters are a block_size model's, so it computes exactly
+ * what dt_model_forward_seq at that T computes on the same model */
+static void test_seq_len(void) {
+    enum { L = 2, NH = 2, C = 32, BS = 40, V = 50, B = 3, T = 16 };
+    dt_model_config cfg;
+    CHECK_OK(dt_model_config_default(&cfg, "gpt-test"));
+    cfg.n_layer = L, cfg.n_head = NH, cfg.n_embd = C, cfg.block_size = BS, cfg.vocab_size = V, cfg.seed = 9;
+    dt_model *full = NULL, *win = NULL, *bad = NULL;
+    CHECK_OK(dt_model_create(&cfg, &full));
+    cfg.seq_len = T;
+    CHECK_OK(dt_model_create(&cfg, &win));
+    if (!full || !win) goto out;
+    CHECK(dt_model_forward_len(full) == BS && dt_model_forward_len(win) == T, "forward lengths %d, %d",
+          dt_model_forward_len(full), dt_model_forward_len(win));
+    CHECK_ERR(dt_model_forward_len(NULL), DT_ERR_INVALID, "NULL model");
+    const size_t P = dt_model_num_params(full);
+    CHECK(P == dt_model_num_params(win) && memcmp(dt_model_params(full), dt_model_params(win), P * 4) == 0,
+          "the same parameters (wpe has block_size rows either way)");
+    int32_t x[B * T], y[B * T];
+    tokens(x, y, B * T, V, 21);
+    float la = 0, lb = 0;
+    CHECK_OK(dt_model_forward_seq(full, x, y, B, T, 1, &la));
+    CHECK_OK(dt_model_forward(win, x, y, B, 1, &lb));
+    CHECK(dt_model_seq_len(win) == T, "dt_model_forward ran T = seq_len (%d)", dt_model_seq_len(win));
+    CHECK(la == lb, "loss %.9g at seq_len, %.9g at T", (double)lb, (double)la);
+    CHECK_OK(dt_model_backward(full));
+    CHECK_OK(dt_model_backward(win));
+    CHECK(memcmp(dt_model_grads(full), dt_model_grads(win), P * 4) == 0, "the same gradients");
+    size_t a = 0, b = 0;
+    CHECK_OK(dt_model_activation_bytes(win, B, 0, 0, &a));
+    CHECK_OK(dt_model_activation_bytes(full, B, T, 0, &b));
+    CHECK(a == b && a > 0, "activation bytes at T = 0: %zu, at T = %d: %zu", a, T, b);
+    /* the whole block still runs through dt_model_forward_seq */
+    int32_t xl[B * BS], yl[B * BS];
+    tokens(xl, yl, B * BS, V, 22);
+    CHECK_OK(dt_model_forward_seq(win, xl, yl, B, BS, 0, &la));
+    cfg.seq_len = BS + 1;
+    CHECK_ERR(dt_model_create(&cfg, &bad), DT_ERR_INVALID, "seq_len=41 must be in [0, block_size=40]");
+    cfg.seq_len = -1;
+    CHECK_ERR(dt_model_create(&cfg, &bad), DT_ERR_INVALID, "seq_len=-1");
+    cfg.seq_len = BS; /* the block size itself */
+    CHECK_OK(dt_model_create(&cfg, &bad));
+    if (bad) CHECK(dt_model_forward_len(bad) == BS, "seq_len = block_size");
+out:
+    dt_model_free(bad);
+    dt_model_free(win);
+    dt_model_free(full);
+}
+
 int main(void) {
     test_config();
     test_layout();
@@ -673,5 +723,6 @@ int main(void) {
     test_zero3_hooks();
     test_generate();
     test_sequential_seam();
+    test_seq_len();
     return dt_test_finish("test_gpt_model");
 }

@@ -9,6 +9,8 @@
  *   gradient clipping (at a norm the gradients exceed) and with accumulation.
  *   Stages 2 and 3 exercise the tied LM head (its part of wte's gradient, and
  *   wte's parameters at the head in stage 3).
+ * - --seq-len 24 (windows shorter than the 64 positions): N ranks equal 1
+ *   rank the same way at stages 0 and 3, and differ from training at 64.
  * - --recompute 1 gives bit-identical parameters to --recompute 0 (the same
  *   gradients at every step), at stage 0 and stage 3.
  * - The per-rank model state (params + grads + optimizer, from the trainer's
@@ -29,6 +31,7 @@
 typedef struct run {
     int zero, accum, recompute;
     double clip;
+    int seq; /* --seq-len (0: the block size, 64) */
 } run;
 
 static void options(dt_train_options *o, dt_comm *comm, run r, int batch) {
@@ -45,6 +48,7 @@ static void options(dt_train_options *o, dt_comm *comm, run r, int batch) {
     o->accum_steps = r.accum;
     o->clip_grad_norm = r.clip;
     o->recompute = r.recompute;
+    o->seq_len = r.seq;
     o->epochs = 1;
     o->max_steps = STEPS;
     o->eval = 0;
@@ -87,7 +91,7 @@ static void check_memory(dt_comm *w, int N, int rank) {
     for (int zero = 0; zero <= 3; zero++) {
         dt_mem_reset();
         dt_train_options o;
-        run r = {zero, 1, 0, 0};
+        run r = {zero, 1, 0, 0, 0};
         options(&o, w, r, B);
         o.max_steps = 2;
         dt_trainer *t;
@@ -139,7 +143,7 @@ int main(void) {
     size_t n1 = 0, nn = 0;
     double norm = -1;
     float *ref[2];
-    for (int k = 0; k < 2; k++) ref[k] = train(solo, (run){0, 1, 0, kinds[k].clip}, B, &n1, &norm);
+    for (int k = 0; k < 2; k++) ref[k] = train(solo, (run){0, 1, 0, kinds[k].clip, 0}, B, &n1, &norm);
     if (rank == 0) printf("reference, clipped: last gradient norm %.4g (clip 0.05)\n", norm);
     CHECK(norm > 0.05, "the clipping test clips (last norm %g)", norm);
     if (ref[0] && ref[1]) CHECK(dt_test_rel_err(ref[0], ref[1], n1) > 1e-3, "clipping changes the result");
@@ -148,7 +152,7 @@ int main(void) {
             /* at 1 rank, stage 0 without accumulation runs exactly as the
              * reference: that comparison could not fail and is left out */
             if (N == 1 && zero == 0 && k < 2) continue;
-            run r = {zero, k == 2 ? 2 : 1, 0, k == 1 ? kinds[1].clip : 0};
+            run r = {zero, k == 2 ? 2 : 1, 0, k == 1 ? kinds[1].clip : 0, 0};
             float *dp = train(w, r, B / N, &nn, NULL), *want = ref[k == 1];
             if (dp && want) {
                 double e = dt_test_rel_err(dp, want, n1);
@@ -160,10 +164,25 @@ int main(void) {
             }
             free(dp);
         }
+    /* --seq-len 24: the windows, rows and activations at T = 24 in every strategy */
+    float *short1 = train(solo, (run){0, 1, 0, 0, 24}, B, &n1, NULL);
+    if (short1 && ref[0]) CHECK(dt_test_rel_err(short1, ref[0], n1) > 1e-3, "--seq-len 24 trains as 64 would");
+    for (int zero = 0; zero <= 3; zero += 3) {
+        float *dp = train(w, (run){zero, 1, 0, 0, 24}, B / N, &nn, NULL);
+        if (dp && short1) {
+            double e = dt_test_rel_err(dp, short1, n1);
+            if (rank == 0)
+                printf("gpt-test, --seq-len 24, ZeRO stage %d: %d ranks x batch %d vs 1 x %d: rel err %.3g\n", zero, N,
+                       B / N, B, e);
+            CHECK(nn == n1 && e <= 1e-5, "--seq-len 24, stage %d: rel err %.3g > 1e-5", zero, e);
+        }
+        free(dp);
+    }
+    free(short1);
     /* recomputation: the same gradients, so bit-identical parameters */
     for (int zero = 0; zero <= 3; zero += 3) {
-        float *off = train(w, (run){zero, 1, 0, 0}, B / N, &nn, NULL);
-        float *on = train(w, (run){zero, 1, 1, 0}, B / N, &n1, NULL);
+        float *off = train(w, (run){zero, 1, 0, 0, 0}, B / N, &nn, NULL);
+        float *on = train(w, (run){zero, 1, 1, 0, 0}, B / N, &n1, NULL);
         CHECK(off && on && nn == n1 && memcmp(off, on, nn * sizeof(float)) == 0,
               "stage %d: --recompute 1 differs from 0 (rel err %.3g)", zero,
               off && on ? dt_test_rel_err(on, off, nn) : -1.0);

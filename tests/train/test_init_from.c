@@ -176,6 +176,7 @@ int main(void) {
     size_t n = 0;
     options(&o, solo, 0, B, 0);
     float *p1 = run(&o, &l1, &n);
+    const double eval16 = l1; /* the loaded model's evaluation at its 16 positions */
     CHECK(p1 && n == P && memcmp(p1, dt_model_params(src), P * sizeof(float)) == 0,
           "one rank: the file's parameters, bit for bit");
     for (int zero = 0; zero <= 3; zero++) {
@@ -203,6 +204,27 @@ int main(void) {
         CHECK(e >= 0 && e <= 1e-5, "stage %d at %d ranks: rel err %.3g > 1e-5", zero, N, e);
         free(p);
     }
+    /* --seq-len 8 (windows of half the file's 16 positions): the file's
+     * parameters, an evaluation of its own (N ranks equal one); 17 is refused */
+    double s1 = NAN, sn = NAN;
+    options(&o, solo, 0, B, 0);
+    o.seq_len = 8;
+    float *q1 = run(&o, &s1, &n);
+    options(&o, w, 3, B / N, 0);
+    o.seq_len = 8;
+    float *qn = run(&o, &sn, &n);
+    CHECK(q1 && qn && memcmp(qn, dt_model_params(src), P * sizeof(float)) == 0, "--seq-len 8: the file's parameters");
+    /* float32 rows (the GEMMs block a batch of B / N differently), summed in float64 */
+    CHECK(isfinite(s1) && fabs(sn - s1) <= 1e-6 * s1 && s1 != eval16,
+          "--seq-len 8: evaluation %.15g at %d ranks, %.15g at one (%.15g at 16)", sn, N, s1, eval16);
+    free(q1);
+    free(qn);
+    options(&o, w, 0, B / N, 0);
+    o.seq_len = 17;
+    dt_trainer *t = NULL;
+    CHECK_ERR(dt_trainer_create(&o, &t), DT_ERR_INVALID, "flag --seq-len 17:");
+    CHECK(strstr(dt_last_error(), "has 16 positions") != NULL, "the file's positions: %s", dt_last_error());
+    dt_trainer_free(t);
     /* data-parallel threads load the same; the sample of a 50257-token vocabulary */
     if (N == 1) {
         options(&o, w, 0, B, 0);

@@ -61,9 +61,9 @@ int main(int argc, char **argv) {
         const dt_model_config *mc = dt_model_get_config(m);
         if (mc && mc->n_layer > 0)
             printf("gpt: %d layers, %d heads, width %d, block size %d, vocabulary %d (%s), recompute %d; "
-                   "a step trains %d tokens\n", mc->n_layer, mc->n_head, mc->n_embd, mc->block_size, mc->vocab_size,
-                   mc->vocab_size == 256 ? "bytes" : "tokens", mc->recompute,
-                   o.batch_size * ci.size * o.accum_steps * mc->block_size);
+                   "windows of %d tokens, a step trains %d tokens\n", mc->n_layer, mc->n_head, mc->n_embd,
+                   mc->block_size, mc->vocab_size, mc->vocab_size == 256 ? "bytes" : "tokens", mc->recompute,
+                   dt_model_forward_len(m), o.batch_size * ci.size * o.accum_steps * dt_model_forward_len(m));
         fflush(stdout);
     }
     if (!rc && !o.quiet) dt_trainer_print_memory(t, stdout, "start");

@@ -1,5 +1,6 @@
 /* src/core/dtype.c - dtype/op names and sizes, f16/bf16 conversions. */
 #include <string.h>
+#include "core/bf16.h"
 #include "core/error.h"
 #include "dtrain/dtype.h"
 
@@ -40,31 +41,28 @@ int dt_op_parse(const char *name, dt_op *out) {
     return DT_ERR(DT_ERR_INVALID, "unknown reduction op '%s' (expected sum, prod, min, max or avg)", name);
 }
 
-static uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-
 float dt_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-    if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (man << 13)); /* inf / nan */
+    if (exp == 0x1f) return dt_u32_as_f32(sign | 0x7f800000u | (man << 13)); /* inf / nan */
     if (exp == 0) {
-        if (man == 0) return bits_f32(sign);
+        if (man == 0) return dt_u32_as_f32(sign);
         /* subnormal: value = man * 2^-24 */
         float v = (float)man * (1.0f / 16777216.0f);
         return sign ? -v : v;
     }
-    return bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
+    return dt_u32_as_f32(sign | ((exp + 112u) << 23) | (man << 13));
 }
 
 uint16_t dt_f32_to_f16(float f) {
-    uint32_t u = f32_bits(f);
+    uint32_t u = dt_f32_as_u32(f);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
     uint32_t a = u & 0x7fffffffu;
     if (a >= 0x7f800000u) /* inf or nan (keep nan quiet and non-zero) */
         return (uint16_t)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u | ((a >> 13) & 0x3ffu) : 0));
     if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to >= 65520: inf */
     if (a < 0x38800000u) { /* result is subnormal or zero: round(|f| * 2^24) */
-        float v = bits_f32(a) * 16777216.0f; /* exact scaling */
+        float v = dt_u32_as_f32(a) * 16777216.0f; /* exact scaling */
         /* round half to even on the integer */
         uint32_t i = (uint32_t)v;
         float rem = v - (float)i;
@@ -78,11 +76,6 @@ uint16_t dt_f32_to_f16(float f) {
     return (uint16_t)(sign | h);
 }
 
-float dt_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+float dt_bf16_to_f32(uint16_t h) { return dt_bf16_widen(h); }
 
-uint16_t dt_f32_to_bf16(float f) {
-    uint32_t u = f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet nan */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
+uint16_t dt_f32_to_bf16(float f) { return dt_bf16_round(f); }

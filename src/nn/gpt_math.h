@@ -1,7 +1,7 @@
 /* src/nn/gpt_math.h - internal: the gpt kernels' scalar arithmetic, once
  * for the host (C: tests, the fake GPU's twins) and the CUDA kernels
- * (src/nn/cuda/): bfloat16 rounding and widening, the tanh-GELU and its
- * derivative, and the online softmax's (max, sum) pairs. tests/nn's
+ * (src/nn/cuda/): the tanh-GELU and its derivative, and the online
+ * softmax's (max, sum) pairs; with core/bf16.h's bfloat16 rounding. tests/nn's
  * test_gpt_math checks them against dtrain's CPU definitions.
  *
  * Compiled by a C compiler every function is static inline; by nvcc it is
@@ -12,49 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-
-#ifndef DT_HD
-#if defined(__CUDACC__)
-#define DT_HD __host__ __device__ __forceinline__
-#else
-#define DT_HD static inline
-#endif
-#endif
-
-/* ---- bfloat16 (the top 16 bits of a binary32) ------------------------------------- */
-
-DT_HD uint32_t dt_f32_as_u32(float f) {
-#if defined(__CUDA_ARCH__)
-    return __float_as_uint(f);
-#else
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-#endif
-}
-
-DT_HD float dt_u32_as_f32(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-    return __uint_as_float(u);
-#else
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-#endif
-}
-
-/* f rounded to bfloat16, to nearest with ties to even: the bits
- * dt_f32_to_bf16 (core/dtype.c) gives for every float (a NaN stays a NaN,
- * made quiet: its top mantissa bit set). */
-DT_HD uint16_t dt_bf16_round(float f) {
-    uint32_t u = dt_f32_as_u32(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-/* the float a bfloat16 stands for (exact) */
-DT_HD float dt_bf16_widen(uint16_t h) { return dt_u32_as_f32((uint32_t)h << 16); }
+#include "core/bf16.h" /* DT_HD; bfloat16 rounding and widening (dt_bf16_round, dt_bf16_widen) */
 
 /* ---- tanh-GELU --------------------------------------------------------------------
  * gelu(x) = 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3):

@@ -46,6 +46,7 @@
 #include <string.h>
 #include "transport/mpi/tree_internal.h"
 #include "transport/reduce_kernels.h"
+#include "core/bf16.h"
 #include "core/error.h"
 
 #define TAG_TREE 7430
@@ -75,31 +76,19 @@ static char *grow(char **buf, size_t *cap, size_t bytes) {
 
 size_t dt_wire_size(int wire) { return wire == DT_WIRE_NATIVE ? 0 : 2; }
 
-static inline uint16_t to_bf16(float f) { /* dt_f32_to_bf16, inlined so loops vectorise */
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-static inline float from_bf16(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 void dt_wire_pack(uint16_t *dst, const float *src, size_t n, int wire) {
-    if (wire == DT_WIRE_BF16) for (size_t i = 0; i < n; i++) dst[i] = to_bf16(src[i]);
+    if (wire == DT_WIRE_BF16) for (size_t i = 0; i < n; i++) dst[i] = dt_bf16_round(src[i]);
     else for (size_t i = 0; i < n; i++) dst[i] = dt_f32_to_f16(src[i]);
 }
 
 void dt_wire_unpack(float *dst, const uint16_t *src, size_t n, int wire) {
-    if (wire == DT_WIRE_BF16) for (size_t i = 0; i < n; i++) dst[i] = from_bf16(src[i]);
+    if (wire == DT_WIRE_BF16) for (size_t i = 0; i < n; i++) dst[i] = dt_bf16_widen(src[i]);
     else for (size_t i = 0; i < n; i++) dst[i] = dt_f16_to_f32(src[i]);
 }
 
 void dt_wire_round(float *x, size_t n, int wire) {
-    if (wire == DT_WIRE_BF16) for (size_t i = 0; i < n; i++) x[i] = from_bf16(to_bf16(x[i]));
+    if (wire == DT_WIRE_BF16) for (size_t i = 0; i < n; i++) x[i] = dt_bf16_widen(dt_bf16_round(x[i]));
     else if (wire == DT_WIRE_F16) for (size_t i = 0; i < n; i++) x[i] = dt_f16_to_f32(dt_f32_to_f16(x[i]));
 }
 

@@ -5,13 +5,14 @@
  * elements, up to WIRE_MAX_BLOCKS blocks; any grid covers n):
  *   dtk_wire_pack(dst, src, n, wire)             uint16 <- f32
  *   dtk_wire_unpack(dst, src, n, wire, divisor)  f32 <- uint16, / divisor
- * bfloat16 rounding is the integer form of round-to-nearest-even that
- * core/dtype.c uses (a NaN stays a NaN, made quiet); half uses CUDA's
+ * bfloat16 rounding is core/bf16.h's (round to nearest even, a NaN stays a
+ * NaN, made quiet: the host's dt_f32_to_bf16); half uses CUDA's
  * __float2half_rn (IEEE round-to-nearest-even). tests/fakegpu/twin_wire.c
  * is their CPU twin. */
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <stdint.h>
+#include "core/bf16.h"
 #include "core/error.h"
 #include "transport/nccl/wire_nccl.h"
 
@@ -19,24 +20,17 @@
 #define WIRE_MAX_BLOCKS 4096
 #define WIRE_BF16 1 /* dt_wire's values (dtrain/dtype.h) */
 
-static __device__ __forceinline__ uint16_t to_bf16(float f) {
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 extern "C" __global__ void dtk_wire_pack(uint16_t *dst, const float *src, size_t n, int wire) {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        dst[i] = wire == WIRE_BF16 ? to_bf16(src[i]) : __half_as_ushort(__float2half_rn(src[i]));
+        dst[i] = wire == WIRE_BF16 ? dt_bf16_round(src[i]) : __half_as_ushort(__float2half_rn(src[i]));
 }
 
 extern "C" __global__ void dtk_wire_unpack(float *dst, const uint16_t *src, size_t n, int wire, int divisor) {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     const float q = (float)divisor;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float v = wire == WIRE_BF16 ? __uint_as_float((uint32_t)src[i] << 16) : __half2float(__ushort_as_half(src[i]));
+        float v = wire == WIRE_BF16 ? dt_bf16_widen(src[i]) : __half2float(__ushort_as_half(src[i]));
         dst[i] = divisor == 1 ? v : __fdiv_rn(v, q);
     }
 }

@@ -15,6 +15,7 @@
 #   FUZZ_TARGETS  space-separated subset of: idx config train_args safetensors ckpt_manifest
 #   CC            clang to use (default clang)
 #   JOBS          parallel compile jobs (default 2)
+#   FUZZ_JOBS     targets fuzzed at once (default JOBS)
 #
 # The library is compiled from src/ with the same flags for every file
 # (-fsanitize=fuzzer-no-link,address,undefined) into a static archive; each
@@ -93,53 +94,71 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export LSAN_OPTIONS="suppressions=$here/lsan.supp:print_suppressions=0"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-summary=""
-for t in $targets; do
-  bin="$out/fuzz_$t"
-  seeds="$fuzzdir/corpus/$t"
-  regs="$fuzzdir/regressions/$t"
-  work="$out/corpus/$t"
-  art="$out/artifacts/$t/"
-  dict=""
+# one target: its regressions, then SECS of fuzzing; what it reports goes to
+# $out/fuzz_T.report (printed in target order at the end), its summary line
+# to $out/fuzz_T.summary, its status to $out/fuzz_T.rc
+fuzz_one() {
+  local t="$1" bin="$out/fuzz_$1" seeds="$fuzzdir/corpus/$1" regs="$fuzzdir/regressions/$1"
+  local work="$out/corpus/$1" art="$out/artifacts/$1/" dict="" rep="$out/fuzz_$1.report"
+  : > "$rep"
   [ -f "$fuzzdir/dict/$t.dict" ] && dict="-dict=$fuzzdir/dict/$t.dict"
   mkdir -p "$work" "$art"
 
   # 1. regressions: every kept input must run clean
-  nreg=0
+  local nreg=0 rfiles=()
   if [ -d "$regs" ]; then
     mapfile -t rfiles < <(find "$regs" -maxdepth 1 -type f ! -name 'README*' ! -name '.*' | sort)
     nreg=${#rfiles[@]}
     if [ "$nreg" -gt 0 ]; then
       if ! "$bin" -runs=1 -timeout=30 "${rfiles[@]}" >"$out/fuzz_$t.regress.log" 2>&1; then
-        echo "== fuzz_$t: REGRESSION input fails:"; tail -40 "$out/fuzz_$t.regress.log"
-        summary="$summary\n  $t: regression FAILED ($nreg inputs)"; status=1
-        continue
+        { echo "== fuzz_$t: REGRESSION input fails:"; tail -40 "$out/fuzz_$t.regress.log" || true; } >> "$rep"
+        echo "  $t: regression FAILED ($nreg inputs)" > "$out/fuzz_$t.summary"
+        echo 1 > "$out/fuzz_$t.rc"
+        return 0
       fi
     fi
   fi
 
   # 2. fuzz
-  log="$out/fuzz_$t.log"
+  local log="$out/fuzz_$t.log" rc execs cov
   set +e
   # shellcheck disable=SC2086
   "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
          -print_final_stats=1 -artifact_prefix="$art" $dict "$work" "$seeds" >"$log" 2>&1
   rc=$?
   set -e
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*')
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || true)
   if [ $rc -ne 0 ]; then
-    status=1
-    echo "== fuzz_$t: FAILED (exit $rc)"; grep -v '^#[0-9]' "$log" | tail -60
-    for a in "$art"*; do
-      [ -f "$a" ] || continue
-      echo "   crashing input: $a"
-      echo "   keep it:  cp '$a' '$regs/'"
-    done
-    summary="$summary\n  $t: ${secs}s, ${execs:-?} execs, cov ${cov:-?}, $nreg regressions: CRASH"
+    {
+      echo "== fuzz_$t: FAILED (exit $rc)"; grep -v '^#[0-9]' "$log" | tail -60 || true
+      for a in "$art"*; do
+        [ -f "$a" ] || continue
+        echo "   crashing input: $a"
+        echo "   keep it:  cp '$a' '$regs/'"
+      done
+    } >> "$rep"
+    echo "  $t: ${secs}s, ${execs:-?} execs, cov ${cov:-?}, $nreg regressions: CRASH" > "$out/fuzz_$t.summary"
+    echo 1 > "$out/fuzz_$t.rc"
   else
-    summary="$summary\n  $t: ${secs}s, ${execs:-?} execs, cov ${cov:-?}, $nreg regressions ok, no crash"
+    echo "  $t: ${secs}s, ${execs:-?} execs, cov ${cov:-?}, $nreg regressions ok, no crash" > "$out/fuzz_$t.summary"
+    echo 0 > "$out/fuzz_$t.rc"
   fi
+}
+
+# FUZZ_JOBS targets at a time (default JOBS: libFuzzer runs one thread a target)
+fuzz_jobs="${FUZZ_JOBS:-$jobs}"
+for t in $targets; do
+  rm -f "$out/fuzz_$t.rc" "$out/fuzz_$t.summary"
+  while [ "$(jobs -rp | wc -l)" -ge "$fuzz_jobs" ]; do wait -n || true; done
+  fuzz_one "$t" &
+done
+wait
+summary=""
+for t in $targets; do
+  cat "$out/fuzz_$t.report" 2>/dev/null || true
+  summary="$summary\n$(cat "$out/fuzz_$t.summary" 2>/dev/null || echo "  $t: no result")"
+  [ "$(cat "$out/fuzz_$t.rc" 2>/dev/null)" = 0 ] || status=1
 done
 t2=$(date +%s)
 printf "== fuzz summary (%s s in all):%b\n" "$((t2 - t0))" "$summary"

@@ -18,6 +18,8 @@
 #               '^train_|_emu$|^fakegpu_(gpt|gpt_kernels|wire_kernels)$|^fakegpu_smallcall', see below;
 #               '' keeps all)
 #   VG_TIMEOUT  seconds per test (default 1200)
+#   VG_JOBS     programs under memcheck at once (default JOBS; each prints its
+#               line when it ends, the failures' logs follow in list order)
 #
 # Excluded by default: the fake GPU's emulated-kernel tests (fakegpu_*_emu: linked
 # with AddressSanitizer, which checks them, and their CUDA threads are fibers on
@@ -88,16 +90,14 @@ for t in json.load(sys.stdin)["tests"]:
     print("\x1f".join([name, wd, "\x1e".join(env), skip_rc] + cmd))
 ' "$build" "${VG_TESTS:-}" "${VG_EXCLUDE-^train_|_emu$|^fakegpu_(gpt|gpt_kernels|wire_kernels)$|^fakegpu_smallcall}" > "$list"
 
-status=0
-n=0
-failed=""
-summary=""
-while IFS=$'\x1f' read -r -a f; do
-  name="${f[0]}"; wd="${f[1]}"; envs="${f[2]}"; skip_rc="${f[3]}"; cmd=("${f[@]:4}")
-  n=$((n + 1))
-  envargs=()
+# one program under memcheck: prints its line when done and leaves
+# $logdir/NAME.rc (0 clean, else its exit) for the summary
+run_one() {
+  local name="$1" wd="$2" envs="$3" skip_rc="$4"
+  shift 4
+  local cmd=("$@") envargs=() log="$logdir/$name"
   if [ -n "$envs" ]; then IFS=$'\x1e' read -r -a envargs <<< "$envs"; fi
-  log="$logdir/$name"
+  local s e rc nproc errs leak why line
   s=$(date +%s)
   set +e
   (cd "$wd" && env "${envargs[@]}" OPENBLAS_NUM_THREADS=1 timeout "${VG_TIMEOUT:-1200}" \
@@ -124,16 +124,38 @@ while IFS=$'\x1f' read -r -a f; do
   line=$(printf '%-28s %4ss  %2s process(es), errors %s, definitely lost %s bytes%s%s' "$name" "$((e - s))" "$nproc" \
          "$errs" "$leak" "$([ $rc -ne 0 ] && echo "  FAILED (exit $rc)")" "$why")
   echo "$line"
-  summary="$summary$line"$'\n'
-  if [ $rc -ne 0 ]; then
-    status=1
-    failed="$failed $name"
-    for l in "$log".*.log; do
-      grep -q 'ERROR SUMMARY: [1-9]' "$l" || continue
-      echo "---- $l"; grep -v '^==[0-9]*== *$' "$l" | head -80 || true  # head's early exit is no failure
-    done
-    echo "---- output"; tail -20 "$logdir/$name.out"
-  fi
+  echo "$rc" > "$logdir/$name.rc"
+}
+
+# VG_JOBS programs at a time (default JOBS): memcheck runs each program's
+# threads one at a time, so the cores take a program each; the bad-input
+# matrix (most of the time: a dtrain-train per row) starts first
+vg_jobs="${VG_JOBS:-$jobs}"
+awk -F '\x1f' '$1 == "badinput_matrix" {print; next} {rest[++n] = $0}
+  END {for (i = 1; i <= n; i++) print rest[i]}' "$list" > "$list.order"
+n=0
+while IFS=$'\x1f' read -r -a f; do
+  n=$((n + 1))
+  while [ "$(jobs -rp | wc -l)" -ge "$vg_jobs" ]; do wait -n || true; done
+  run_one "${f[@]}" &
+done < "$list.order"
+wait
+
+status=0
+failed=""
+while IFS=$'\x1f' read -r -a f; do
+  name="${f[0]}"
+  rc=$(cat "$logdir/$name.rc" 2>/dev/null || echo "no result")
+  [ "$rc" = 0 ] && continue
+  status=1
+  failed="$failed $name"
+  echo "==== $name: exit $rc"
+  for l in "$logdir/$name".*.log; do
+    [ -e "$l" ] || continue
+    grep -q 'ERROR SUMMARY: [1-9]' "$l" || continue
+    echo "---- $l"; grep -v '^==[0-9]*== *$' "$l" | head -80 || true  # head's early exit is no failure
+  done
+  echo "---- output"; tail -20 "$logdir/$name.out" 2>/dev/null || true
 done < "$list"
 t2=$(date +%s)
 echo "== valgrind: $n programs, build $((t1 - t0)) s, run $((t2 - t1)) s: $([ $status = 0 ] && echo CLEAN || echo "FAILED:$failed")"

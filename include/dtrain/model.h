@@ -241,8 +241,8 @@ int dt_model_config_default(dt_model_config *cfg, const char *name);
  * initial values. On success *out owns everything; release with
  * dt_model_free. DT_ERR_INVALID on a bad config, naming the field: sizes
  * <= 0, dropout outside [0,1), n_embd not divisible by n_head, seq_len
- * outside [0, block_size] (gpt), recompute not 0/1 or set for a family without it, a parameter count that does not
- * fit; DT_ERR_NOMEM. */
+ * outside [0, block_size] (gpt), recompute not 0/1 or set for a family
+ * without it, a parameter count that does not fit; DT_ERR_NOMEM. */
 int dt_model_create(const dt_model_config *cfg, dt_model **out);
 /* Release a model (NULL is a no-op). Redirected parameter/gradient memory
  * (dt_model_set_layer_params/grads) belongs to the caller and is not freed. */
@@ -427,10 +427,10 @@ int dt_model_activation_bytes(const dt_model *m, int B, int T, int recompute, si
 /* ---- training step ----------------------------------------------------------------- */
 
 /* Forward a batch of B samples at the family's length: T = 1
- * (sequential) or T = cfg.seq_len (gpt; block_size when 0). x is float32 [B,784] (sequential)
- * or int32 tokens [B,T] (gpt), labels int32 [B] or [B,T] (see MODEL
- * FAMILIES; dt_model_get_io). Inputs are copied, so the caller's arrays may
- * change afterwards.
+ * (sequential) or T = cfg.seq_len (gpt; block_size when 0). x is float32
+ * [B,784] (sequential) or int32 tokens [B,T] (gpt), labels int32 [B] or
+ * [B,T] (see MODEL FAMILIES; dt_model_get_io). Inputs are copied, so the
+ * caller's arrays may change afterwards.
  * train != 0: batch norm uses batch statistics and updates its running
  * statistics; dropout is active. train == 0: running statistics, no dropout.
  * labels may be NULL: then no loss is computed and *loss (if loss != NULL)

@@ -224,7 +224,7 @@ static int setup_buffers(dt_trainer *t) {
     /* the activations of the largest batch the model will see (its forward
      * allocates them), and for gpt what recomputation changes */
     size_t act = 0;
-    int T = t->io.max_seq > 0 ? t->positions : 0, rc;
+    int T = t->positions, rc; /* 1 for a classifier */
     if ((rc = dt_model_activation_bytes(t->model, cap, T, t->o.recompute, &act))) return rc;
     t->mem_act = (long long)act;
     dt_mem_add_on(DT_MEM_ACTIVATIONS, t->mem_act, t->cuda_dev >= 0);
@@ -325,7 +325,8 @@ int dt_trainer_create(const dt_train_options *o, dt_trainer **out) {
 
     /* the data, cut into the strategy's data-parallel parts; a data set
      * missing on one host ends every rank, with its message */
-    dt_source_args sa = {.o = &t->o, .io = t->io, .seq_len = t->positions, .dp_rank = t->st->dp_rank, .dp_size = t->st->dp_size};
+    dt_source_args sa = {.o = &t->o, .io = t->io, .seq_len = t->positions, .dp_rank = t->st->dp_rank,
+                         .dp_size = t->st->dp_size};
     rc = t->fam->source->open(&sa, &t->src);
     FAIL(dt_trainer_agree_error(t, rc));
     if (t->ci.size > 1) FAIL(dt_trainer_check_data(t));

@@ -76,7 +76,6 @@ static char *grow(char **buf, size_t *cap, size_t bytes) {
 
 size_t dt_wire_size(int wire) { return wire == DT_WIRE_NATIVE ? 0 : 2; }
 
-
 void dt_wire_pack(uint16_t *dst, const float *src, size_t n, int wire) {
     if (wire == DT_WIRE_BF16) for (size_t i = 0; i < n; i++) dst[i] = dt_bf16_round(src[i]);
     else for (size_t i = 0; i < n; i++) dst[i] = dt_f32_to_f16(src[i]);

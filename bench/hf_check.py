@@ -10,7 +10,9 @@ layouts with Debian's torch).
    "transformer." prefix). dtrain-train --init-from each --max-steps 0 on llm.c
    token shards written here: its validation loss equals transformers' on the
    same windows (float64) within 1e-5, and its greedy continuation of a token
-   prompt is transformers' token for token.
+   prompt is transformers' token for token. The same for save_pretrained's
+   sharded folder (max_shard_size 4MB: the shards and
+   model.safetensors.index.json), given to --init-from as the folder.
 2. dtrain trains it (AdamW) and writes --save-format hf: from_pretrained loads
    the directory with no missing, unexpected or mismatched key; its loss on the
    validation windows equals dtrain's final validation loss within 1e-5, its
@@ -96,6 +98,12 @@ with torch.no_grad():
         elif name.endswith(".bias") or name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
             p.add_(0.05 * torch.randn(p.shape))
 hf.save_pretrained(os.path.join(WORK, "hf_lm"))
+# a model beyond max_shard_size: save_pretrained shards it (model-0000k-of-0000n.safetensors and
+# model.safetensors.index.json), as it does GPT-2 XL in float32 at its default of 5 GB
+hf.save_pretrained(os.path.join(WORK, "hf_sharded"), max_shard_size="4MB")
+nshards = len([f for f in os.listdir(os.path.join(WORK, "hf_sharded")) if f.endswith(".safetensors")])
+check(nshards > 1 and os.path.exists(os.path.join(WORK, "hf_sharded", "model.safetensors.index.json")),
+      "save_pretrained(max_shard_size=4MB) wrote %d shards and an index" % nshards)
 base = GPT2Model(cfg)
 base.load_state_dict(hf.transformer.state_dict())
 base.save_pretrained(os.path.join(WORK, "hf_base"))
@@ -116,9 +124,10 @@ common = ["--data", os.path.join(WORK, "shards"), "--test-limit", NEVAL, "--batc
 
 # 1. transformers' files into dtrain
 want_loss, want_gen, margin = hf_loss_and_greedy(GPT2LMHeadModel.from_pretrained(os.path.join(WORK, "hf_lm")), x, y)
-for name in ("hf_lm", "hf_base"):
+for name in ("hf_lm", "hf_base", "hf_sharded"):
     js = os.path.join(WORK, name + ".json")
-    run("--init-from", os.path.join(WORK, name, "model.safetensors"), "--max-steps", 0, "--json", js, *common)
+    src = os.path.join(WORK, name) if name == "hf_sharded" else os.path.join(WORK, name, "model.safetensors")
+    run("--init-from", src, "--max-steps", 0, "--json", js, *common)
     got = records(js, "summary")[0]["test_loss"]
     sample = records(js, "sample")[0]["tokens"]
     e = abs(got - want_loss) / want_loss

@@ -107,6 +107,21 @@ typedef struct dt_st_file dt_st_file;
 
 /* Opens path, reads and validates the header. Data is read on demand. */
 int dt_st_open(const char *path, dt_st_file **out);
+/* A checkpoint sharded over several files (Hugging Face's
+ * "model.safetensors.index.json", written by transformers' save_pretrained
+ * beyond max_shard_size): path is the index, a JSON object whose
+ * "weight_map" maps each tensor name to its shard, a plain file name in the
+ * index's folder ("metadata", e.g. total_size, is not read; other keys are
+ * ignored). Every shard is opened and checked as dt_st_open checks a file,
+ * then the index and the shards must agree both ways: each listed tensor is
+ * in the shard named, and each tensor of each shard is listed under that
+ * shard (so no name is in two shards). The result reads like one file: its
+ * tensors numbered shard by shard (shards in name order), each in the order
+ * of its data; dt_st_tensor_info's offset is within the tensor's shard; the
+ * metadata are the shards' "__metadata__" merged (a key the shards give
+ * different values is refused). Errors are DT_ERR_IO and name the index and,
+ * where one is at fault, the shard; the shards stay open until dt_st_close. */
+int dt_st_open_index(const char *path, dt_st_file **out);
 /* Validates a complete file image in memory (fuzzing entry point, or a file
  * the caller mapped). buf is NOT copied: it must outlive the dt_st_file. */
 int dt_st_open_memory(const void *buf, size_t len, dt_st_file **out);
@@ -118,7 +133,8 @@ void dt_st_close(dt_st_file *f);
 
 int dt_st_num_tensors(const dt_st_file *f);
 /* Fills *info for tensor i (0 <= i < dt_st_num_tensors); nbytes/offset may be
- * NULL, offset is the absolute byte offset of the data in the file. */
+ * NULL, offset is the absolute byte offset of the data in the file (in its
+ * shard, for dt_st_open_index). */
 int dt_st_tensor_info(const dt_st_file *f, int i, dt_st_info *info, uint64_t *nbytes, uint64_t *offset);
 /* Index of the tensor called name, or -1 (no error recorded). */
 int dt_st_find(const dt_st_file *f, const char *name);

@@ -12,6 +12,11 @@
  *    GPT2Model model.safetensors): the four matrices attn.c_attn,
  *    attn.c_proj, mlp.c_fc, mlp.c_proj stored as Conv1D [in, out] and
  *    transposed on reading; and the config.json in the same directory.
+ * The path may name a file, a sharded checkpoint's index
+ * ("model.safetensors.index.json", dt_st_open_index: the shards beside it,
+ * as save_pretrained writes a model beyond max_shard_size), or a directory
+ * holding model.safetensors or, failing that, model.safetensors.index.json
+ * (as from_pretrained takes a directory).
  * For the gpt family, names may carry the "transformer." prefix or not
  * (GPT2Model's files have none); the tied lm_head.weight may be absent, or
  * present and equal to the token embedding (an untied head is refused); the
@@ -76,8 +81,11 @@ typedef struct dt_weights_gpt {
     int has_config;   /* 1: a config.json beside the file was read */
 } dt_weights_gpt;
 
-/* Open a safetensors file and, if there is one, the config.json in its
- * directory (checked as above). Data is read by dt_weights_read. */
+/* Open a safetensors file, a sharded checkpoint's index (a path ending in
+ * ".json") or a directory holding either (see READING) and, if there is one,
+ * the config.json beside it (checked as above). Data is read by
+ * dt_weights_read; dt_weights_path names what was opened (the file inside a
+ * directory). */
 int dt_weights_open(const char *path, dt_weights **out);
 void dt_weights_close(dt_weights *w);
 /* The file's path (as given); "?" for NULL. */

@@ -12,6 +12,7 @@
 
 #include "io/json.h"
 #include "io/fileio.h"
+#include "io/safetensors_internal.h"
 #include "core/error.h"
 
 static const char *const k_st_names[DT_NUM_DTYPES] = {"F32", "F64", "F16", "BF16", "I8", "U8", "I32", "I64"};
@@ -53,35 +54,11 @@ uint64_t dt_st_nbytes(const dt_st_info *t) {
 }
 
 /* ===================================================================== reader */
-typedef struct st_tensor {
-    const char *name; /* points into the JSON document */
-    dt_dtype dtype;
-    int ndim;
-    int64_t shape[DT_ST_MAX_DIMS];
-    uint64_t begin, end; /* relative to the data section */
-    size_t doc_order;
-} st_tensor;
-
-typedef struct st_meta { const char *key, *value; } st_meta;
-
-struct dt_st_file {
-    char *fname;
-    int fd;                   /* -1 unless opened from a path */
-    const unsigned char *mem; /* whole image for dt_st_open_memory */
-    int has_data;
-    uint64_t data_start;      /* 8 + N */
-    uint64_t file_size;
-    int n;
-    st_tensor *t;             /* sorted by data offset */
-    int *by_name;             /* tensor indexes sorted by name */
-    int nmeta;
-    st_meta *meta;            /* sorted by key */
-    json_t *doc;              /* the header; names and metadata point into it */
-};
-
 void dt_st_close(dt_st_file *f) {
     if (!f) return;
     if (f->fd >= 0) close(f->fd);
+    for (int k = 0; k < f->nshard; k++) dt_st_close(f->shard[k]);
+    free(f->shard);
     json_decref(f->doc);
     free(f->t);
     free(f->by_name);
@@ -214,6 +191,7 @@ static int parse_image(dt_st_file *f, const unsigned char *buf, size_t len, uint
         }
         st_tensor *t = &f->t[n];
         memset(t, 0, sizeof *t);
+        t->shard = t->src = -1;
         t->doc_order = k++;
         int rc = parse_tensor(fname, key, v, t);
         if (rc) return rc;
@@ -230,7 +208,7 @@ static int parse_image(dt_st_file *f, const unsigned char *buf, size_t len, uint
             f->meta[f->nmeta].key = key;
             f->meta[f->nmeta++].value = json_string_value(v);
         }
-        qsort(f->meta, (size_t)f->nmeta, sizeof *f->meta, cmp_meta);
+        dtst_sort_meta(f);
     }
     qsort(f->t, (size_t)n, sizeof *f->t, cmp_tensor_off);
     uint64_t expect = 0;
@@ -253,14 +231,20 @@ static int parse_image(dt_st_file *f, const unsigned char *buf, size_t len, uint
         return DT_ERR(DT_ERR_IO, "%s: %llu unexpected bytes after the last tensor (data section %llu, tensors %llu)",
                       fname, (unsigned long long)(have - expect), (unsigned long long)have,
                       (unsigned long long)expect);
-    for (int i = 0; i < n; i++) f->by_name[i] = i;
-    tl_sort_tensors = f->t;
-    qsort(f->by_name, (size_t)n, sizeof *f->by_name, cmp_name_idx);
-    tl_sort_tensors = NULL;
+    dtst_sort_names(f);
     return DT_OK;
 }
 
-static dt_st_file *new_file(const char *fname) {
+void dtst_sort_names(dt_st_file *f) {
+    for (int i = 0; i < f->n; i++) f->by_name[i] = i;
+    tl_sort_tensors = f->t;
+    qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, cmp_name_idx);
+    tl_sort_tensors = NULL;
+}
+
+void dtst_sort_meta(dt_st_file *f) { qsort(f->meta, (size_t)f->nmeta, sizeof *f->meta, cmp_meta); }
+
+dt_st_file *dtst_new_file(const char *fname) {
     dt_st_file *f = calloc(1, sizeof *f);
     if (!f) return NULL;
     f->fd = -1;
@@ -274,7 +258,7 @@ int dt_st_parse_header(const void *buf, size_t len, uint64_t file_size, dt_st_fi
     if (!out || (!buf && len)) return DT_ERR(DT_ERR_INVALID, "NULL argument");
     *out = NULL;
     if (len > file_size) return DT_ERR(DT_ERR_INVALID, "buffer (%zu bytes) larger than file_size", len);
-    dt_st_file *f = new_file("<memory>");
+    dt_st_file *f = dtst_new_file("<memory>");
     if (!f) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     int rc = parse_image(f, buf, len, file_size);
     if (rc) { dt_st_close(f); return rc; }
@@ -301,7 +285,7 @@ int dt_st_open(const char *path, dt_st_file **out) {
         close(fd);
         return DT_ERR(DT_ERR_IO, "%s: not a regular file", path);
     }
-    dt_st_file *f = new_file(path);
+    dt_st_file *f = dtst_new_file(path);
     if (!f) { close(fd); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
     f->fd = fd;
     uint64_t size = (uint64_t)st.st_size;
@@ -349,7 +333,7 @@ int dt_st_tensor_info(const dt_st_file *f, int i, dt_st_info *info, uint64_t *nb
     info->ndim = t->ndim;
     memcpy(info->shape, t->shape, sizeof t->shape);
     if (nbytes) *nbytes = t->end - t->begin;
-    if (offset) *offset = f->data_start + t->begin;
+    if (offset) *offset = (t->shard >= 0 ? f->shard[t->shard]->data_start : f->data_start) + t->begin;
     return DT_OK;
 }
 
@@ -371,6 +355,7 @@ int dt_st_read(dt_st_file *f, int i, void *dst, size_t dst_bytes) {
     if (i < 0 || i >= f->n) return DT_ERR(DT_ERR_INVALID, "%s: tensor index %d out of range [0, %d)", f->fname, i, f->n);
     if (!f->has_data) return DT_ERR(DT_ERR_STATE, "%s: opened with dt_st_parse_header (no data)", f->fname);
     const st_tensor *t = &f->t[i];
+    if (t->shard >= 0) return dt_st_read(f->shard[t->shard], t->src, dst, dst_bytes);
     uint64_t nb = t->end - t->begin;
     if (nb > SIZE_MAX) return DT_ERR(DT_ERR_UNSUPPORTED, "%s: tensor '" NAMEFMT "' too large", f->fname, t->name);
     if (dst_bytes < nb)

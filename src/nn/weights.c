@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "core/error.h"
 #include "dtrain/dtype.h"
 #include "nn/weights_internal.h"
@@ -23,17 +24,46 @@ void dt_weights_close(dt_weights *w) {
     free(w);
 }
 
+static int ends_with(const char *s, const char *tail) {
+    size_t n = strlen(s), k = strlen(tail);
+    return n >= k && strcmp(s + n - k, tail) == 0;
+}
+
+/* The file path names: itself, or in a directory model.safetensors, else
+ * model.safetensors.index.json (malloc'd in *file; *index 1 for an index). */
+static int resolve(const char *path, char **file, int *index) {
+    struct stat st;
+    *index = 0;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        static const char *const names[] = {"model.safetensors", "model.safetensors.index.json"};
+        for (int k = 0; k < 2; k++) {
+            char *p = malloc(strlen(path) + strlen(names[k]) + 2);
+            if (!p) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+            sprintf(p, "%s%s%s", path, ends_with(path, "/") ? "" : "/", names[k]);
+            if (stat(p, &st) == 0) {
+                *file = p;
+                *index = k == 1;
+                return DT_OK;
+            }
+            free(p);
+        }
+        return DT_ERR(DT_ERR_IO, "%s is a directory with neither model.safetensors nor model.safetensors.index.json",
+                      path);
+    }
+    if (!(*file = malloc(strlen(path) + 1))) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    memcpy(*file, path, strlen(path) + 1);
+    *index = ends_with(path, ".json");
+    return DT_OK;
+}
+
 int dt_weights_open(const char *path, dt_weights **out) {
     if (!path || !*path || !out) return DT_ERR(DT_ERR_INVALID, "NULL or empty argument");
     *out = NULL;
     dt_weights *w = calloc(1, sizeof *w);
-    if (!w || !(w->path = malloc(strlen(path) + 1))) {
-        free(w);
-        return DT_ERR(DT_ERR_NOMEM, "out of memory");
-    }
-    memcpy(w->path, path, strlen(path) + 1);
-    int rc = dt_st_open(path, &w->st);
-    if (!rc) rc = dtw_hf_config_read(path, &w->has_config, &w->config_path, &w->hf);
+    if (!w) return DT_ERR(DT_ERR_NOMEM, "out of memory");
+    int index = 0, rc = resolve(path, &w->path, &index);
+    if (!rc) rc = index ? dt_st_open_index(w->path, &w->st) : dt_st_open(w->path, &w->st);
+    if (!rc) rc = dtw_hf_config_read(w->path, &w->has_config, &w->config_path, &w->hf);
     if (rc) {
         dt_weights_close(w);
         return rc;

@@ -9,7 +9,9 @@
  * bit from F32 and F64, the rounded values from F16 / BF16), and the sizes
  * the shapes and config.json say. Every refusal is checked with its status
  * and the message naming the tensor or option. The Hugging Face export's
- * names, shapes and config.json are read back by the same reader. */
+ * names, shapes and config.json are read back by the same reader, and so
+ * are save_pretrained's folders: model.safetensors, or two shards and their
+ * index (dt_st_open_index), by the folder's path and the index's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -499,6 +501,76 @@ static void test_hf_export(dt_model *m) {
     CHECK_ERR(dt_weights_hf_config(NULL, &cfg), DT_ERR_INVALID, "NULL");
 }
 
+/* Splits the single file `from` into two shards and an index in folder dir
+ * (with cfg as its config.json), leaving out tensor `drop` (or none). */
+static void write_sharded(const char *from, const char *dir, const char *cfg, const char *drop) {
+    remove(case_dir(dir, cfg)); /* the folder and its config.json, without model.safetensors */
+    dt_st_file *st = NULL;
+    CHECK_OK(dt_st_open(from, &st));
+    if (!st) return;
+    const int n = dt_st_num_tensors(st);
+    dt_st_info ts[MAXT];
+    void *bufs[MAXT] = {0};
+    char index[8192], sh[2][600];
+    size_t len = (size_t)snprintf(index, sizeof index, "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {");
+    int k = 0, first = 1;
+    for (int i = 0; i < n && i < MAXT; i++) {
+        uint64_t nb = 0;
+        CHECK_OK(dt_st_tensor_info(st, i, &ts[k], &nb, NULL));
+        if (drop && strcmp(ts[k].name, drop) == 0) continue;
+        ts[k].data = bufs[k] = malloc(nb ? (size_t)nb : 1);
+        CHECK_OK(dt_st_read(st, i, bufs[k], (size_t)nb));
+        len += (size_t)snprintf(index + len, sizeof index - len, "%s\"%s\": \"model-0000%d-of-00002.safetensors\"",
+                                first ? "" : ", ", ts[k].name, k < n / 2 ? 1 : 2);
+        first = 0;
+        k++;
+    }
+    snprintf(index + len, sizeof index - len, "}}");
+    for (int s = 0; s < 2; s++) snprintf(sh[s], sizeof sh[s], "%s/%s/model-0000%d-of-00002.safetensors", g_dir, dir, s + 1);
+    CHECK_OK(dt_st_save(sh[0], ts, n / 2, "{\"format\":\"pt\"}"));
+    CHECK_OK(dt_st_save(sh[1], ts + n / 2, k - n / 2, "{\"format\":\"pt\"}"));
+    char ip[600];
+    snprintf(ip, sizeof ip, "%s/%s/model.safetensors.index.json", g_dir, dir);
+    put(ip, index);
+    for (int i = 0; i < k; i++) free(bufs[i]);
+    dt_st_close(st);
+}
+
+/* Hugging Face's save_pretrained folders: model.safetensors, or shards and their index */
+static void test_sharded(dt_model *m) {
+    char cfg[600];
+    snprintf(cfg, sizeof cfg, "%s}", HF_CONFIG);
+    const char *single = case_dir("hf_single", cfg);
+    CHECK_OK(write_model(single, m, (layout){.hf = 1, .dtype = DT_F32, .masks = 1, .meta = "{\"format\":\"pt\"}"}));
+    char from[600];
+    snprintf(from, sizeof from, "%s", single);
+    write_sharded(from, "hf_sharded", cfg, NULL);
+    int rc;
+    dt_weights_gpt a = arch_of(path("hf_sharded"), &rc);
+    CHECK(!rc && a.conv1d && a.prefixed && a.has_config && a.n_head == NH && a.n_layer == L,
+          "the sharded folder's sizes (rc %d: %s)", rc, dt_last_error());
+    CHECK(reads_back(path("hf_sharded"), m, NULL), "a sharded folder reads back bit for bit");
+    CHECK(reads_back(path("hf_sharded/model.safetensors.index.json"), m, NULL), "its index reads back bit for bit");
+    CHECK(reads_back(path("hf_single"), m, NULL), "a folder with model.safetensors reads back bit for bit");
+    char slash[600];
+    snprintf(slash, sizeof slash, "%s/", path("hf_single"));
+    CHECK(reads_back(slash, m, NULL), "the folder with a trailing slash");
+    dt_weights *w = NULL;
+    CHECK_OK(dt_weights_open(path("hf_sharded"), &w));
+    CHECK(w && strcmp(dt_weights_path(w), path("hf_sharded/model.safetensors.index.json")) == 0,
+          "dt_weights_path names the index in the folder: %s", dt_weights_path(w));
+    dt_weights_close(w);
+    /* a parameter in neither the index nor the shards */
+    write_sharded(from, "hf_dropped", NULL, "transformer.h.1.mlp.c_fc.bias");
+    reads_back(path("hf_dropped"), m, &rc);
+    CHECK(rc == DT_ERR_MISMATCH && strstr(dt_last_error(), "hf_dropped/model.safetensors.index.json has no tensor "
+                                                          "transformer.h.1.mlp.c_fc.bias"),
+          "a parameter missing from the shards: %s", dt_last_error());
+    /* a folder with neither */
+    mkdir(path("empty"), 0755);
+    CHECK_ERR(dt_weights_open(path("empty"), &w), DT_ERR_IO, "neither model.safetensors nor model.safetensors.index.json");
+}
+
 int main(void) {
     const char *tmp = getenv("TMPDIR");
     snprintf(g_dir, sizeof g_dir, "%s/dt_weights_XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -512,6 +584,7 @@ int main(void) {
     test_not_gpt();
     test_sequential();
     test_hf_export(m);
+    test_sharded(m);
     /* a model of another block size: wpe's shapes */
     dt_model *m16 = gpt(7, 16);
     const char *f = case_dir("block16", NULL);

@@ -13,7 +13,9 @@ state_dict (torch.nn.Linear [out, in]). The data are llm.c token shards
 1. dtrain-train --init-from the HF file --max-steps 0: the validation loss
    equals torch's on the same windows (float64) within 1e-5 relative, and the
    greedy continuation of a token prompt is torch's, token for token; the
-   other two layouts give the same loss, bit for bit.
+   other two layouts give the same loss, bit for bit, and so does the HF
+   layout sharded over three files as save_pretrained writes it beyond
+   max_shard_size (model.safetensors.index.json), given as its folder.
 2. A few AdamW steps, then --save-format hf: the directory's config.json and
    model.safetensors are GPT2LMHeadModel's (names, Conv1D shapes, no
    lm_head); torch loads them (transposed back) and its loss equals dtrain's
@@ -147,6 +149,20 @@ try:
         write_safetensors(os.path.join(tmp, name, "model.safetensors"), tensors, {"format": "pt"})
         if name != "nanogpt":
             json.dump(config, open(os.path.join(tmp, name, "config.json"), "w"))
+    # save_pretrained's sharded folder: the HF layout over three shards and their index
+    sharded = os.path.join(tmp, "hf_sharded")
+    os.makedirs(sharded)
+    json.dump(config, open(os.path.join(sharded, "config.json"), "w"))
+    parts, weight_map, total = [[], [], []], {}, 0
+    for i, (k, v) in enumerate(layouts["hf"]):
+        parts[i * 3 // len(layouts["hf"])].append((k, v))
+    for i, part in enumerate(parts):
+        fname = "model-%05d-of-00003.safetensors" % (i + 1)
+        write_safetensors(os.path.join(sharded, fname), part, {"format": "pt"})
+        weight_map.update({k: fname for k, _ in part})
+        total += sum(v.size * 4 for _, v in part)
+    json.dump({"metadata": {"total_size": total}, "weight_map": weight_map},
+              open(os.path.join(sharded, "model.safetensors.index.json"), "w"), indent=2)
     # llm.c shards: a "text" of tokens from a small random transition table
     rng = np.random.default_rng(5)
     vocab = rng.choice(V, 400, replace=False)
@@ -164,10 +180,11 @@ try:
     common = ["--data", shards, "--max-steps", "0", "--test-limit", NEVAL, "--batch-size", 8,
               "--sample-tokens", ",".join(map(str, PROMPT)), "--sample-temperature", 0, "--sample-length", NGEN]
     losses = {}
-    for name in layouts:
+    for name in list(layouts) + ["hf_sharded"]:
         js = os.path.join(tmp, name + ".json")
         heads = ["--n-head", NH] if name == "nanogpt" else []  # no config.json: the flag says it
-        run("--init-from", os.path.join(tmp, name, "model.safetensors"), "--json", js, *(common + heads))
+        src = sharded if name == "hf_sharded" else os.path.join(tmp, name, "model.safetensors")
+        run("--init-from", src, "--json", js, *(common + heads))
         losses[name] = records(js, "summary")[0]["test_loss"]
         if name == "hf":
             sample = records(js, "sample")[0]
@@ -191,6 +208,9 @@ try:
           % (PROMPT, sample["tokens"], gen[len(PROMPT):], min(margins)))
     check(losses["hf_base"] == losses["hf"] and losses["nanogpt"] == losses["hf"],
           "GPT2Model's and nanoGPT's layouts: the same loss bit for bit (%r, %r)" % (losses["hf_base"], losses["nanogpt"]))
+    check(losses["hf_sharded"] == losses["hf"],
+          "the HF layout over 3 shards, --init-from its folder (index and config.json): the same loss bit for bit "
+          "(%r)" % losses["hf_sharded"])
 
     # 2. train, export in HF's layout, read back
     out = os.path.join(tmp, "out_hf")

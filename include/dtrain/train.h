@@ -127,12 +127,15 @@ typedef struct dt_train_options {
     int sample_ntokens;
     double sample_temperature; /* default 0.8 (0 = greedy) */
     int sample_length;       /* tokens sampled at the end (gpt; default 200, 0 = none) */
-    char init_from[256];     /* start from the weights of this safetensors file ("" = random
-                              * init; dtrain/weights.h: dtrain's, PyTorch / nanoGPT's or Hugging
-                              * Face's GPT-2; gpt sizes from the file, see INIT FROM) */
-    char save_format[8];     /* save_model's layout: "dtrain" (default: a file of state_dict
-                              * names) or "hf" (gpt: save_model is a directory that gets
-                              * model.safetensors and config.json for transformers) */
+    char init_from[256];     /* start from these weights ("" = random init; dtrain/weights.h:
+                              * a safetensors file of dtrain, PyTorch / nanoGPT or Hugging Face's
+                              * GPT-2, a sharded checkpoint's index, a save_pretrained folder,
+                              * llm.c's model file; gpt sizes from the file, see INIT FROM) */
+    char save_format[16];    /* save_model's layout: "dtrain" (default: a file of state_dict
+                              * names), "hf" (gpt: save_model is a directory that gets
+                              * model.safetensors and config.json for transformers), "llmc"
+                              * or "llmc-bf16" (gpt: a file in llm.c's model format, float32
+                              * or bfloat16, dtrain/weights.h) */
     long eval_every;         /* also evaluate every K optimizer steps (0 = only after each epoch) */
     int epochs;              /* default 10 */
     int batch_size;          /* per rank, default 64 */
@@ -283,7 +286,9 @@ int dt_trainer_usage_error(void);
  * With the trainer's save_format "hf" (gpt only; DT_ERR_INVALID otherwise)
  * path is a directory (it must exist; dt_trainer_create makes it) that gets
  * model.safetensors in GPT2LMHeadModel's layout (dtrain/weights.h) and then
- * config.json, both written atomically. */
+ * config.json, both written atomically. With "llmc" or "llmc-bf16" (gpt only)
+ * path is a file in llm.c's model format (dtrain/weights.h: version 3,
+ * float32, or 5, bfloat16), written atomically too. */
 int dt_trainer_save_model(dt_trainer *t, const char *path);
 /* Training-state checkpoint (dtrain/ckpt.h): a directory with a manifest and
  * one file per rank holding its partition [r*S, (r+1)*S) of the parameters and

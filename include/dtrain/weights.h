@@ -12,6 +12,14 @@
  *    GPT2Model model.safetensors): the four matrices attn.c_attn,
  *    attn.c_proj, mlp.c_fc, mlp.c_proj stored as Conv1D [in, out] and
  *    transposed on reading; and the config.json in the same directory.
+ *  - llm.c's model file (gpt2_124M.bin, gpt2_124M_bf16.bin: the format of
+ *    llm.c's train_gpt2.py write_model and train_gpt2.c/.cu, recognised by
+ *    its magic 20240326 whatever the name): a 1024-byte header of the sizes,
+ *    then the tensors in float32 (version 3) or bfloat16 (version 5),
+ *    torch.nn.Linear's layout, each per-block tensor stacked over the blocks,
+ *    wte padded to a multiple of 128 rows (the padding is not read); its size
+ *    must be exactly what the header says. Other versions are
+ *    DT_ERR_UNSUPPORTED. No config.json is read for it.
  * The path may name a file, a sharded checkpoint's index
  * ("model.safetensors.index.json", dt_st_open_index: the shards beside it,
  * as save_pretrained writes a model beyond max_shard_size), or a directory
@@ -113,6 +121,24 @@ int dt_weights_hf_tensor(const dt_param_slice *sl, char *name, size_t cap, int64
  * for GPT-2's vocabulary of 50257 only. DT_ERR_INVALID for a config that is
  * not a gpt one. */
 int dt_weights_hf_config(const dt_model_config *cfg, char **out);
+
+/* WRITING llm.c's model file (the format READING describes), for a gpt model
+ * config: dt_weights_llmc_header fills the 1024-byte header (version 5 with
+ * bf16, else 3: float32; the vocabulary padded to a multiple of 128, as
+ * llm.c pads it) and the file's size in bytes; dt_weights_llmc_place says
+ * where a gpt slice goes: its byte offset in the file and the elements
+ * stored there (its count; for transformer.wte.weight Vp x C: the writer
+ * appends (Vp - V) x C zeros, the padding rows). The slices are stored in
+ * their own layout (torch.nn.Linear's), in the file's dtype (bfloat16:
+ * rounded to nearest even, dt_f32_to_bf16). A file written so loads with
+ * llm.c's train_gpt2cu -e FILE (version 5 for its default bf16 build, 3
+ * for PRECISION=FP32) and with dt_weights_open. DT_ERR_INVALID for a config
+ * that is not a gpt one or a slice that is not one of its. */
+#define DT_WEIGHTS_LLMC_HEADER_BYTES 1024
+int dt_weights_llmc_header(const dt_model_config *cfg, int bf16, unsigned char header[DT_WEIGHTS_LLMC_HEADER_BYTES],
+                           uint64_t *file_bytes);
+int dt_weights_llmc_place(const dt_model_config *cfg, int bf16, const dt_param_slice *sl, uint64_t *offset,
+                          uint64_t *stored);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,8 @@
 /* src/io/safetensors_internal.h - internal: the reader's state
  * (dtrain/safetensors.h), shared by safetensors.c (one file) and
  * safetensors_index.c (a checkpoint sharded over several files, read through
- * one dt_st_file whose tensors live in its shards). */
+ * one dt_st_file whose tensors live in its shards) and safetensors_view.c
+ * (tensors at given offsets of a file of another format). */
 #ifndef DT_IO_SAFETENSORS_INTERNAL_H
 #define DT_IO_SAFETENSORS_INTERNAL_H
 
@@ -37,6 +38,15 @@ struct dt_st_file {
     dt_st_file **shard;
 };
 
+/* A dt_st_file over a file of another format (nn/weights_llmc.c: llm.c's
+ * model files): n tensors, ts[i]'s name, dtype, ndim and shape (data
+ * unused), whose bytes lie at absolute offsets off[i] of path, in increasing
+ * order without overlap, each inside the file (else DT_ERR_IO: truncated);
+ * meta_json NULL or a JSON object of strings, the view's "__metadata__". The
+ * names and strings are copied. Bytes between or after the tensors are not
+ * read. DT_ERR_INVALID for a bad description (naming the tensor). */
+int dtst_open_view(const char *path, const dt_st_info *ts, const uint64_t *off, int n, const char *meta_json,
+                   dt_st_file **out);
 /* A file with no tensors, named fname (copied); NULL when out of memory. */
 dt_st_file *dtst_new_file(const char *fname);
 /* Sorts f->by_name (filled with 0..n-1 here) by tensor name, and f->meta by key. */

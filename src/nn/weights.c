@@ -62,8 +62,10 @@ int dt_weights_open(const char *path, dt_weights **out) {
     dt_weights *w = calloc(1, sizeof *w);
     if (!w) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     int index = 0, rc = resolve(path, &w->path, &index);
-    if (!rc) rc = index ? dt_st_open_index(w->path, &w->st) : dt_st_open(w->path, &w->st);
-    if (!rc) rc = dtw_hf_config_read(w->path, &w->has_config, &w->config_path, &w->hf);
+    const int llmc = !rc && !index && dtw_llmc_probe(w->path);
+    if (!rc) rc = index ? dt_st_open_index(w->path, &w->st) : llmc ? dtw_llmc_open(w->path, &w->st)
+                                                                   : dt_st_open(w->path, &w->st);
+    if (!rc && !llmc) rc = dtw_hf_config_read(w->path, &w->has_config, &w->config_path, &w->hf);
     if (rc) {
         dt_weights_close(w);
         return rc;

@@ -58,7 +58,8 @@ const char *dt_train_usage(void) {
 "                             a PyTorch/nanoGPT state_dict or a Hugging Face GPT-2 model.safetensors\n"
 "                             (its config.json beside it is read), a sharded checkpoint's\n"
 "                             model.safetensors.index.json, or a folder holding either (as\n"
-"                             save_pretrained writes); gpt sizes from the file\n"
+"                             save_pretrained writes); or llm.c's model file (gpt2_124M.bin,\n"
+"                             float32 or bf16); gpt sizes from the file\n"
 "  --recompute 0|1            gpt: keep only each block's input, recompute it in backward\n"
 "  --device cpu|cuda          gpt: compute on the CPU (default) or on CUDA device\n"
 "                             local_rank %% devices (model, activations, optimizer on it)\n"
@@ -105,8 +106,11 @@ const char *dt_train_usage(void) {
 "  --timeline FILE            Chrome trace per rank (\"%d\" in FILE becomes the rank;\n"
 "                             otherwise rank r > 0 writes FILE.r)\n"
 "  --save-model FILE|DIR      write the trained model (safetensors, state_dict names)\n"
-"  --save-format dtrain|hf    dtrain: FILE (default); hf (gpt): DIR gets model.safetensors and\n"
-"                             config.json for transformers' GPT2LMHeadModel.from_pretrained\n"
+"  --save-format dtrain|hf|llmc|llmc-bf16\n"
+"                             dtrain: FILE (default); hf (gpt): DIR gets model.safetensors and\n"
+"                             config.json for transformers' GPT2LMHeadModel.from_pretrained;\n"
+"                             llmc, llmc-bf16 (gpt): FILE in llm.c's model format, float32 or\n"
+"                             bfloat16 (train_gpt2cu -e FILE)\n"
 "  --checkpoint-dir DIR       write training-state checkpoints (crash-safe) to DIR\n"
 "  --checkpoint-every K       ... every K optimizer steps (default: at the end only)\n"
 "  --resume DIR               continue from a checkpoint (any world size / ZeRO level)\n"
@@ -248,8 +252,9 @@ static int check_conflicts(const dt_train_options *o, unsigned given) {
     if (o->dist.zero_opt_level > 0 && !o->dist.enable_data_parallel)
         return DT_ERR(DT_ERR_INVALID, "zero_opt_level %d shards over the data-parallel ranks: it needs "
                       "enable_data_parallel (both from flags, DTRAIN_* variables or --config)", o->dist.zero_opt_level);
-    if (strcmp(o->save_format, "hf") == 0 && !*o->save_model)
-        return DT_ERR(DT_ERR_INVALID, "flag --save-format hf says how --save-model DIR is written: give --save-model");
+    if (strcmp(o->save_format, "dtrain") != 0 && !*o->save_model)
+        return DT_ERR(DT_ERR_INVALID, "flag --save-format %s says how --save-model %s is written: give --save-model",
+                      o->save_format, strcmp(o->save_format, "hf") == 0 ? "DIR" : "FILE");
     if (o->dist.shard_group == DT_SHARD_HOST && o->dist.zero_opt_level == 0)
         return DT_ERR(DT_ERR_INVALID, "shard_group host shards ZeRO's state per host: it needs zero_opt_level 1, 2 or 3 "
                       "(data parallelism at level 0 shards nothing; from flags, DTRAIN_* variables or --config)");
@@ -275,9 +280,10 @@ static int check_conflicts(const dt_train_options *o, unsigned given) {
         for (int g = 0; !m->gpt && k_gpt_flags[g]; g++)
             if (given & (G_GPT << g))
                 return DT_ERR(DT_ERR_INVALID, "flag %s applies to --model gpt only (model %s)", k_gpt_flags[g], m->name);
-        if (strcmp(o->save_format, "hf") == 0 && !m->gpt)
-            return DT_ERR(DT_ERR_INVALID, "flag --save-format hf: the Hugging Face layout is GPT-2's; model %s is saved "
-                          "in dtrain's (--save-format dtrain)", m->name);
+        if (strcmp(o->save_format, "dtrain") != 0 && !m->gpt)
+            return DT_ERR(DT_ERR_INVALID, "flag --save-format %s: the %s layout is GPT-2's; model %s is saved in "
+                          "dtrain's (--save-format dtrain)", o->save_format,
+                          strcmp(o->save_format, "hf") == 0 ? "Hugging Face" : "llm.c", m->name);
         if (m->gpt && (given & (G_GPT << GPT_SAMPLE_PROMPT)) && (given & (G_GPT << GPT_SAMPLE_TOKENS)))
             return DT_ERR(DT_ERR_INVALID, "flags --sample-prompt and --sample-tokens both give the prompt: give one");
         if (m->gpt && (given & (G_SHUFFLE | G_DROP_LAST)))
@@ -298,7 +304,7 @@ int dt_train_parse_args(dt_train_options *o, int argc, char **argv) {
     static const char *const scheds[] = {"const", "cosine", NULL};
     static const char *const devices[] = {"cpu", "cuda", NULL};
     static const char *const precisions[] = {"fp32", "bf16", NULL};
-    static const char *const formats[] = {"dtrain", "hf", NULL};
+    static const char *const formats[] = {"dtrain", "hf", "llmc", "llmc-bf16", NULL};
     /* pass 1: --config FILE, then the environment, so flags win */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -1,5 +1,6 @@
 /* src/train/train_ckpt.c - the trainer's checkpoints: consolidated model
- * export (safetensors, dtrain's names or Hugging Face's directory) and
+ * export (safetensors, dtrain's names or Hugging Face's directory; llm.c's
+ * model file) and
  * sharded training-state checkpoints (dtrain/ckpt.h) with resume at any
  * world size and ZeRO level. */
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include "core/error.h"
 #include "dtrain/ckpt.h"
 #include "dtrain/coll.h"
+#include "dtrain/dtype.h"
 #include "dtrain/safetensors.h"
 #include "dtrain/weights.h"
 #include "io/fileio.h"
@@ -110,8 +112,79 @@ static void transpose_into(const float *src, size_t r, size_t c, float *dst) {
         for (size_t j = 0; j < c; j++) dst[j * r + i] = src[i * c + j];
 }
 
+/* n floats of src into dst in the file's dtype, then zeros up to `stored` elements */
+static void llmc_pack(const float *src, size_t n, uint64_t stored, int bf16, unsigned char *dst) {
+    if (bf16) {
+        uint16_t *d = (uint16_t *)dst;
+        for (size_t i = 0; i < n; i++) d[i] = dt_f32_to_bf16(src[i]);
+        memset(d + n, 0, (size_t)(stored - n) * 2);
+    } else {
+        memcpy(dst, src, n * sizeof(float));
+        memset(dst + n * sizeof(float), 0, (size_t)(stored - n) * sizeof(float));
+    }
+}
+
+/* --save-format llmc / llmc-bf16: llm.c's model file (dtrain/weights.h), one
+ * gathered tensor at a time into a temporary beside path (rank 0), fsync'd
+ * and renamed into place */
+static int save_llmc(dt_trainer *t, const char *path, int bf16) {
+    const int root = dt_comm_world_rank_of(t->comm, 0), me = t->ci.rank == 0, np = dt_model_num_slices(t->model);
+    const dt_model_config *cfg = dt_model_get_config(t->model);
+    unsigned char head[DT_WEIGHTS_LLMC_HEADER_BYTES];
+    uint64_t total = 0, off, stored, maxs = 0;
+    size_t maxc = 0;
+    int rc = dt_weights_llmc_header(cfg, bf16, head, &total);
+    for (int i = 0; i < np && !rc; i++) {
+        const dt_param_slice *sl = dt_model_slice(t->model, i);
+        rc = dt_weights_llmc_place(cfg, bf16, sl, &off, &stored);
+        if (sl->count > maxc) maxc = sl->count;
+        if (stored > maxs) maxs = stored;
+    }
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = -1;
+    if (me && !rc) {
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) rc = DT_ERR(DT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        else if (dtio_pwrite_all(fd, head, sizeof head, 0) || ftruncate(fd, (off_t)total))
+            rc = DT_ERR(DT_ERR_IO, "%s: %s", tmp, strerror(errno));
+    }
+    rc = agree(t, rc);
+    float *buf = rc ? NULL : malloc(sizeof(float) * (maxc ? maxc : 1));
+    unsigned char *out = rc || !me ? NULL : malloc((size_t)maxs * (bf16 ? 2 : 4) + 1);
+    if (!rc && (!buf || (me && !out))) rc = DT_ERR(DT_ERR_NOMEM, "out of memory");
+    rc = agree_all(t, rc);
+    int wrc = DT_OK;
+    for (int i = 0; i < np && !rc; i++) {
+        const dt_param_slice *sl = dt_model_slice(t->model, i);
+        rc = dt_strategy_gather(t->st, sl->offset, sl->count, buf, root);
+        if (rc || !me || wrc || (wrc = dt_weights_llmc_place(cfg, bf16, sl, &off, &stored))) continue;
+        llmc_pack(buf, sl->count, stored, bf16, out);
+        if (dtio_pwrite_all(fd, out, (size_t)stored * (bf16 ? 2 : 4), off))
+            wrc = DT_ERR(DT_ERR_IO, "%s: %s", tmp, strerror(errno));
+    }
+    if (fd >= 0) {
+        if (!rc && !wrc && fsync(fd)) wrc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", tmp, strerror(errno));
+        if (close(fd) && !rc && !wrc) wrc = DT_ERR(DT_ERR_IO, "%s: close: %s", tmp, strerror(errno));
+        if (!rc && !wrc && rename(tmp, path))
+            wrc = DT_ERR(DT_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+        if (rc || wrc) unlink(tmp);
+        else if (dtio_fsync_dir_of(path, 0)) wrc = DT_ERR(DT_ERR_IO, "%s: fsync of the directory: %s", path, strerror(errno));
+    }
+    free(buf);
+    free(out);
+    if (rc) return rc;
+    return agree(t, wrc);
+}
+
 int dt_trainer_save_model(dt_trainer *t, const char *path) {
     if (!t || !path || !*path) return DT_ERR(DT_ERR_INVALID, "trainer or path is NULL/empty");
+    if (strncmp(t->o.save_format, "llmc", 4) == 0) {
+        if (t->io.max_seq < 1)
+            return DT_ERR(DT_ERR_INVALID, "save_format %s: llm.c's layout is GPT-2's, not model %s's", t->o.save_format,
+                          dt_model_name(t->model));
+        return save_llmc(t, path, strcmp(t->o.save_format, "llmc-bf16") == 0);
+    }
     const int hf = strcmp(t->o.save_format, "hf") == 0;
     if (hf && t->io.max_seq < 1)
         return DT_ERR(DT_ERR_INVALID, "save_format hf: the Hugging Face layout is GPT-2's, not model %s's",

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "dtrain/dtype.h"
 #include "dtrain/model.h"
 #include "dtrain/safetensors.h"
@@ -571,6 +572,106 @@ static void test_sharded(dt_model *m) {
     CHECK_ERR(dt_weights_open(path("empty"), &w), DT_ERR_IO, "neither model.safetensors nor model.safetensors.index.json");
 }
 
+/* llm.c's model file of m (train_gpt2.py's write_model): version 3 (float32)
+ * or 5 (bfloat16), the vocabulary padded to Vp rows of `pad`; hdr_fix
+ * overrides header field hdr_fix[0] with hdr_fix[1] (when hdr_fix[0] > 0);
+ * extra bytes appended (negative: cut). */
+static void write_llmc(const char *file, dt_model *m, int version, int Vp, int pad, const int *hdr_fix, long extra) {
+    int32_t h[256] = {20240326, version, T, V, L, NH, C, Vp};
+    if (hdr_fix && hdr_fix[0] > 0) h[hdr_fix[0]] = hdr_fix[1];
+    FILE *f = fopen(file, "wb");
+    CHECK(f != NULL, "create %s", file);
+    if (!f) return;
+    fwrite(h, 4, 256, f);
+    const char *block[12] = {"ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight", "attn.c_attn.bias",
+                             "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
+                             "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
+    char order[2 + 12 * L + 2][96];
+    int n = 0;
+    snprintf(order[n++], 96, "transformer.wte.weight");
+    snprintf(order[n++], 96, "transformer.wpe.weight");
+    for (int k = 0; k < 12; k++)
+        for (int l = 0; l < L; l++) snprintf(order[n++], 96, "transformer.h.%d.%s", l, block[k]);
+    snprintf(order[n++], 96, "transformer.ln_f.weight");
+    snprintf(order[n++], 96, "transformer.ln_f.bias");
+    long written = 1024;
+    for (int i = 0; i < n; i++) {
+        const dt_param_slice *sl = NULL;
+        for (int j = 0; j < dt_model_num_slices(m); j++)
+            if (!strcmp(dt_model_slice(m, j)->name, order[i])) sl = dt_model_slice(m, j);
+        CHECK(sl != NULL, "slice %s", order[i]);
+        if (!sl) break;
+        const size_t count = sl->count + (i == 0 ? (size_t)(Vp - V) * C : 0);
+        for (size_t e = 0; e < count; e++) {
+            float v = e < sl->count ? dt_model_params(m)[sl->offset + e] : (float)pad;
+            if (version == 5) {
+                uint16_t b = dt_f32_to_bf16(v);
+                fwrite(&b, 2, 1, f);
+            } else {
+                fwrite(&v, 4, 1, f);
+            }
+            written += version == 5 ? 2 : 4;
+        }
+    }
+    for (long e = 0; e < extra; e++) fputc(0, f);
+    fclose(f);
+    if (extra < 0) CHECK(truncate(file, written + extra) == 0, "truncate %s", file);
+}
+
+/* llm.c's model files: gpt2_124M.bin's format at this test's sizes */
+static void test_llmc(dt_model *m) {
+    const char *f = path("model_llmc.bin");
+    write_llmc(f, m, 3, 128, 7, NULL, 0); /* the padding rows are not read: 7s there */
+    int rc;
+    dt_weights_gpt a = arch_of(f, &rc);
+    CHECK(!rc && a.n_layer == L && a.n_head == NH && a.n_embd == C && a.block_size == T && a.vocab_size == V &&
+              !a.conv1d && a.prefixed && !a.has_config, "llm.c's sizes (rc %d: %s)", rc, dt_last_error());
+    CHECK(reads_back(f, m, NULL), "an llm.c float32 file (version 3) reads back bit for bit");
+    write_llmc(f, m, 3, V, 0, NULL, 0);
+    CHECK(reads_back(f, m, NULL), "an unpadded vocabulary (Vp = V)");
+    /* bfloat16 (version 5): the rounded values */
+    const char *fb = path("model_llmc_bf16.bin");
+    write_llmc(fb, m, 5, 128, 0, NULL, 0);
+    dt_model *r = gpt(7, T);
+    float *p = dt_model_params(r);
+    for (size_t i = 0; i < dt_model_num_params(r); i++) p[i] = dt_bf16_to_f32(dt_f32_to_bf16(p[i]));
+    CHECK(reads_back(fb, r, NULL), "an llm.c bfloat16 file (version 5) reads the rounded values");
+    dt_model_free(r);
+    dt_weights *w = NULL;
+    CHECK_OK(dt_weights_open(f, &w));
+    CHECK(w && strcmp(dt_weights_path(w), f) == 0, "the path");
+    dt_weights_close(w);
+    /* refusals, each naming the file */
+    const struct { int fix[2]; long extra; int st; const char *msg; } bad[] = {
+        {{1, 4}, 0, DT_ERR_UNSUPPORTED, "llm.c model file version 4: dtrain reads versions 3 (float32) and 5"},
+        {{7, V - 1}, 0, DT_ERR_IO, "padded_vocab_size 39 is below vocab_size 40"},
+        {{5, 3}, 0, DT_ERR_IO, "channels 16 is not a multiple of num_heads 3"},
+        {{6, 0}, 0, DT_ERR_IO, "header field 6 (channels) is 0, not in [1, 16777216]"},
+        {{4, -1}, 0, DT_ERR_IO, "header field 4 (num_layers) is -1"},
+        {{0, 0}, 1, DT_ERR_IO, "but its header (2 layers of 16 channels, 8 positions, vocabulary 40 padded to 128, "
+                               "float32) gives"},
+        {{0, 0}, -1, DT_ERR_IO, "truncated: tensor 'transformer.ln_f.bias' needs bytes"},
+        {{2, T + 1}, 0, DT_ERR_IO, "truncated"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        write_llmc(f, m, 3, 128, 0, bad[k].fix, bad[k].extra);
+        CHECK_ERR(dt_weights_open(f, &w), bad[k].st, bad[k].msg);
+        CHECK(strstr(dt_last_error(), "model_llmc.bin") != NULL, "names the file: %s", dt_last_error());
+    }
+    FILE *fp = fopen(f, "wb");
+    int32_t head[3] = {20240326, 3, T};
+    if (fp) fwrite(head, 4, 3, fp), fclose(fp);
+    CHECK_ERR(dt_weights_open(f, &w), DT_ERR_IO, "truncated: 12 bytes, llm.c's model files start with a 1024-byte header");
+    /* another model's sizes: the trainer's messages name the tensor */
+    dt_model *m16 = gpt(7, 16);
+    write_llmc(f, m16, 3, 128, 0, (int[]){2, 16}, 0);
+    reads_back(f, m, &rc);
+    CHECK(rc == DT_ERR_MISMATCH && strstr(dt_last_error(), "tensor transformer.wpe.weight: ") &&
+              strstr(dt_last_error(), "has shape [16, 16], the model needs [8, 16]"),
+          "an llm.c file of 16 positions into 8: %s", dt_last_error());
+    dt_model_free(m16);
+}
+
 int main(void) {
     const char *tmp = getenv("TMPDIR");
     snprintf(g_dir, sizeof g_dir, "%s/dt_weights_XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -585,6 +686,7 @@ int main(void) {
     test_sequential();
     test_hf_export(m);
     test_sharded(m);
+    test_llmc(m);
     /* a model of another block size: wpe's shapes */
     dt_model *m16 = gpt(7, 16);
     const char *f = case_dir("block16", NULL);

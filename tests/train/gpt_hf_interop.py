@@ -15,7 +15,8 @@ state_dict (torch.nn.Linear [out, in]). The data are llm.c token shards
    greedy continuation of a token prompt is torch's, token for token; the
    other two layouts give the same loss, bit for bit, and so does the HF
    layout sharded over three files as save_pretrained writes it beyond
-   max_shard_size (model.safetensors.index.json), given as its folder.
+   max_shard_size (model.safetensors.index.json), given as its folder, and
+   llm.c's model file (train_gpt2.py's format, gpt2_124M.bin's: version 3).
 2. A few AdamW steps, then --save-format hf: the directory's config.json and
    model.safetensors are GPT2LMHeadModel's (names, Conv1D shapes, no
    lm_head); torch loads them (transposed back) and its loss equals dtrain's
@@ -163,6 +164,21 @@ try:
         total += sum(v.size * 4 for _, v in part)
     json.dump({"metadata": {"total_size": total}, "weight_map": weight_map},
               open(os.path.join(sharded, "model.safetensors.index.json"), "w"), indent=2)
+    # llm.c's model file (its train_gpt2.py's write_model, version 3): a 256-int32 header, then the
+    # float32 tensors in llm.c's order, the per-block ones stacked over the blocks, wte padded to 128s
+    Vp = (V + 127) // 128 * 128
+    llmc = os.path.join(tmp, "gpt_llmc.bin")
+    hdr = np.zeros(256, dtype="<i4")
+    hdr[:8] = [20240326, 3, T, V, L, NH, C, Vp]
+    wte = np.concatenate([sd["transformer.wte.weight"], np.zeros((Vp - V, C), "f4")])
+    blocks = ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+              "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight",
+              "mlp.c_proj.bias"]
+    parts = [wte, sd["transformer.wpe.weight"]] + \
+            [np.stack([sd["transformer.h.%d.%s" % (l, b)] for l in range(L)]) for b in blocks] + \
+            [sd["transformer.ln_f.weight"], sd["transformer.ln_f.bias"]]
+    with open(llmc, "wb") as f:
+        f.write(hdr.tobytes() + b"".join(np.ascontiguousarray(a, "<f4").tobytes() for a in parts))
     # llm.c shards: a "text" of tokens from a small random transition table
     rng = np.random.default_rng(5)
     vocab = rng.choice(V, 400, replace=False)
@@ -180,10 +196,10 @@ try:
     common = ["--data", shards, "--max-steps", "0", "--test-limit", NEVAL, "--batch-size", 8,
               "--sample-tokens", ",".join(map(str, PROMPT)), "--sample-temperature", 0, "--sample-length", NGEN]
     losses = {}
-    for name in list(layouts) + ["hf_sharded"]:
+    for name in list(layouts) + ["hf_sharded", "llmc"]:
         js = os.path.join(tmp, name + ".json")
         heads = ["--n-head", NH] if name == "nanogpt" else []  # no config.json: the flag says it
-        src = sharded if name == "hf_sharded" else os.path.join(tmp, name, "model.safetensors")
+        src = {"hf_sharded": sharded, "llmc": llmc}.get(name, os.path.join(tmp, name, "model.safetensors"))
         run("--init-from", src, "--json", js, *(common + heads))
         losses[name] = records(js, "summary")[0]["test_loss"]
         if name == "hf":
@@ -211,6 +227,8 @@ try:
     check(losses["hf_sharded"] == losses["hf"],
           "the HF layout over 3 shards, --init-from its folder (index and config.json): the same loss bit for bit "
           "(%r)" % losses["hf_sharded"])
+    check(losses["llmc"] == losses["hf"],
+          "llm.c's model file (version 3, wte padded to %d rows): the same loss bit for bit (%r)" % (Vp, losses["llmc"]))
 
     # 2. train, export in HF's layout, read back
     out = os.path.join(tmp, "out_hf")

@@ -11,6 +11,9 @@
  *  - 6 AdamW steps from the loaded model at N ranks (batch 8/N) equal 6
  *    steps of one rank with batch 8 within 1e-5 (max|a - b| / max|b|), at
  *    stages 0 and 3;
+ *  - --save-format llmc / llmc-bf16 at N ranks under ZeRO-3, read back by
+ *    --init-from at N ranks: the parameters bit for bit / bf16-rounded,
+ *    and the file's size llm.c's;
  *  - --dp-threads 2 (one rank) loads the same parameters;
  *  - the end-of-run sample of the 50257-token vocabulary runs (its prompt
  *    is the last token, GPT-2's <|endoftext|>).
@@ -21,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "dtrain/coll.h"
+#include "dtrain/dtype.h"
 #include "dtrain/model.h"
 #include "dtrain/safetensors.h"
 #include "dtrain/train.h"
@@ -203,6 +207,32 @@ int main(void) {
         if (rank == 0) printf("%d steps from the loaded model, %d ranks, ZeRO stage %d: rel err %.3g\n", STEPS, N, zero, e);
         CHECK(e >= 0 && e <= 1e-5, "stage %d at %d ranks: rel err %.3g > 1e-5", zero, N, e);
         free(p);
+    }
+    /* llm.c's model file: written at N ranks under ZeRO-3 (gathered tensor
+     * by tensor), read back at N ranks: float32 bit for bit, bfloat16 the
+     * rounded values */
+    for (int bf16 = 0; bf16 <= 1; bf16++) {
+        char bin[240];
+        snprintf(bin, sizeof bin, "%.200s/trained%s.bin", g_dir, bf16 ? "_bf16" : "");
+        options(&o, w, 3, B / N, STEPS);
+        snprintf(o.save_format, sizeof o.save_format, "%s", bf16 ? "llmc-bf16" : "llmc");
+        snprintf(o.save_model, sizeof o.save_model, "%s", bin);
+        float *trained = run(&o, &ln, &n);
+        options(&o, w, 0, B / N, 0);
+        snprintf(o.init_from, sizeof o.init_from, "%s", bin);
+        float *back = run(&o, &ln, &n);
+        int same = trained && back && n == P;
+        for (size_t i = 0; same && i < P; i++)
+            same = back[i] == (bf16 ? dt_bf16_to_f32(dt_f32_to_bf16(trained[i])) : trained[i]);
+        CHECK(same, "--save-format %s at %d ranks, ZeRO-3, read back by --init-from: %s", bf16 ? "llmc-bf16" : "llmc",
+              N, bf16 ? "the rounded parameters" : "the parameters bit for bit");
+        struct stat st;
+        const long long C = 16, Vp = (VOCAB + 127) / 128 * 128, bytes = 1024 + (bf16 ? 2 : 4) *
+            (Vp * C + 16 * C + 2 * C + 2 * (12 * C * C + 13 * C));
+        CHECK(stat(bin, &st) == 0 && st.st_size == bytes, "%s: %lld bytes, llm.c's size %lld", bin,
+              (long long)st.st_size, bytes);
+        free(trained);
+        free(back);
     }
     /* --seq-len 8 (windows of half the file's 16 positions): the file's
      * parameters, an evaluation of its own (N ranks equal one); 17 is refused */

@@ -30,7 +30,8 @@ int dtw_hf_config_read(const char *weights_path, int *found, char **config_path,
 typedef struct dtw_llmc_sizes {
     int block_size, vocab_size, n_layer, n_head, n_embd, padded_vocab;
 } dtw_llmc_sizes;
-/* 1 when path starts with llm.c's model magic (20240326, little-endian) */
+/* 1 when path starts with llm.c's model magic (20240326, little-endian)
+ * and a non-zero version (which no safetensors file has there) */
 int dtw_llmc_probe(const char *path);
 /* Opens an llm.c model file as a view: every block's tensors named as
  * dtrain's GPT names them, wte's first V rows; metadata format "llm.c",

@@ -67,10 +67,12 @@ int dtw_llmc_layout(const dtw_llmc_sizes *s, dt_dtype dtype, dt_st_info *ts, cha
     return n;
 }
 
+/* A safetensors file starts with its header's length, a u64 below 2^32 (at
+ * most DT_ST_MAX_HEADER): its bytes 4..7 are zero, llm.c's version is not. */
 int dtw_llmc_probe(const char *path) {
     FILE *f = fopen(path, "rb");
-    unsigned char b[4];
-    int yes = f && fread(b, 1, 4, f) == 4 && dtio_get_u32(b) == LLMC_MAGIC;
+    unsigned char b[8];
+    int yes = f && fread(b, 1, 8, f) == 8 && dtio_get_u32(b) == LLMC_MAGIC && dtio_get_u32(b + 4) != 0;
     if (f) fclose(f);
     return yes;
 }

@@ -644,6 +644,7 @@ static void test_llmc(dt_model *m) {
     /* refusals, each naming the file */
     const struct { int fix[2]; long extra; int st; const char *msg; } bad[] = {
         {{1, 4}, 0, DT_ERR_UNSUPPORTED, "llm.c model file version 4: dtrain reads versions 3 (float32) and 5"},
+        {{1, 0}, 0, DT_ERR_IO, "header length 20240326"}, /* version 0: read as a safetensors file */
         {{7, V - 1}, 0, DT_ERR_IO, "padded_vocab_size 39 is below vocab_size 40"},
         {{5, 3}, 0, DT_ERR_IO, "channels 16 is not a multiple of num_heads 3"},
         {{6, 0}, 0, DT_ERR_IO, "header field 6 (channels) is 0, not in [1, 16777216]"},

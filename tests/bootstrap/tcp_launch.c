@@ -18,8 +18,8 @@
  *   -t S      kill everything still running after S seconds (default 120)
  *   -e R:V=X  set V=X for rank R (R may be '*': every rank); applied last,
  *             so it can override the launcher's own variables
- * MASTER_PORT is a free port found by binding port 0. The variables of MPI
- * launchers are removed from the children's environment. Once a process
+ * MASTER_PORT is a free port below the ephemeral range (pick_port). The
+ * variables of MPI launchers are removed from the children's environment. Once a process
  * fails, the others get 15 s to end on their own, then SIGKILL (torchrun
  * also ends the others when one fails). Exit status: 0 when every process
  * exited 0; else the first failing process's status (128 + signal when
@@ -52,6 +52,33 @@ static int free_port(void) {
         port = ntohs(a.sin_port);
     close(fd);
     return port;
+}
+
+/* 1 when port can be bound now on every address (as the agent and rank 0 bind it) */
+static int bindable(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons((uint16_t)port);
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+/* MASTER_PORT, and with the agent's store MASTER_PORT + 1 (where rank 0 then
+ * listens) free too: both below the kernel's ephemeral range (32768 up by
+ * default), so no outgoing connection of a test running beside this one can
+ * take MASTER_PORT + 1 before rank 0 binds it; a port bound to 0 otherwise */
+static int pick_port(int pair) {
+    srand((unsigned)getpid() ^ (unsigned)time(NULL));
+    for (int k = 0; k < 1000; k++) {
+        int p = 20000 + rand() % 12000;
+        if (bindable(p) && (!pair || bindable(p + 1))) return p;
+    }
+    return free_port();
 }
 
 static double now(void) {
@@ -87,7 +114,7 @@ int main(int argc, char **argv) {
     }
     if (i + 1 >= argc || n < 1 || n > 256 || per_host < 0) return usage();
     char **prog = argv + i + 1;
-    int port = free_port(), store = -1;
+    int port = pick_port(agent), store = -1;
     if (port < 0) { perror("tcp_launch: no free port"); return 1; }
     if (agent) { /* the agent's store holds MASTER_PORT */
         struct sockaddr_in a;

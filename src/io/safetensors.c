@@ -274,9 +274,7 @@ int dt_st_open_memory(const void *buf, size_t len, dt_st_file **out) {
     return DT_OK;
 }
 
-int dt_st_open(const char *path, dt_st_file **out) {
-    BE_CHECK();
-    if (!path || !out) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+int dtst_open_file(const char *path, dt_st_file **out) {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return DT_ERR(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -288,11 +286,23 @@ int dt_st_open(const char *path, dt_st_file **out) {
     dt_st_file *f = dtst_new_file(path);
     if (!f) { close(fd); return DT_ERR(DT_ERR_NOMEM, "out of memory"); }
     f->fd = fd;
-    uint64_t size = (uint64_t)st.st_size;
+    f->file_size = (uint64_t)st.st_size;
+    *out = f;
+    return DT_OK;
+}
+
+int dt_st_open(const char *path, dt_st_file **out) {
+    BE_CHECK();
+    if (!path || !out) return DT_ERR(DT_ERR_INVALID, "NULL argument");
+    *out = NULL;
+    dt_st_file *f;
+    int rc = dtst_open_file(path, &f);
+    if (rc) return rc;
+    const int fd = f->fd;
+    uint64_t size = f->file_size;
     unsigned char head[8];
     long long got = dtio_pread_all(fd, head, 8, 0);
     if (got < 0) { dt_st_close(f); return DT_ERR(DT_ERR_IO, "%s: read error: %s", path, strerror(errno)); }
-    int rc;
     if (got < 8) {
         rc = parse_image(f, head, (size_t)got, (uint64_t)got);
         dt_st_close(f);

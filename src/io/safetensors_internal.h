@@ -47,6 +47,9 @@ struct dt_st_file {
  * read. DT_ERR_INVALID for a bad description (naming the tensor). */
 int dtst_open_view(const char *path, const dt_st_info *ts, const uint64_t *off, int n, const char *meta_json,
                    dt_st_file **out);
+/* path opened read-only as a file with no tensors yet (fd, file_size):
+ * DT_ERR_IO naming it when it cannot be opened or is not a regular file. */
+int dtst_open_file(const char *path, dt_st_file **out);
 /* A file with no tensors, named fname (copied); NULL when out of memory. */
 dt_st_file *dtst_new_file(const char *fname);
 /* Sorts f->by_name (filled with 0..n-1 here) by tensor name, and f->meta by key. */

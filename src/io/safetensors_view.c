@@ -2,13 +2,9 @@
  * (dtst_open_view, io/safetensors_internal.h): tensors at byte offsets the
  * caller computed from that format's own header (llm.c's model files,
  * nn/weights_llmc.c), read with the safetensors reader's functions. */
-#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <fcntl.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "io/fileio.h"
@@ -103,21 +99,10 @@ int dtst_open_view(const char *path, const dt_st_info *ts, const uint64_t *off, 
     if (!path || !out || n < 0 || (n && (!ts || !off))) return DT_ERR(DT_ERR_INVALID, "NULL argument");
     *out = NULL;
     if (!dtio_little_endian()) return DT_ERR(DT_ERR_UNSUPPORTED, "dtrain reads tensors on a little-endian host only");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return DT_ERR(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return DT_ERR(DT_ERR_IO, "%s: not a regular file", path);
-    }
-    dt_st_file *f = dtst_new_file(path);
-    if (!f) {
-        close(fd);
-        return DT_ERR(DT_ERR_NOMEM, "out of memory");
-    }
-    f->fd = fd;
-    f->file_size = (uint64_t)st.st_size;
-    int rc = view(f, ts, off, n, meta_json);
+    dt_st_file *f;
+    int rc = dtst_open_file(path, &f);
+    if (rc) return rc;
+    rc = view(f, ts, off, n, meta_json);
     if (rc) {
         dt_st_close(f);
         return rc;

@@ -29,8 +29,7 @@ const char *dt_st_dtype_name(dt_dtype d) {
             return DT_ERR(DT_ERR_UNSUPPORTED, "safetensors needs a little-endian host"); \
     } while (0)
 
-/* Element count x size with overflow checks; returns 0 and sets *out, or -1. */
-static int tensor_bytes(dt_dtype dtype, int ndim, const int64_t *shape, uint64_t *out) {
+int dtst_tensor_bytes(dt_dtype dtype, int ndim, const int64_t *shape, uint64_t *out) {
     uint64_t n = dt_dtype_size(dtype);
     if (!n || ndim < 0 || ndim > DT_ST_MAX_DIMS) return -1;
     for (int d = 0; d < ndim; d++) {
@@ -46,7 +45,7 @@ static int tensor_bytes(dt_dtype dtype, int ndim, const int64_t *shape, uint64_t
 uint64_t dt_st_nbytes(const dt_st_info *t) {
     uint64_t n;
     if (!t) { DT_ERR(DT_ERR_INVALID, "NULL info"); return 0; }
-    if (tensor_bytes(t->dtype, t->ndim, t->shape, &n)) {
+    if (dtst_tensor_bytes(t->dtype, t->ndim, t->shape, &n)) {
         DT_ERR(DT_ERR_INVALID, "tensor '%s': invalid dtype/ndim/shape or size overflow", t->name ? t->name : "(null)");
         return 0;
     }
@@ -135,7 +134,7 @@ static int parse_tensor(const char *fname, const char *name, const json_t *v, st
         return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': data_offsets [%llu, %llu] end before begin", fname,
                       name, (unsigned long long)t->begin, (unsigned long long)t->end);
     uint64_t nb;
-    if (tensor_bytes(t->dtype, t->ndim, t->shape, &nb))
+    if (dtst_tensor_bytes(t->dtype, t->ndim, t->shape, &nb))
         return DT_ERR(DT_ERR_IO, "%s: tensor '" NAMEFMT "': shape size overflows", fname, name);
     if (nb != t->end - t->begin)
         return DT_ERR(DT_ERR_IO,
@@ -199,16 +198,8 @@ static int parse_image(dt_st_file *f, const unsigned char *buf, size_t len, uint
     }
     f->n = n;
     if (md) {
-        if (!json_is_object(md)) return DT_ERR(DT_ERR_IO, "%s: __metadata__ is not a JSON object", fname);
-        f->meta = malloc((json_object_size(md) ? json_object_size(md) : 1) * sizeof *f->meta);
-        if (!f->meta) return DT_ERR(DT_ERR_NOMEM, "%s: out of memory", fname);
-        json_object_foreach((json_t *)md, key, v) {
-            if (!json_is_string(v))
-                return DT_ERR(DT_ERR_IO, "%s: __metadata__ entry '" NAMEFMT "' is not a string", fname, key);
-            f->meta[f->nmeta].key = key;
-            f->meta[f->nmeta++].value = json_string_value(v);
-        }
-        dtst_sort_meta(f);
+        int rc = dtst_take_meta(f, md, DT_ERR_IO);
+        if (rc) return rc;
     }
     qsort(f->t, (size_t)n, sizeof *f->t, cmp_tensor_off);
     uint64_t expect = 0;
@@ -243,6 +234,22 @@ void dtst_sort_names(dt_st_file *f) {
 }
 
 void dtst_sort_meta(dt_st_file *f) { qsort(f->meta, (size_t)f->nmeta, sizeof *f->meta, cmp_meta); }
+
+int dtst_take_meta(dt_st_file *f, const json_t *md, int status) {
+    if (!json_is_object(md)) return DT_ERR(status, "%s: __metadata__ is not a JSON object", f->fname);
+    f->meta = malloc((json_object_size(md) ? json_object_size(md) : 1) * sizeof *f->meta);
+    if (!f->meta) return DT_ERR(DT_ERR_NOMEM, "%s: out of memory", f->fname);
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)md, key, v) {
+        if (!json_is_string(v))
+            return DT_ERR(status, "%s: __metadata__ entry '" NAMEFMT "' is not a string", f->fname, key);
+        f->meta[f->nmeta].key = key;
+        f->meta[f->nmeta++].value = json_string_value(v);
+    }
+    dtst_sort_meta(f);
+    return DT_OK;
+}
 
 dt_st_file *dtst_new_file(const char *fname) {
     dt_st_file *f = calloc(1, sizeof *f);
@@ -624,7 +631,7 @@ int dt_st_writer_open(const char *path, const dt_st_info *ts, int n, const char 
                         t->ndim, DT_ST_MAX_DIMS);
             goto fail;
         }
-        if (tensor_bytes(t->dtype, t->ndim, t->shape, &w->nb[i])) {
+        if (dtst_tensor_bytes(t->dtype, t->ndim, t->shape, &w->nb[i])) {
             rc = DT_ERR(DT_ERR_INVALID, "%s: tensor '" NAMEFMT "': negative dimension or size overflow", path, t->name);
             goto fail;
         }

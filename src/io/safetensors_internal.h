@@ -50,6 +50,13 @@ int dtst_open_view(const char *path, const dt_st_info *ts, const uint64_t *off, 
 /* path opened read-only as a file with no tensors yet (fd, file_size):
  * DT_ERR_IO naming it when it cannot be opened or is not a regular file. */
 int dtst_open_file(const char *path, dt_st_file **out);
+/* Element count x dtype size of a tensor, with overflow checks: 0 and *out,
+ * or -1 for an unknown dtype, ndim outside [0, DT_ST_MAX_DIMS], a negative
+ * dimension or an overflow. */
+int dtst_tensor_bytes(dt_dtype dtype, int ndim, const int64_t *shape, uint64_t *out);
+/* md, a JSON object of strings owned by f (f->doc), as f's metadata, sorted;
+ * `status` (naming f) when md is not an object or a value not a string. */
+int dtst_take_meta(dt_st_file *f, const json_t *md, int status);
 /* A file with no tensors, named fname (copied); NULL when out of memory. */
 dt_st_file *dtst_new_file(const char *fname);
 /* Sorts f->by_name (filled with 0..n-1 here) by tensor name, and f->meta by key. */

@@ -29,37 +29,11 @@ static int own_strings(dt_st_file *f, const dt_st_info *ts, int n, const char *m
     if (meta_json) {
         char err[256];
         meta = dtj_parse(meta_json, strlen(meta_json), err, sizeof err);
-        if (!json_is_object(meta)) {
-            json_decref(meta);
-            return DT_ERR(DT_ERR_INVALID, "%s: metadata is not a JSON object %s", f->fname, err);
-        }
+        if (!meta) return DT_ERR(DT_ERR_INVALID, "%s: metadata is not valid JSON %s", f->fname, err);
         if (json_object_set_new(f->doc, "meta", meta)) return DT_ERR(DT_ERR_NOMEM, "%s: out of memory", f->fname);
-        f->meta = malloc((json_object_size(meta) ? json_object_size(meta) : 1) * sizeof *f->meta);
-        if (!f->meta) return DT_ERR(DT_ERR_NOMEM, "%s: out of memory", f->fname);
-        const char *key;
-        json_t *v;
-        json_object_foreach(meta, key, v) {
-            if (!json_is_string(v)) return DT_ERR(DT_ERR_INVALID, "%s: metadata '" NAMEFMT "' is not a string", f->fname, key);
-            f->meta[f->nmeta].key = key;
-            f->meta[f->nmeta++].value = json_string_value(v);
-        }
-        dtst_sort_meta(f);
+        return dtst_take_meta(f, meta, DT_ERR_INVALID);
     }
     return DT_OK;
-}
-
-/* 1 when t's dtype, ndim and shape are valid and its byte size fits (*nb) */
-static int described(const dt_st_info *t, uint64_t *nb) {
-    if ((unsigned)t->dtype >= DT_NUM_DTYPES || t->ndim < 0 || t->ndim > DT_ST_MAX_DIMS) return 0;
-    uint64_t n = dt_dtype_size(t->dtype);
-    for (int d = 0; d < t->ndim; d++) {
-        if (t->shape[d] < 0) return 0;
-        uint64_t s = (uint64_t)t->shape[d];
-        if (s && n > UINT64_MAX / s) return 0;
-        n *= s;
-    }
-    *nb = n;
-    return 1;
 }
 
 static int view(dt_st_file *f, const dt_st_info *ts, const uint64_t *off, int n, const char *meta_json) {
@@ -71,7 +45,7 @@ static int view(dt_st_file *f, const dt_st_info *ts, const uint64_t *off, int n,
     for (int i = 0; !rc && i < n; i++) {
         st_tensor *t = &f->t[i];
         uint64_t nb = 0;
-        if (!described(&ts[i], &nb))
+        if (dtst_tensor_bytes(ts[i].dtype, ts[i].ndim, ts[i].shape, &nb))
             return DT_ERR(DT_ERR_INVALID, "%s: tensor '" NAMEFMT "': invalid dtype, ndim or shape, or its size overflows",
                           f->fname, t->name);
         if (off[i] < end)

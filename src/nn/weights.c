@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include "core/error.h"
 #include "dtrain/dtype.h"
+#include "io/fileio.h"
 #include "nn/weights_internal.h"
 
 #define PREFIX "transformer."
@@ -37,9 +38,8 @@ static int resolve(const char *path, char **file, int *index) {
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         static const char *const names[] = {"model.safetensors", "model.safetensors.index.json"};
         for (int k = 0; k < 2; k++) {
-            char *p = malloc(strlen(path) + strlen(names[k]) + 2);
+            char *p = ends_with(path, "/") ? dtio_cat(path, names[k]) : dtio_join(path, names[k]);
             if (!p) return DT_ERR(DT_ERR_NOMEM, "out of memory");
-            sprintf(p, "%s%s%s", path, ends_with(path, "/") ? "" : "/", names[k]);
             if (stat(p, &st) == 0) {
                 *file = p;
                 *index = k == 1;
@@ -50,8 +50,7 @@ static int resolve(const char *path, char **file, int *index) {
         return DT_ERR(DT_ERR_IO, "%s is a directory with neither model.safetensors nor model.safetensors.index.json",
                       path);
     }
-    if (!(*file = malloc(strlen(path) + 1))) return DT_ERR(DT_ERR_NOMEM, "out of memory");
-    memcpy(*file, path, strlen(path) + 1);
+    if (!(*file = dtio_cat(path, ""))) return DT_ERR(DT_ERR_NOMEM, "out of memory");
     *index = ends_with(path, ".json");
     return DT_OK;
 }

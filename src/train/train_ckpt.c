@@ -61,19 +61,34 @@ static int host_view(dt_trainer *t, const float *p, size_t n, const float **out,
 
 /* ---- consolidated model ---------------------------------------------------- */
 
-/* text into path atomically: a temporary beside it, fsync, rename, fsync of
- * the directory (the safetensors writer's promise, for config.json) */
-static int write_text_atomic(const char *path, const char *text) {
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), rc = DT_OK;
-    if (fd < 0) return DT_ERR(DT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    if (dtio_write_all(fd, text, strlen(text)) || fsync(fd)) rc = DT_ERR(DT_ERR_IO, "%s: %s", tmp, strerror(errno));
+/* A file that appears whole or not at all (the safetensors writer's promise,
+ * for config.json and llm.c's model file): atomic_create opens the
+ * temporary "<path>.tmp.<pid>" (its name in tmp) for writing; atomic_finish
+ * ends it: with rc == 0 fsync, close, rename into place and fsync of the
+ * directory, else close and remove the temporary. Returns rc or the first
+ * failure. */
+static int atomic_create(const char *path, char *tmp, size_t cap, int *fd) {
+    snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
+    *fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    return *fd < 0 ? DT_ERR(DT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno)) : DT_OK;
+}
+
+static int atomic_finish(int fd, const char *tmp, const char *path, int rc) {
+    if (!rc && fsync(fd)) rc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", tmp, strerror(errno));
     if (close(fd) && !rc) rc = DT_ERR(DT_ERR_IO, "%s: close: %s", tmp, strerror(errno));
     if (!rc && rename(tmp, path)) rc = DT_ERR(DT_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
     if (rc) unlink(tmp);
     else if (dtio_fsync_dir_of(path, 0)) rc = DT_ERR(DT_ERR_IO, "%s: fsync of the directory: %s", path, strerror(errno));
     return rc;
+}
+
+/* text into path atomically */
+static int write_text_atomic(const char *path, const char *text) {
+    char tmp[600];
+    int fd, rc = atomic_create(path, tmp, sizeof tmp, &fd);
+    if (rc) return rc;
+    if (dtio_write_all(fd, text, strlen(text))) rc = DT_ERR(DT_ERR_IO, "%s: %s", tmp, strerror(errno));
+    return atomic_finish(fd, tmp, path, rc);
 }
 
 /* The model's safetensors header: its names and shapes (Hugging Face's for
@@ -129,50 +144,45 @@ static void llmc_pack(const float *src, size_t n, uint64_t stored, int bf16, uns
  * and renamed into place */
 static int save_llmc(dt_trainer *t, const char *path, int bf16) {
     const int root = dt_comm_world_rank_of(t->comm, 0), me = t->ci.rank == 0, np = dt_model_num_slices(t->model);
+    const size_t es = bf16 ? 2 : 4;
     const dt_model_config *cfg = dt_model_get_config(t->model);
     unsigned char head[DT_WEIGHTS_LLMC_HEADER_BYTES];
-    uint64_t total = 0, off, stored, maxs = 0;
+    uint64_t total = 0, maxs = 0, *off = calloc((size_t)np, sizeof *off), *stored = calloc((size_t)np, sizeof *stored);
     size_t maxc = 0;
-    int rc = dt_weights_llmc_header(cfg, bf16, head, &total);
-    for (int i = 0; i < np && !rc; i++) {
+    int rc = off && stored ? dt_weights_llmc_header(cfg, bf16, head, &total) : DT_ERR(DT_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < np && !rc; i++) { /* where each slice goes, once */
         const dt_param_slice *sl = dt_model_slice(t->model, i);
-        rc = dt_weights_llmc_place(cfg, bf16, sl, &off, &stored);
+        rc = dt_weights_llmc_place(cfg, bf16, sl, &off[i], &stored[i]);
         if (sl->count > maxc) maxc = sl->count;
-        if (stored > maxs) maxs = stored;
+        if (stored[i] > maxs) maxs = stored[i];
     }
     char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     int fd = -1;
-    if (me && !rc) {
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0) rc = DT_ERR(DT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-        else if (dtio_pwrite_all(fd, head, sizeof head, 0) || ftruncate(fd, (off_t)total))
-            rc = DT_ERR(DT_ERR_IO, "%s: %s", tmp, strerror(errno));
-    }
+    if (me && !rc && !(rc = atomic_create(path, tmp, sizeof tmp, &fd)) &&
+        (dtio_pwrite_all(fd, head, sizeof head, 0) || ftruncate(fd, (off_t)total)))
+        rc = DT_ERR(DT_ERR_IO, "%s: %s", tmp, strerror(errno));
     rc = agree(t, rc);
     float *buf = rc ? NULL : malloc(sizeof(float) * (maxc ? maxc : 1));
-    unsigned char *out = rc || !me ? NULL : malloc((size_t)maxs * (bf16 ? 2 : 4) + 1);
+    unsigned char *out = rc || !me ? NULL : malloc((size_t)maxs * es + 1);
     if (!rc && (!buf || (me && !out))) rc = DT_ERR(DT_ERR_NOMEM, "out of memory");
     rc = agree_all(t, rc);
     int wrc = DT_OK;
     for (int i = 0; i < np && !rc; i++) {
         const dt_param_slice *sl = dt_model_slice(t->model, i);
         rc = dt_strategy_gather(t->st, sl->offset, sl->count, buf, root);
-        if (rc || !me || wrc || (wrc = dt_weights_llmc_place(cfg, bf16, sl, &off, &stored))) continue;
-        llmc_pack(buf, sl->count, stored, bf16, out);
-        if (dtio_pwrite_all(fd, out, (size_t)stored * (bf16 ? 2 : 4), off))
+        if (rc || !me || wrc) continue;
+        llmc_pack(buf, sl->count, stored[i], bf16, out);
+        if (dtio_pwrite_all(fd, out, (size_t)stored[i] * es, off[i]))
             wrc = DT_ERR(DT_ERR_IO, "%s: %s", tmp, strerror(errno));
     }
     if (fd >= 0) {
-        if (!rc && !wrc && fsync(fd)) wrc = DT_ERR(DT_ERR_IO, "%s: fsync: %s", tmp, strerror(errno));
-        if (close(fd) && !rc && !wrc) wrc = DT_ERR(DT_ERR_IO, "%s: close: %s", tmp, strerror(errno));
-        if (!rc && !wrc && rename(tmp, path))
-            wrc = DT_ERR(DT_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-        if (rc || wrc) unlink(tmp);
-        else if (dtio_fsync_dir_of(path, 0)) wrc = DT_ERR(DT_ERR_IO, "%s: fsync of the directory: %s", path, strerror(errno));
+        const int frc = atomic_finish(fd, tmp, path, rc ? rc : wrc);
+        if (!rc) wrc = frc;
     }
     free(buf);
     free(out);
+    free(off);
+    free(stored);
     if (rc) return rc;
     return agree(t, wrc);
 }

@@ -10,8 +10,10 @@
  *  - at sizes 1, 255, 256, 257, 100003 and 2^22 + 1 (more elements than the
  *    grid's threads: the grid-stride loop), into outputs poisoned beforehand,
  *    and nothing written past n (a poisoned guard after it).
- * Built twice (tests/gpu, tests/fakegpu: there the kernels run as their
- * twins, tests/fakegpu/twin_wire.c); skipped (77) without a device. */
+ * Built three times: tests/gpu; tests/fakegpu, where the kernels run as
+ * their twins (tests/fakegpu/twin_wire.c); and fakegpu_wire_kernels_emu,
+ * where they run as their own bodies compiled for the host
+ * (tests/fakegpu/emu). Skipped (77) without a device. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>

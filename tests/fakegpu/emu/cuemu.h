@@ -1,8 +1,8 @@
-/* tests/fakegpu/emu/cuemu.h - what a kernel file of src/nn/cuda or
- * src/optim/cuda needs to compile as host C++ (g++) so that its kernels'
- * OWN BODIES run on the CPU: force-included (-include) before the file,
- * which emu_transform.sh has copied with its launches' <<<...>>> removed and
- * its names prefixed (emu_dtk_*, emu_gpt_cuda_*).
+/* tests/fakegpu/emu/cuemu.h - what a kernel file of src/nn/cuda,
+ * src/optim/cuda or src/transport/nccl needs to compile as host C++ (g++)
+ * so that its kernels' OWN BODIES run on the CPU: force-included (-include)
+ * before the file, which emu_transform.sh has copied with its launches'
+ * <<<...>>> removed and its names prefixed (emu_dtk_*, emu_gpt_cuda_*, ...).
  *
  * Every CUDA thread of a block is a fiber (cuemu_sched.cc); a fiber runs
  * until it reaches __syncthreads() or a warp shuffle, where the scheduler
@@ -67,5 +67,7 @@ static inline unsigned atomicAdd(unsigned *p, unsigned v) {
     return o;
 }
 static inline int min(int a, int b) { return a < b ? a : b; }
+/* IEEE division, correctly rounded (the host's: SSE, no flush to zero) */
+static inline float __fdiv_rn(float a, float b) { return a / b; }
 
 #endif

@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include "testutil.h"
 #include "comm/comm_internal.h" /* dt_fnv1a */
 #include <ctype.h>
@@ -15,6 +16,35 @@ void dt_test_fail(const char *file, int line, const char *fmt, ...) {
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
+}
+
+static char g_tmpdir[256];
+
+const char *dt_test_tmpdir(const char *prefix) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_tmpdir, sizeof g_tmpdir, "%s/%sXXXXXX", tmp && *tmp ? tmp : "/tmp", prefix);
+    if (!mkdtemp(g_tmpdir)) {
+        perror(g_tmpdir);
+        g_tmpdir[0] = 0;
+        return NULL;
+    }
+    return g_tmpdir;
+}
+
+const char *dt_test_path(const char *name) {
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", g_tmpdir, name);
+    return buf[k];
+}
+
+void dt_test_tmpdir_remove(void) {
+    if (!g_tmpdir[0]) return;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmpdir);
+    g_tmpdir[0] = 0;
 }
 
 int dt_test_finish(const char *name) {

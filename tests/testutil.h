@@ -49,6 +49,16 @@ dt_comm *dt_test_solo_comm(void);
 int dt_test_same_on_all(uint64_t h, dt_comm *comm);
 int dt_test_same_bits(const void *buf, size_t bytes, dt_comm *comm);
 
+/* A fresh directory for a test's files: $TMPDIR (else /tmp)/<prefix>XXXXXX,
+ * made by mkdtemp. Returns its path (static storage, kept until
+ * dt_test_tmpdir_remove), or NULL after printing why it could not be made.
+ * dt_test_path(name) is "<dir>/<name>" in one of 4 rotating buffers (up to
+ * 4 results in use at once). dt_test_tmpdir_remove() deletes the directory
+ * and everything in it (rm -rf). One directory per process. */
+const char *dt_test_tmpdir(const char *prefix);
+const char *dt_test_path(const char *name);
+void dt_test_tmpdir_remove(void);
+
 /* Prints the summary line; returns 0 if nothing failed, 1 otherwise. */
 int dt_test_finish(const char *name);
 

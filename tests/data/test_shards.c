@@ -20,21 +20,13 @@
 #include "testutil.h"
 #include "dtrain/text.h"
 
-static char g_dir[256];
-
-static const char *path(const char *name) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
+static const char *g_dir; /* dt_test_tmpdir */
 
 /* A shard: header (magic, version, count as given), then n tokens first,
  * first + 1, ... (mod 50257), then `extra` bytes. */
 static void shard(const char *name, int32_t magic, int32_t version, int32_t count, int n, int first, int extra) {
     int32_t h[256] = {magic, version, count};
-    FILE *f = fopen(path(name), "wb");
+    FILE *f = fopen(dt_test_path(name), "wb");
     CHECK(f != NULL, "create %s", name);
     if (!f) return;
     fwrite(h, sizeof h, 1, f);
@@ -50,9 +42,9 @@ static void good(const char *name, int n, int first) { shard(name, 20240520, 1, 
 
 static void test_one_file(void) {
     good("one.bin", 1000, 50000); /* tokens 50000 .. 50256, then 0 .. 742 */
-    CHECK(dt_text_is_tokens(path("one.bin")) == 1, "a shard is tokens");
+    CHECK(dt_text_is_tokens(dt_test_path("one.bin")) == 1, "a shard is tokens");
     dt_text_dataset ds;
-    CHECK_OK(dt_text_load(path("one.bin"), 0.1, &ds));
+    CHECK_OK(dt_text_load(dt_test_path("one.bin"), 0.1, &ds));
     CHECK(ds.data == NULL && ds.shards != NULL && ds.vocab_size == 50257 && ds.nfiles == 1, "token dataset");
     CHECK(ds.size == 1000 && ds.train_size == 900, "split by position: %lld / %lld", (long long)ds.train_size,
           (long long)ds.size);
@@ -84,7 +76,7 @@ static void test_dir_and_glob(void) {
     good("fw/fineweb_val_000000.bin", 300, 1000);
     good("fw/fineweb_train_000002.bin", 200, 3000);
     good("fw/fineweb_train_000001.bin", 400, 2000);
-    FILE *f = fopen(path("fw/README.txt"), "w"); /* other files are ignored */
+    FILE *f = fopen(dt_test_path("fw/README.txt"), "w"); /* other files are ignored */
     if (f) {
         fputs("not a shard", f);
         fclose(f);
@@ -139,16 +131,16 @@ static void test_dir_and_glob(void) {
 }
 
 static void test_detect(void) {
-    FILE *f = fopen(path("text.bin"), "w"); /* named .bin, but text */
+    FILE *f = fopen(dt_test_path("text.bin"), "w"); /* named .bin, but text */
     if (f) {
         fputs("hello, world: some text named .bin", f);
         fclose(f);
     }
-    CHECK(dt_text_is_tokens(path("text.bin")) == 0, "a .bin file without the magic is a byte corpus");
-    CHECK(dt_text_is_tokens(path("missing")) == 0, "missing: not tokens (the loader reports it)");
+    CHECK(dt_text_is_tokens(dt_test_path("text.bin")) == 0, "a .bin file without the magic is a byte corpus");
+    CHECK(dt_text_is_tokens(dt_test_path("missing")) == 0, "missing: not tokens (the loader reports it)");
     CHECK_ERR(dt_text_is_tokens(NULL), DT_ERR_INVALID, "NULL");
     dt_text_dataset ds;
-    CHECK_OK(dt_text_load(path("text.bin"), 0.1, &ds));
+    CHECK_OK(dt_text_load(dt_test_path("text.bin"), 0.1, &ds));
     CHECK(ds.data != NULL && ds.vocab_size == 256, "read as bytes");
     dt_text_free(&ds);
 }
@@ -156,7 +148,7 @@ static void test_detect(void) {
 static void test_errors(void) {
     dt_text_dataset ds;
     shard("badmagic.bin", 20240520, 1, 10, 10, 0, 0);
-    FILE *f = fopen(path("badmagic.bin"), "r+b");
+    FILE *f = fopen(dt_test_path("badmagic.bin"), "r+b");
     if (f) { /* a corrupt magic, in a directory of shards */
         fputc(0x11, f);
         fclose(f);
@@ -169,39 +161,39 @@ static void test_errors(void) {
     CHECK_ERR(dt_text_load(d, 0.1, &ds), DT_ERR_IO, "b_train_2.bin is not an llm.c token shard: magic 20240521");
     CHECK(ds.shards == NULL && ds.size == 0, "zeroed on failure");
     shard("v2.bin", 20240520, 2, 10, 10, 0, 0);
-    CHECK_ERR(dt_text_load(path("v2.bin"), 0.1, &ds), DT_ERR_UNSUPPORTED, "v2.bin: version 2");
+    CHECK_ERR(dt_text_load(dt_test_path("v2.bin"), 0.1, &ds), DT_ERR_UNSUPPORTED, "v2.bin: version 2");
     shard("llama.bin", 20240801, 7, 10, 20, 0, 0);
-    CHECK_ERR(dt_text_load(path("llama.bin"), 0.1, &ds), DT_ERR_UNSUPPORTED, "llama.bin holds llm.c's llama-3 tokens");
+    CHECK_ERR(dt_text_load(dt_test_path("llama.bin"), 0.1, &ds), DT_ERR_UNSUPPORTED, "llama.bin holds llm.c's llama-3 tokens");
     shard("hellaswag.bin", 20240522, 1, 10, 10, 0, 0);
-    CHECK_ERR(dt_text_load(path("hellaswag.bin"), 0.1, &ds), DT_ERR_UNSUPPORTED, "an llm.c evaluation file");
+    CHECK_ERR(dt_text_load(dt_test_path("hellaswag.bin"), 0.1, &ds), DT_ERR_UNSUPPORTED, "an llm.c evaluation file");
     shard("zero.bin", 20240520, 1, 0, 0, 0, 0);
-    CHECK_ERR(dt_text_load(path("zero.bin"), 0.1, &ds), DT_ERR_IO, "zero.bin: its header counts 0 tokens");
+    CHECK_ERR(dt_text_load(dt_test_path("zero.bin"), 0.1, &ds), DT_ERR_IO, "zero.bin: its header counts 0 tokens");
     shard("neg.bin", 20240520, 1, -5, 0, 0, 0);
-    CHECK_ERR(dt_text_load(path("neg.bin"), 0.1, &ds), DT_ERR_IO, "counts -5 tokens");
+    CHECK_ERR(dt_text_load(dt_test_path("neg.bin"), 0.1, &ds), DT_ERR_IO, "counts -5 tokens");
     shard("trunc.bin", 20240520, 1, 100, 60, 0, 0);
-    CHECK_ERR(dt_text_load(path("trunc.bin"), 0.1, &ds), DT_ERR_IO,
+    CHECK_ERR(dt_text_load(dt_test_path("trunc.bin"), 0.1, &ds), DT_ERR_IO,
               "trunc.bin is truncated: its header counts 100 tokens (1224 bytes), the file has 1144 bytes (60 tokens)");
     shard("tail.bin", 20240520, 1, 100, 100, 0, 3);
-    CHECK_ERR(dt_text_load(path("tail.bin"), 0.1, &ds), DT_ERR_IO, "tail.bin is corrupt: 3 bytes after the 100 tokens");
-    f = fopen(path("short.bin"), "wb");
+    CHECK_ERR(dt_text_load(dt_test_path("tail.bin"), 0.1, &ds), DT_ERR_IO, "tail.bin is corrupt: 3 bytes after the 100 tokens");
+    f = fopen(dt_test_path("short.bin"), "wb");
     if (f) { /* the magic, then nothing */
         int32_t m = 20240520;
         fwrite(&m, 4, 1, f);
         fclose(f);
     }
-    CHECK_ERR(dt_text_load(path("short.bin"), 0.1, &ds), DT_ERR_IO, "short.bin is truncated: 4 bytes, shorter than");
+    CHECK_ERR(dt_text_load(dt_test_path("short.bin"), 0.1, &ds), DT_ERR_IO, "short.bin is truncated: 4 bytes, shorter than");
     good("tiny.bin", 1, 0);
-    CHECK_ERR(dt_text_load(path("tiny.bin"), 0.1, &ds), DT_ERR_INVALID, "too short: 1 tokens");
+    CHECK_ERR(dt_text_load(dt_test_path("tiny.bin"), 0.1, &ds), DT_ERR_INVALID, "too short: 1 tokens");
     /* a token outside GPT-2's vocabulary: found when its window is read */
     shard("oov.bin", 20240520, 1, 100, 100, 0, 0);
-    f = fopen(path("oov.bin"), "r+b");
+    f = fopen(dt_test_path("oov.bin"), "r+b");
     if (f) {
         uint16_t bad = 60000;
         fseek(f, 1024 + 2 * 40, SEEK_SET);
         fwrite(&bad, 2, 1, f);
         fclose(f);
     }
-    CHECK_OK(dt_text_load(path("oov.bin"), 0.1, &ds));
+    CHECK_OK(dt_text_load(dt_test_path("oov.bin"), 0.1, &ds));
     int32_t x[90], y[90];
     CHECK_ERR(dt_text_eval_batch(&ds, DT_TEXT_TRAIN, 89, 0, 1, x, y), DT_ERR_IO,
               "oov.bin: token 40 is 60000, outside the vocabulary of 50257");
@@ -223,18 +215,11 @@ static void test_errors(void) {
 }
 
 int main(void) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/dt_shards_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!(g_dir = dt_test_tmpdir("dt_shards_"))) return 1;
     test_one_file();
     test_dir_and_glob();
     test_detect();
     test_errors();
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    dt_test_tmpdir_remove();
     return dt_test_finish("data_shards");
 }

@@ -11,15 +11,7 @@
 #include "dtrain/safetensors.h"
 #include "testutil.h"
 
-static char g_dir[256];
-
-static char *path_of(const char *name) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
+static const char *g_dir; /* dt_test_tmpdir */
 
 static unsigned char *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -132,7 +124,7 @@ static const char *k_meta = "{\"format\": \"pt\", \"note\": \"line\\nbreak \\\"q
 static void test_roundtrip(void) {
     dt_st_info t[NT];
     fill_tensors(t);
-    const char *p = path_of("rt.safetensors");
+    const char *p = dt_test_path("rt.safetensors");
     dt_st_writer *w;
     CHECK_OK(dt_st_writer_open(p, t, NT, k_meta, &w));
     CHECK(count_entries("rt.safetensors.tmp.") == 1, "temporary file exists while writing");
@@ -166,7 +158,7 @@ static void test_roundtrip(void) {
     free(img);
 
     /* One-shot save, no metadata, and an empty file (no tensors). */
-    const char *p2 = path_of("save.safetensors");
+    const char *p2 = dt_test_path("save.safetensors");
     CHECK_OK(dt_st_save(p2, t, 3, NULL));
     CHECK_OK(dt_st_open(p2, &f));
     if (f) {
@@ -176,7 +168,7 @@ static void test_roundtrip(void) {
         CHECK(memcmp(b, b_f64, sizeof b) == 0, "save f64 data");
         dt_st_close(f);
     }
-    const char *p3 = path_of("none.safetensors");
+    const char *p3 = dt_test_path("none.safetensors");
     CHECK_OK(dt_st_save(p3, NULL, 0, NULL));
     CHECK_OK(dt_st_open(p3, &f));
     if (f) { CHECK(dt_st_num_tensors(f) == 0, "empty file"); dt_st_close(f); }
@@ -195,7 +187,7 @@ static void test_roundtrip(void) {
 static void test_writer_errors(void) {
     dt_st_info t[NT];
     fill_tensors(t);
-    const char *p = path_of("werr.safetensors");
+    const char *p = dt_test_path("werr.safetensors");
     dt_st_writer *w = NULL;
     dt_st_info d[2] = {t[0], t[0]};
     CHECK_ERR(dt_st_writer_open(p, d, 2, NULL, &w), DT_ERR_INVALID, "duplicate tensor name");
@@ -222,7 +214,7 @@ static void test_writer_errors(void) {
     CHECK_ERR(dt_st_writer_open(p, t, NT, "{\"a\": \"x\"", &w), DT_ERR_INVALID, "not valid JSON");
     CHECK_ERR(dt_st_writer_open(p, t, NT, "[]", &w), DT_ERR_INVALID, "JSON object");
     CHECK_ERR(dt_st_writer_open(NULL, t, NT, NULL, &w), DT_ERR_INVALID, "path");
-    CHECK_ERR(dt_st_writer_open(path_of("no/such/dir.safetensors"), t, NT, NULL, &w), DT_ERR_IO, "cannot create");
+    CHECK_ERR(dt_st_writer_open(dt_test_path("no/such/dir.safetensors"), t, NT, NULL, &w), DT_ERR_IO, "cannot create");
     CHECK(count_entries("werr") == 0, "no files left by failed opens");
 
     /* A previous good file survives an unfinished or aborted write. */
@@ -247,7 +239,7 @@ static void test_writer_errors(void) {
 typedef struct bad { const char *name, *header; size_t data; int st; const char *msg; } bad;
 
 static void expect_bad(const char *name, int st, const char *msg) {
-    const char *p = path_of(name);
+    const char *p = dt_test_path(name);
     dt_st_file *f = NULL;
     CHECK_ERR(dt_st_open(p, &f), st, msg);
     CHECK(f == NULL, "%s: no file object on error", name);
@@ -294,10 +286,10 @@ static void test_corrupt(void) {
         {"leading_zero.st", "{\"a\":{\"dtype\":\"F32\",\"shape\":[02],\"data_offsets\":[0,8]}}", 8, DT_ERR_IO, "column 30 (byte 30): invalid token near '0'"},
     };
     for (size_t k = 0; k < sizeof k_bad / sizeof *k_bad; k++) {
-        make_file(path_of(k_bad[k].name), k_bad[k].header, k_bad[k].data);
+        make_file(dt_test_path(k_bad[k].name), k_bad[k].header, k_bad[k].data);
         if (k_bad[k].st == 0) {
             dt_st_file *f;
-            CHECK_OK(dt_st_open(path_of(k_bad[k].name), &f));
+            CHECK_OK(dt_st_open(dt_test_path(k_bad[k].name), &f));
             dt_st_close(f);
         } else {
             expect_bad(k_bad[k].name, k_bad[k].st, k_bad[k].msg);
@@ -310,36 +302,36 @@ static void test_corrupt(void) {
     for (int i = 0; i < 1000; i++) deep[n++] = ']';
     deep[n++] = '}';
     deep[n] = '\0';
-    make_file(path_of("deep.st"), deep, 0);
+    make_file(dt_test_path("deep.st"), deep, 0);
     expect_bad("deep.st", DT_ERR_IO, "nesting deeper");
 
     /* Header length fields. */
     unsigned char b[64] = {0};
-    spit(path_of("short.st"), b, 5);
+    spit(dt_test_path("short.st"), b, 5);
     expect_bad("short.st", DT_ERR_IO, "truncated");
-    spit(path_of("zero.st"), b, 0);
+    spit(dt_test_path("zero.st"), b, 0);
     expect_bad("zero.st", DT_ERR_IO, "truncated");
     b[0] = 60; /* N = 60 > 64 - 8 */
-    spit(path_of("hlen.st"), b, 64);
+    spit(dt_test_path("hlen.st"), b, 64);
     expect_bad("hlen.st", DT_ERR_IO, "exceeds the file size");
     memset(b, 0, 8);
     b[5] = 1; /* N = 2^40 */
-    spit(path_of("hlen_huge.st"), b, 64);
+    spit(dt_test_path("hlen_huge.st"), b, 64);
     expect_bad("hlen_huge.st", DT_ERR_IO, "too large");
     memset(b, 0xFF, 8);
-    spit(path_of("hlen_max.st"), b, 64);
+    spit(dt_test_path("hlen_max.st"), b, 64);
     expect_bad("hlen_max.st", DT_ERR_IO, "too large");
     memset(b, 0, 8);
     b[0] = 1;
-    spit(path_of("hlen_small.st"), b, 64);
+    spit(dt_test_path("hlen_small.st"), b, 64);
     expect_bad("hlen_small.st", DT_ERR_IO, "too small");
-    CHECK_ERR(dt_st_open(path_of("does_not_exist.st"), &(dt_st_file *){NULL}), DT_ERR_IO, "does_not_exist.st");
+    CHECK_ERR(dt_st_open(dt_test_path("does_not_exist.st"), &(dt_st_file *){NULL}), DT_ERR_IO, "does_not_exist.st");
     CHECK_ERR(dt_st_open(g_dir, &(dt_st_file *){NULL}), DT_ERR_IO, "regular file");
 
     /* Truncating a real file at every length is refused cleanly. */
     dt_st_info t[NT];
     fill_tensors(t);
-    const char *p = path_of("trunc_src.st");
+    const char *p = dt_test_path("trunc_src.st");
     CHECK_OK(dt_st_save(p, t, NT, k_meta));
     size_t len;
     unsigned char *img = slurp(p, &len);
@@ -366,24 +358,11 @@ static void test_corrupt(void) {
     free(img);
 }
 
-static void rm_all(void) {
-    DIR *d = opendir(g_dir);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') continue;
-        unlink(path_of(e->d_name));
-    }
-    if (d) closedir(d);
-    rmdir(g_dir);
-}
-
 int main(void) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/dtst-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_dir)) { perror("mkdtemp"); return 1; }
+    if (!(g_dir = dt_test_tmpdir("dtst-"))) return 1;
     test_roundtrip();
     test_writer_errors();
     test_corrupt();
-    rm_all();
+    dt_test_tmpdir_remove();
     return dt_test_finish("ckpt_safetensors");
 }

@@ -13,18 +13,10 @@
 #include "dtrain/safetensors.h"
 #include "testutil.h"
 
-static char g_dir[256];
-
-static char *path_of(const char *name) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
+static const char *g_dir; /* dt_test_tmpdir */
 
 static void put(const char *name, const char *text) {
-    FILE *f = fopen(path_of(name), "w");
+    FILE *f = fopen(dt_test_path(name), "w");
     CHECK(f != NULL, "create %s", name);
     if (!f) return;
     fputs(text, f);
@@ -46,8 +38,8 @@ static void write_shards(const char *meta2, const char *extra) {
         {.name = extra, .dtype = DT_F32, .ndim = 1, .shape = {1}, .data = g_a},
     };
     dt_st_info two[1] = {{.name = "b", .dtype = DT_I64, .ndim = 1, .shape = {4}, .data = g_b}};
-    CHECK_OK(dt_st_save(path_of(S1), one, extra ? 3 : 2, "{\"format\":\"pt\"}"));
-    CHECK_OK(dt_st_save(path_of(S2), two, 1, meta2));
+    CHECK_OK(dt_st_save(dt_test_path(S1), one, extra ? 3 : 2, "{\"format\":\"pt\"}"));
+    CHECK_OK(dt_st_save(dt_test_path(S2), two, 1, meta2));
 }
 
 #define INDEX(map) "{\"metadata\": {\"total_size\": 58}, \"weight_map\": {" map "}}"
@@ -57,7 +49,7 @@ static void test_read(void) {
     write_shards("{\"format\":\"pt\",\"producer\":\"test\"}", NULL);
     put("model.safetensors.index.json", INDEX(GOOD_MAP));
     dt_st_file *f = NULL;
-    CHECK_OK(dt_st_open_index(path_of("model.safetensors.index.json"), &f));
+    CHECK_OK(dt_st_open_index(dt_test_path("model.safetensors.index.json"), &f));
     if (!f) return;
     CHECK(dt_st_num_tensors(f) == 3, "3 tensors, got %d", dt_st_num_tensors(f));
     /* numbered shard by shard, each in its data order: a, c (shard 1), b (shard 2) */
@@ -76,7 +68,7 @@ static void test_read(void) {
           "a: F32 [2, 3], 24 bytes");
     /* the offset is within the shard: as dt_st_open of the shard says */
     dt_st_file *s1 = NULL;
-    CHECK_OK(dt_st_open(path_of(S1), &s1));
+    CHECK_OK(dt_st_open(dt_test_path(S1), &s1));
     uint64_t off1 = 1;
     CHECK_OK(dt_st_tensor_info(s1, dt_st_find(s1, "a"), &in, NULL, &off1));
     CHECK(off == off1, "a's offset %llu is the shard's %llu", (unsigned long long)off, (unsigned long long)off1);
@@ -112,7 +104,7 @@ static void test_read(void) {
 static void refused(const char *index, const char *msg1, const char *msg2) {
     put("bad.index.json", index);
     dt_st_file *f = NULL;
-    int rc = dt_st_open_index(path_of("bad.index.json"), &f);
+    int rc = dt_st_open_index(dt_test_path("bad.index.json"), &f);
     CHECK(rc == DT_ERR_IO && !f && strstr(dt_last_error(), "bad.index.json") && strstr(dt_last_error(), msg1) &&
               (!msg2 || strstr(dt_last_error(), msg2)),
           "%s: rc %d, '%s' (want '%s'%s%s)", index, rc, dt_last_error(), msg1, msg2 ? ", " : "", msg2 ? msg2 : "");
@@ -150,22 +142,15 @@ static void test_refusals(void) {
     /* not a file */
     dt_st_file *f = NULL;
     CHECK_ERR(dt_st_open_index(g_dir, &f), DT_ERR_IO, "cannot read");
-    CHECK_ERR(dt_st_open_index(path_of("nothing.json"), &f), DT_ERR_IO, "nothing.json: cannot read");
+    CHECK_ERR(dt_st_open_index(dt_test_path("nothing.json"), &f), DT_ERR_IO, "nothing.json: cannot read");
     CHECK_ERR(dt_st_open_index(NULL, &f), DT_ERR_INVALID, "NULL");
     CHECK_ERR(dt_st_open_index("x.json", NULL), DT_ERR_INVALID, "NULL");
 }
 
 int main(void) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/dt_st_index_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!(g_dir = dt_test_tmpdir("dt_st_index_"))) return 1;
     test_read();
     test_refusals();
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    dt_test_tmpdir_remove();
     return dt_test_finish("test_st_index");
 }

@@ -30,15 +30,7 @@
 #define T 8
 #define V 40
 
-static char g_dir[256];
-
-static const char *path(const char *name) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
+static const char *g_dir; /* dt_test_tmpdir */
 
 static dt_model *gpt(uint64_t seed, int block) {
     dt_model_config c;
@@ -365,10 +357,10 @@ static void test_not_gpt(void) {
     CHECK(rc == DT_ERR_MISMATCH && strstr(dt_last_error(), "shape [4, 4]: neither [3C, C] (torch.nn.Linear) nor [C, 3C]"),
           "c_attn of neither layout: %s", dt_last_error());
     /* not a safetensors file; missing; bad arguments */
-    put(path("garbage.safetensors"), "this is not safetensors");
+    put(dt_test_path("garbage.safetensors"), "this is not safetensors");
     dt_weights *w = NULL;
-    CHECK_ERR(dt_weights_open(path("garbage.safetensors"), &w), DT_ERR_IO, "garbage.safetensors");
-    CHECK_ERR(dt_weights_open(path("missing.safetensors"), &w), DT_ERR_IO, "missing.safetensors");
+    CHECK_ERR(dt_weights_open(dt_test_path("garbage.safetensors"), &w), DT_ERR_IO, "garbage.safetensors");
+    CHECK_ERR(dt_weights_open(dt_test_path("missing.safetensors"), &w), DT_ERR_IO, "missing.safetensors");
     CHECK_ERR(dt_weights_open(NULL, &w), DT_ERR_INVALID, "NULL");
     CHECK_ERR(dt_weights_gpt_arch(NULL, NULL), DT_ERR_INVALID, "NULL");
     CHECK_ERR(dt_weights_read(NULL, NULL, NULL, NULL), DT_ERR_INVALID, "NULL");
@@ -394,7 +386,7 @@ static void test_sequential(void) {
                              .data = (i < np ? dt_model_params(a) : dt_model_buffers(a)) + sl->offset};
         for (int d = 0; d < sl->ndim; d++) ts[i].shape[d] = sl->shape[d];
     }
-    const char *f = path("lenet.safetensors");
+    const char *f = dt_test_path("lenet.safetensors");
     CHECK_OK(dt_st_save(f, ts, np + nb, NULL));
     dt_weights *w = NULL;
     CHECK_OK(dt_weights_open(f, &w));
@@ -430,7 +422,7 @@ static void test_sequential(void) {
         ts[i] = (dt_st_info){.name = sl->name, .dtype = DT_F32, .ndim = sl->ndim, .data = dt_model_params(m1) + sl->offset};
         for (int d = 0; d < sl->ndim; d++) ts[i].shape[d] = sl->shape[d];
     }
-    f = path("mlp.safetensors");
+    f = dt_test_path("mlp.safetensors");
     CHECK_OK(dt_st_save(f, ts, dt_model_num_slices(m1), NULL));
     CHECK_OK(dt_weights_open(f, &w));
     p = calloc(dt_model_num_params(m2), sizeof(float));
@@ -547,29 +539,29 @@ static void test_sharded(dt_model *m) {
     snprintf(from, sizeof from, "%s", single);
     write_sharded(from, "hf_sharded", cfg, NULL);
     int rc;
-    dt_weights_gpt a = arch_of(path("hf_sharded"), &rc);
+    dt_weights_gpt a = arch_of(dt_test_path("hf_sharded"), &rc);
     CHECK(!rc && a.conv1d && a.prefixed && a.has_config && a.n_head == NH && a.n_layer == L,
           "the sharded folder's sizes (rc %d: %s)", rc, dt_last_error());
-    CHECK(reads_back(path("hf_sharded"), m, NULL), "a sharded folder reads back bit for bit");
-    CHECK(reads_back(path("hf_sharded/model.safetensors.index.json"), m, NULL), "its index reads back bit for bit");
-    CHECK(reads_back(path("hf_single"), m, NULL), "a folder with model.safetensors reads back bit for bit");
+    CHECK(reads_back(dt_test_path("hf_sharded"), m, NULL), "a sharded folder reads back bit for bit");
+    CHECK(reads_back(dt_test_path("hf_sharded/model.safetensors.index.json"), m, NULL), "its index reads back bit for bit");
+    CHECK(reads_back(dt_test_path("hf_single"), m, NULL), "a folder with model.safetensors reads back bit for bit");
     char slash[600];
-    snprintf(slash, sizeof slash, "%s/", path("hf_single"));
+    snprintf(slash, sizeof slash, "%s/", dt_test_path("hf_single"));
     CHECK(reads_back(slash, m, NULL), "the folder with a trailing slash");
     dt_weights *w = NULL;
-    CHECK_OK(dt_weights_open(path("hf_sharded"), &w));
-    CHECK(w && strcmp(dt_weights_path(w), path("hf_sharded/model.safetensors.index.json")) == 0,
+    CHECK_OK(dt_weights_open(dt_test_path("hf_sharded"), &w));
+    CHECK(w && strcmp(dt_weights_path(w), dt_test_path("hf_sharded/model.safetensors.index.json")) == 0,
           "dt_weights_path names the index in the folder: %s", dt_weights_path(w));
     dt_weights_close(w);
     /* a parameter in neither the index nor the shards */
     write_sharded(from, "hf_dropped", NULL, "transformer.h.1.mlp.c_fc.bias");
-    reads_back(path("hf_dropped"), m, &rc);
+    reads_back(dt_test_path("hf_dropped"), m, &rc);
     CHECK(rc == DT_ERR_MISMATCH && strstr(dt_last_error(), "hf_dropped/model.safetensors.index.json has no tensor "
                                                           "transformer.h.1.mlp.c_fc.bias"),
           "a parameter missing from the shards: %s", dt_last_error());
     /* a folder with neither */
-    mkdir(path("empty"), 0755);
-    CHECK_ERR(dt_weights_open(path("empty"), &w), DT_ERR_IO, "neither model.safetensors nor model.safetensors.index.json");
+    mkdir(dt_test_path("empty"), 0755);
+    CHECK_ERR(dt_weights_open(dt_test_path("empty"), &w), DT_ERR_IO, "neither model.safetensors nor model.safetensors.index.json");
 }
 
 /* llm.c's model file of m (train_gpt2.py's write_model): version 3 (float32)
@@ -620,7 +612,7 @@ static void write_llmc(const char *file, dt_model *m, int version, int Vp, int p
 
 /* llm.c's model files: gpt2_124M.bin's format at this test's sizes */
 static void test_llmc(dt_model *m) {
-    const char *f = path("model_llmc.bin");
+    const char *f = dt_test_path("model_llmc.bin");
     write_llmc(f, m, 3, 128, 7, NULL, 0); /* the padding rows are not read: 7s there */
     int rc;
     dt_weights_gpt a = arch_of(f, &rc);
@@ -630,7 +622,7 @@ static void test_llmc(dt_model *m) {
     write_llmc(f, m, 3, V, 0, NULL, 0);
     CHECK(reads_back(f, m, NULL), "an unpadded vocabulary (Vp = V)");
     /* bfloat16 (version 5): the rounded values */
-    const char *fb = path("model_llmc_bf16.bin");
+    const char *fb = dt_test_path("model_llmc_bf16.bin");
     write_llmc(fb, m, 5, 128, 0, NULL, 0);
     dt_model *r = gpt(7, T);
     float *p = dt_model_params(r);
@@ -674,12 +666,7 @@ static void test_llmc(dt_model *m) {
 }
 
 int main(void) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/dt_weights_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!(g_dir = dt_test_tmpdir("dt_weights_"))) return 1;
     dt_model *m = gpt(7, T);
     test_producers(m);
     test_refusals(m);
@@ -700,8 +687,6 @@ int main(void) {
           "wpe of 16 rows into 8: %s", dt_last_error());
     dt_model_free(m16);
     dt_model_free(m);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    dt_test_tmpdir_remove();
     return dt_test_finish("test_weights");
 }

@@ -267,6 +267,30 @@ static cublasStatus_t problem_init(problem *p, cublasLtMatmulDesc_t desc, cublas
 
 /* ---- the heuristic: one algorithm for everything supported ---------------------------------- */
 
+/* DTRAIN_FAKEGPU_LT_NOALGO (fakegpu.h): whether p is one the heuristic is
+ * told to find no algorithm for; *as_status: refuse with
+ * CUBLAS_STATUS_NOT_SUPPORTED rather than a count of 0 */
+static _Atomic long g_refused;
+long fk_lt_refused(void) { return g_refused; }
+
+static int has_token(const char *list, const char *tok) {
+    const size_t n = strlen(tok);
+    for (const char *s = list; (s = strstr(s, tok)) != NULL; s += n)
+        if ((s == list || s[-1] == ',') && (s[n] == '\0' || s[n] == ','))
+            return 1;
+    return 0;
+}
+
+static int told_to_refuse(const problem *p, int *as_status) {
+    const char *v = getenv("DTRAIN_FAKEGPU_LT_NOALGO");
+    if (!v || !*v) return 0;
+    const int gelu_aux = (p->what & E_GELU) && (p->what & E_AUX_OUT);
+    const int bf16_f32 = p->a.l.type == CUDA_R_16BF && p->dd.l.type == CUDA_R_32F;
+    if (!(gelu_aux && has_token(v, "gelu_aux")) && !(bf16_f32 && has_token(v, "bf16_f32"))) return 0;
+    *as_status = has_token(v, "status");
+    return 1;
+}
+
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t desc,
                                               cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
                                               cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D,
@@ -285,6 +309,11 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     problem p;
     cublasStatus_t st = problem_init(&p, desc, A, B, C, D, who);
     if (st != CUBLAS_STATUS_SUCCESS) return st;
+    int as_status = 0;
+    if (told_to_refuse(&p, &as_status)) {
+        g_refused++;
+        return as_status ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS;
+    }
     memset(&results[0], 0, sizeof results[0]);
     results[0].algo.data[0] = FK_LT_ALGO;
     results[0].workspaceSize = 0;

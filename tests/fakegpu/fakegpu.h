@@ -39,6 +39,15 @@
  *   DTRAIN_FAKEGPU_FAIL      "RANK:N": the world communicator of rank RANK
  *                            reports an asynchronous error (ncclSystemError)
  *                            after its N-th collective call
+ *   DTRAIN_FAKEGPU_LT_NOALGO cuBLASLt problems the heuristic finds no
+ *                            algorithm for, as a real library may: a
+ *                            comma-separated list of gelu_aux (the GELU
+ *                            epilogues that keep their input in aux),
+ *                            bf16_f32 (bf16 A and B with an f32 D); with
+ *                            `status` in the list the refusal is
+ *                            CUBLAS_STATUS_NOT_SUPPORTED, else success with
+ *                            a count of 0 (cuBLASLt documents both). Read at
+ *                            each heuristic call; fk_lt_refused() counts them.
  */
 #ifndef DT_FAKEGPU_H
 #define DT_FAKEGPU_H
@@ -118,6 +127,9 @@ int fk_calls_snapshot(fk_call *out, int cap);
  * (returns how many); total[FK_LIB_N] (if not NULL): the calls of each
  * library. */
 long fk_calls_since(const fk_call *before, int nbefore, fk_call *out, int cap, long *total);
+/* The cuBLASLt heuristic calls refused so far as DTRAIN_FAKEGPU_LT_NOALGO
+ * asked (process-wide). */
+long fk_lt_refused(void);
 
 /* ---- kernels: launches run their CPU twins ---------------------------------------
  * nvcc compiles a launch `k<<<grid, block, shmem, stream>>>(args)` into calls

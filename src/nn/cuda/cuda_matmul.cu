@@ -48,6 +48,7 @@ static unsigned align_of(const void *p, long long stride, size_t es) {
 }
 
 static size_t type_size(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
+static const char *type_name(cudaDataType_t t) { return t == CUDA_R_32F ? "f32" : "bf16"; }
 
 static void plan_drop(struct lt_plan *p) {
     if (!p->used) return;
@@ -142,12 +143,15 @@ static int plan_make(gpt_be *be, struct lt_plan *p, const lt_key *k, const gpt_l
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulAlgoGetHeuristic(be->lt, p->desc, p->la, p->lb, p->lc, p->ld, pref, 1, &h, &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    LT(st, "cublasLtMatmulAlgoGetHeuristic");
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) found = 0; /* the library's other way of saying "none" */
+    else LT(st, "cublasLtMatmulAlgoGetHeuristic");
     if (found < 1) {
         plan_drop(p);
         return dt_error(DT_ERR_UNSUPPORTED, "cublasLtMatmulAlgoGetHeuristic",
-                        "%s: no algorithm for m=%d n=%d k=%d (epilogue %u, batch %d)", name, k->m, k->n, k->k,
-                        k->epi, k->batch);
+                        "%s: no algorithm for %s x %s -> %s, m=%d n=%d k=%d (epilogue %u, batch %d; alignment of "
+                        "A %u, B %u, C %u, D %u bytes)",
+                        name, type_name(ab), type_name(ab), type_name(dt), k->m, k->n, k->k, k->epi, k->batch,
+                        k->align[0], k->align[1], k->align[2], k->align[3]);
     }
     p->algo = h.algo;
     return DT_OK;

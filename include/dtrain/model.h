@@ -324,7 +324,11 @@ int dt_model_set_layer_grads(dt_model *m, int layer, float *ptr);
  * (grads != 0) buffer, for ZeRO stages that keep only shards: afterwards
  * dt_model_params/dt_model_grads return NULL and every layer with parameters
  * must be redirected (dt_model_set_layer_params/grads) before a pass touches
- * it; dt_model_zero_grad must not be used for released gradients. */
+ * it; dt_model_zero_grad must not be used for released gradients. A bf16
+ * gpt keeps its bf16 copy of the parameters one layer at a time from then
+ * on (dt_model_compute_copy_bytes); a device that cannot hold that layer's
+ * copy: DT_ERR_NOMEM naming it (the parameters are released all the same,
+ * the whole copy kept). */
 int dt_model_release_flat(dt_model *m, int params, int grads);
 /* Move the flat gradient buffer into caller memory: grads must hold
  * num_params floats (e.g. from dt_comm_alloc_shared, so that data-parallel
@@ -343,6 +347,13 @@ int dt_model_use_grad_buffer(dt_model *m, float *grads);
 int dt_model_device(const dt_model *m);
 int dt_model_precision(const dt_model *m);
 void *dt_model_stream(const dt_model *m);
+/* Bytes of the copy of the parameters in the compute precision the model
+ * keeps besides its f32 parameters (model memory): DT_PRECISION_BF16's gpt
+ * keeps 2 B per parameter, or, once dt_model_release_flat released its
+ * parameters (ZeRO-3), one layer's worth (the largest layer's), re-cast
+ * from the layer's current parameters at each use: then *per_layer is set
+ * to 1 (else 0; per_layer may be NULL). 0 for an f32 model and for NULL. */
+size_t dt_model_compute_copy_bytes(const dt_model *m, int *per_layer);
 /* Copy n floats between the host and the model's memory (its flat buffers,
  * or memory of its place such as redirected layers): host memory for a CPU
  * model (a memcpy), device memory for a device model (in stream order;

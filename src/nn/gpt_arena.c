@@ -25,6 +25,7 @@ int gpt_fail(int rc, const char *fmt, ...) {
 void *gpt_wgt(dt_model *m, int u) {
     const dt_gpt *g = gpt_ofc(m);
     if (g->prec == GPT_F32) return dtm_params(m, u);
+    if (!g->wc) return g->wslot; /* one unit at a time */
     return (char *)g->wc + m->units[u].param_off * g->es;
 }
 
@@ -32,8 +33,44 @@ int gpt_cast_unit(dt_model *m, int u) {
     dt_gpt *g = gpt_of(m);
     const dt_unit *U = &m->units[u];
     if (g->prec == GPT_F32 || !U->param_count) return DT_OK;
+    g->wslot_unit = -1;
     int rc = g->K->cast(g->be, gpt_wgt(m, u), dtm_params(m, u), U->param_count);
-    return rc ? gpt_fail(rc, "%s: the bf16 copy of its parameters", U->name) : DT_OK;
+    if (rc) return gpt_fail(rc, "%s: the bf16 copy of its parameters", U->name);
+    if (!g->wc) g->wslot_unit = u;
+    return DT_OK;
+}
+
+int gpt_use_unit(dt_model *m, int u) {
+    const dt_gpt *g = gpt_ofc(m);
+    if (g->prec == GPT_F32 || g->wc || g->wslot_unit == u) return DT_OK;
+    if (m->units[u].param_count && !dtm_params(m, u))
+        return DT_ERR(DT_ERR_STATE, "layer %d (%s) has no resident parameters", u, m->units[u].name);
+    return gpt_cast_unit(m, u);
+}
+
+int gpt_params_released(dt_model *m) {
+    dt_gpt *g = gpt_of(m);
+    if (g->prec == GPT_F32 || !g->wc) return DT_OK;
+    size_t most = 0;
+    for (int u = 0; u < m->nlayers; u++)
+        if (m->units[u].param_count > most) most = m->units[u].param_count;
+    void *slot = NULL;
+    int rc = g->K->alloc(g->be, most * g->es, "the bf16 copy of one layer's parameters", &slot);
+    if (rc) return gpt_fail(rc, "ZeRO-3's layer-by-layer bf16 copy");
+    g->K->free(g->be, g->wc);
+    g->wc = NULL;
+    g->wslot = slot;
+    g->wslot_bytes = most * g->es;
+    g->wslot_unit = -1;
+    return DT_OK;
+}
+
+size_t gpt_compute_copy_bytes(const dt_model *m, int *per_layer) {
+    const dt_gpt *g = gpt_ofc(m);
+    if (g->prec == GPT_F32) return 0;
+    if (g->wc) return m->nparams * g->es;
+    if (per_layer) *per_layer = 1;
+    return g->wslot_bytes;
 }
 
 /* ---- the arena ----------------------------------------------------------------------------- */

@@ -90,8 +90,26 @@ static int32_t pick(const float *logits, int V, float temperature, dt_rng *rng) 
     return best; /* r == sum after rounding: the largest */
 }
 
+static int generate(dt_model *m, const int32_t *prompt, int prompt_len, int n_new, float temperature,
+                    uint64_t seed, int32_t *out);
+
+/* Generation reads every unit at every token: with the bf16 copy kept one
+ * unit at a time (ZeRO-3), a whole copy while it runs. */
 int gpt_generate(dt_model *m, const int32_t *prompt, int prompt_len, int n_new,
                  float temperature, uint64_t seed, int32_t *out) {
+    dt_gpt *g = gpt_of(m);
+    if (g->prec == GPT_F32 || g->wc || n_new == 0) return generate(m, prompt, prompt_len, n_new, temperature, seed, out);
+    int rc = K->alloc(BE, m->nparams * g->es, "the bf16 copy of the parameters for generation", &g->wc);
+    if (rc) return gpt_fail(rc, "generation");
+    rc = generate(m, prompt, prompt_len, n_new, temperature, seed, out);
+    K->free(BE, g->wc);
+    g->wc = NULL;
+    g->wslot_unit = -1;
+    return rc;
+}
+
+static int generate(dt_model *m, const int32_t *prompt, int prompt_len, int n_new, float temperature,
+                    uint64_t seed, int32_t *out) {
     dt_gpt *g = gpt_of(m);
     const int C = g->C, maxT = g->maxT;
     for (int u = 0; u < m->nlayers; u++)

@@ -196,7 +196,12 @@ typedef struct dt_gpt {
     int prec;                /* gpt_prec */
     size_t es;               /* bytes of an activation / compute-precision weight */
     void *wc;                /* GPT_BF16: [P] the parameters in bf16, cast per unit at
-                                its forward; NULL for GPT_F32 (the f32 parameters) */
+                                its forward; NULL for GPT_F32 (the f32 parameters)
+                                and once the parameters are released (ZeRO-3): */
+    void *wslot;             /* then [largest unit] one unit's parameters in bf16,
+                                cast at each use (gpt_use_unit) */
+    size_t wslot_bytes;
+    int wslot_unit;          /* the unit wslot holds (-1: none) */
     /* the arena, laid out for (bmax, tmax, arena_recompute) */
     int bmax, tmax, arena_recompute;
     void *arena;             /* backend memory */
@@ -257,6 +262,14 @@ void *gpt_wgt(dt_model *m, int u);
 /* GPT_BF16: cast unit u's current f32 parameters into the bf16 copy (no-op
  * for GPT_F32 and for units without parameters). */
 int gpt_cast_unit(dt_model *m, int u);
+/* Before a use of unit u's compute-precision parameters after its forward
+ * (backward, the tied head): with the one-unit copy (wslot), cast them again
+ * unless it holds u's; a no-op otherwise (the forward's cast holds). */
+int gpt_use_unit(dt_model *m, int u);
+/* The model's flat parameters were released (ZeRO-3): the bf16 copy goes
+ * from all units to one unit at a time (gpt_arena.c). */
+int gpt_params_released(dt_model *m);
+size_t gpt_compute_copy_bytes(const dt_model *m, int *per_layer);
 
 /* Make the arena fit (B, T) with the current recompute setting. */
 int gpt_ensure_arena(dt_model *m, int B, int T);

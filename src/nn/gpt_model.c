@@ -240,6 +240,7 @@ static void gpt_free(void *impl) {
     gpt_free_arena(g);
     if (g->K) {
         g->K->free(g->be, g->wc);
+        g->K->free(g->be, g->wslot);
         g->K->close(g->be);
     }
     free(g->logp);
@@ -270,4 +271,6 @@ const dtm_family dt_family_gpt = {
     .set_recompute = gpt_set_recompute,
     .activation_bytes = gpt_activation_bytes,
     .generate = gpt_generate,
+    .params_released = gpt_params_released,
+    .compute_copy_bytes = gpt_compute_copy_bytes,
 };

@@ -129,10 +129,11 @@ int gpt_forward(dt_model *m, const void *x, const int32_t *labels, int B, int T,
     DTM_HOOK(m, post_forward, uf);
 
     /* the tied head reads wte through its owner's current pointer (cast by
-     * the owner's forward: the values are the owner's) */
+     * the owner's forward: the values are the owner's; cast again if the
+     * bf16 copy is one unit's) */
     const int uh = GPT_UNIT_HEAD(L);
     DTM_HOOK(m, pre_forward, uh);
-    if ((rc = need_params(m, GPT_UNIT_EMBED))) return rc;
+    if ((rc = need_params(m, GPT_UNIT_EMBED)) || (rc = gpt_use_unit(m, GPT_UNIT_EMBED))) return rc;
     if ((rc = K->matmul_forward(BE, g->logits, NULL, g->lnf, gpt_wgt(m, GPT_UNIT_EMBED), NULL, N, C, V, g->Vp)))
         return gpt_fail(rc, "lm_head forward");
     DTM_HOOK(m, post_forward, uh);
@@ -159,6 +160,7 @@ int gpt_backward(dt_model *m, float scale) {
      * (the owner's current gradient pointer: see SHARED PARAMETERS) */
     const int uh = GPT_UNIT_HEAD(L);
     DTM_HOOK(m, pre_backward, uh);
+    if ((rc = gpt_use_unit(m, GPT_UNIT_EMBED))) return rc;
     if ((rc = K->matmul_backward(BE, g->dln, dtm_grads(m, GPT_UNIT_EMBED), NULL, g->logits, g->lnf,
                                  gpt_wgt(m, GPT_UNIT_EMBED), N, C, V, g->Vp)))
         return gpt_fail(rc, "lm_head backward");
@@ -166,6 +168,7 @@ int gpt_backward(dt_model *m, float scale) {
 
     const int uf = GPT_UNIT_LNF(L);
     DTM_HOOK(m, pre_backward, uf);
+    if ((rc = gpt_use_unit(m, uf))) return rc;
     const void *F = gpt_wgt(m, uf);
     float *dF = dtm_grads(m, uf);
     if ((rc = K->zero(BE, g->dres, (size_t)N * (size_t)C * g->es)) ||
@@ -177,6 +180,7 @@ int gpt_backward(dt_model *m, float scale) {
     for (int l = L - 1; l >= 0; l--) {
         const int u = GPT_UNIT_BLOCK(l);
         DTM_HOOK(m, pre_backward, u);
+        if ((rc = gpt_use_unit(m, u))) return rc;
         gpt_block_params p, gp;
         gpt_block_params_at(&p, gpt_wgt(m, u), g->es, C);
         gpt_block_params_at(&gp, dtm_grads(m, u), sizeof(float), C);

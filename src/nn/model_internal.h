@@ -98,6 +98,15 @@ struct dtm_family {
     int (*activation_bytes)(const dt_model *m, int B, int T, int recompute, size_t *bytes);
     int (*generate)(dt_model *m, const int32_t *prompt, int prompt_len, int n_new,
                     float temperature, uint64_t seed, int32_t *out);
+    /* Optional: the model's flat parameters were released (ZeRO-3: every
+     * layer is redirected before a pass); a family keeping a copy of them
+     * in another precision may now keep it layer by layer. A failure leaves
+     * the model as it was (the parameters released). */
+    int (*params_released)(dt_model *m);
+    /* Optional (NULL: none): the bytes of the compute-precision copy of the
+     * parameters the model keeps, and whether it is one layer's (*per_layer
+     * 1: re-cast at each use) rather than all of them. */
+    size_t (*compute_copy_bytes)(const dt_model *m, int *per_layer);
 };
 
 /* The model's memory (model_mem.c): host memory, or the family's through

@@ -40,6 +40,10 @@ int dtm_buf_copy(dt_model *m, float *dst, const float *src, size_t n) {
 
 int dt_model_device(const dt_model *m) { return m ? m->cfg.device : DT_DEVICE_CPU; }
 int dt_model_precision(const dt_model *m) { return m ? m->cfg.precision : DT_PRECISION_FP32; }
+size_t dt_model_compute_copy_bytes(const dt_model *m, int *per_layer) {
+    if (per_layer) *per_layer = 0;
+    return m && m->fam->compute_copy_bytes ? m->fam->compute_copy_bytes(m, per_layer) : 0;
+}
 void *dt_model_stream(const dt_model *m) { return m && m->mem ? m->mem->stream((dt_model *)m) : NULL; }
 
 int dt_model_copy_to_host(const dt_model *m, float *host_dst, const float *src, size_t n) {

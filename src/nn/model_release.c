@@ -5,13 +5,15 @@
 
 int dt_model_release_flat(dt_model *m, int params, int grads) {
     if (!m) return DT_ERR(DT_ERR_INVALID, "model is NULL");
+    const int had = m->params != NULL;
     if (params) { dtm_buf_free(m, m->params); m->params = NULL; }
     if (grads) {
         if (!m->grads_external) dtm_buf_free(m, m->grads);
         m->grads = NULL;
         m->grads_external = 0;
     }
-    return DT_OK;
+    /* a family's copy in another precision may go layer by layer now */
+    return params && had && m->fam->params_released ? m->fam->params_released(m) : DT_OK;
 }
 
 int dt_model_use_grad_buffer(dt_model *m, float *grads) {

@@ -228,9 +228,12 @@ static int setup_buffers(dt_trainer *t) {
     if ((rc = dt_model_activation_bytes(t->model, cap, T, t->o.recompute, &act))) return rc;
     t->mem_act = (long long)act;
     dt_mem_add_on(DT_MEM_ACTIVATIONS, t->mem_act, t->cuda_dev >= 0);
-    /* bf16: the compute copy of the parameters the model keeps (2 B each) */
-    t->mem_compute = dt_model_precision(t->model) == DT_PRECISION_BF16 ? 2 * (long long)dt_model_num_params(t->model) : 0;
-    dt_mem_add_on(DT_MEM_PARAMS, t->mem_compute, t->cuda_dev >= 0);
+    /* bf16: the compute copy of the parameters the model keeps (2 B each),
+     * or under ZeRO-3 one layer's, gathered for its use like the f32 layers */
+    int per_layer = 0;
+    t->mem_compute = (long long)dt_model_compute_copy_bytes(t->model, &per_layer);
+    t->mem_compute_cat = per_layer ? DT_MEM_GATHERED : DT_MEM_PARAMS;
+    dt_mem_add_on(t->mem_compute_cat, t->mem_compute, t->cuda_dev >= 0);
     if (t->io.max_seq > 0) {
         if ((rc = dt_model_activation_bytes(t->model, o->batch_size, T, 0, &t->act_bytes[0])) ||
             (rc = dt_model_activation_bytes(t->model, o->batch_size, T, 1, &t->act_bytes[1])))
@@ -363,7 +366,7 @@ void dt_trainer_free(dt_trainer *t) {
     dt_weights_close(t->init);
     if (t->src) t->src->ops->close(t->src);
     dt_mem_add_on(DT_MEM_ACTIVATIONS, -t->mem_act, t->cuda_dev >= 0);
-    dt_mem_add_on(DT_MEM_PARAMS, -t->mem_compute, t->cuda_dev >= 0);
+    dt_mem_add_on(t->mem_compute_cat, -t->mem_compute, t->cuda_dev >= 0);
     free(t->l_off);
     free(t->l_cnt);
     free(t->l_owner);
@@ -437,9 +440,10 @@ void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when) {
          * it; with zero_offload ZeRO's shard and optimizer on the host) */
         fprintf(f, "  on cuda device %d (%s): %s; the device has %.2f GB, %.2f GB in use now (all processes)\n",
                 t->cuda_dev, info.name,
-                dt_model_precision(t->model) == DT_PRECISION_BF16
-                    ? "bf16, params include the bf16 compute copy (2 B per parameter)"
-                    : "fp32",
+                dt_model_precision(t->model) != DT_PRECISION_BF16 ? "fp32"
+                : t->mem_compute_cat == DT_MEM_GATHERED
+                    ? "bf16, gathered includes the bf16 compute copy of one layer (the largest)"
+                    : "bf16, params include the bf16 compute copy (2 B per parameter)",
                 (double)info.total_bytes / 1e9, (double)(info.total_bytes - info.free_bytes) / 1e9);
     }
     dt_clear_error();

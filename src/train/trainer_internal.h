@@ -53,7 +53,8 @@ struct dt_trainer {
     double *step_s;          /* per-step wall times */
     long nstep_s, cap_step_s;
     long long mem_act;       /* activation bytes registered (DT_MEM_ACTIVATIONS) */
-    long long mem_compute;   /* bf16 compute copy of the parameters registered (DT_MEM_PARAMS) */
+    long long mem_compute;   /* bf16 compute copy of the parameters registered (in mem_compute_cat: */
+    int mem_compute_cat;     /* DT_MEM_PARAMS, or DT_MEM_GATHERED for ZeRO-3's one layer at a time) */
     size_t act_bytes[2];     /* activations of a training batch, recompute off / on (0: n/a) */
 };
 

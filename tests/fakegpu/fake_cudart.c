@@ -292,10 +292,17 @@ static int g_arena_tried;
 static char *g_freed;      /* the slice the last cudaFree of the arena released */
 static size_t g_freed_len;
 static int g_reuse;        /* fk_malloc_reuse: the next cudaMalloc takes it */
+static int g_fail_next;    /* fk_malloc_fail_next: the next cudaMalloc is refused */
 
 void fk_malloc_reuse(void) {
     pthread_mutex_lock(&g_mu);
     g_reuse = 1;
+    pthread_mutex_unlock(&g_mu);
+}
+
+void fk_malloc_fail_next(void) {
+    pthread_mutex_lock(&g_mu);
+    g_fail_next = 1;
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -328,6 +335,11 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     if (!p) return err(cudaErrorInvalidValue);
     *p = NULL;
     if (fk_device_count() == 0) return err(cudaErrorNoDevice);
+    pthread_mutex_lock(&g_mu);
+    const int refuse = g_fail_next;
+    g_fail_next = 0;
+    pthread_mutex_unlock(&g_mu);
+    if (refuse) return err(cudaErrorMemoryAllocation);
     size_t len = page_round(bytes ? bytes : 1);
     /* the caller's address: reserved, not accessible (CUDA's 256-byte
      * alignment, so that allocations touch); the bytes: a shadow */

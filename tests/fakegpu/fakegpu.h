@@ -83,6 +83,10 @@ long fk_stream_count(cudaStream_t s, int what);
  * address the last cudaFree of device memory released, if the size fits, as
  * a real allocator may: for tests of what remembers an address past its free. */
 void fk_malloc_reuse(void);
+/* The next cudaMalloc (of this process) is refused with
+ * cudaErrorMemoryAllocation, as a full device refuses it: for tests of what
+ * a failed allocation leaves. */
+void fk_malloc_fail_next(void);
 /* The calling thread's current device; the number of devices. */
 int fk_current_device(void);
 int fk_device_count(void);

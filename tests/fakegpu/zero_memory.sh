@@ -14,7 +14,9 @@
 # within 1% (rank 0 holds ceil(P/N)); the model state all device memory; at N
 # > 1 each stage below the one before; and with --zero-offload 1 (stage 3, N
 # = 2) the optimizer's state and the shard on the host, the device holding
-# none of the model state. Prints the table (docs/benchmarks.md: the same on
+# none of the model state. The same in bf16 (--precision bf16: the formulas
+# below, at stage 3 the bf16 compute copy one layer's, with the gathered
+# buffers). Prints the tables (docs/benchmarks.md: the same on
 # a GPU is bench/zero.sh's DEVICE=cuda part). MPIEXEC empty (no MPI): only N
 # = 1 runs.
 set -u
@@ -43,6 +45,7 @@ run() { # name np [flags...]
 field() { grep '"type":"memory"' "$tmp/$1.json" 2>/dev/null | tail -1 | sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p"; }
 
 nps="1"
+declare -A gathered_f32
 [ ${#mpi[@]} -gt 0 ] && nps="1 2 4"
 printf "%3s %5s %12s %8s %8s %12s %12s %12s\n" N stage "device B" "x P" formula "host B" "comm pk B" "gathered pk B"
 for n in $nps; do
@@ -67,6 +70,48 @@ for n in $nps; do
         check '[ "$dev" = "$all" ]' "N=$n stage $z: $((all - dev)) bytes of model state are not device memory"
         if [ "$n" -gt 1 ] && [ -n "$prev" ]; then
             check '[ "$dev" -lt "$prev" ]' "N=$n: stage $z holds $dev device bytes, not below stage $((z - 1))'s $prev"
+        fi
+        prev=$dev
+        gathered_f32[$n$z]=$(field "$name" gathered_device_peak)
+    done
+done
+
+# bf16 (--precision bf16): f32 parameters (the master copy the optimizer
+# steps), a bf16 copy the kernels compute with (2 B per parameter), f32
+# gradients and moments:
+#   stage 0  18P            stage 2  6P + 12P/N
+#   stage 1  10P + 8P/N     stage 3  16P/N
+# at stage 3 the bf16 copy is one layer's (the largest), cast from the
+# gathered f32 layer at each use: counted with the gathered buffers, it adds
+# less than the whole copy's 2P to them. (ZeRO's mixed-precision formulas
+# with 2 B gradients and the f32 master copy in the optimizer's state: 16P,
+# 4P + 12P/N, 2P + 14P/N, 16P/N.)
+printf "%3s %5s %12s %8s %8s %12s   bf16\n" N stage "device B" "x P" formula "gathered pk B"
+for n in $nps; do
+    prev=
+    for z in 0 1 2 3; do
+        name="bf16_n${n}_z$z"
+        run "$name" "$n" --zero "$z" --precision bf16
+        P=$(field "$name" num_params)
+        dev=$(($(field "$name" params_device) + $(field "$name" grads_device) + $(field "$name" optimizer_device))) 2>/dev/null
+        if [ -z "$P" ] || [ -z "$dev" ]; then
+            check false "bf16 N=$n stage $z: no memory record ($(tail -2 "$tmp/$name.out" | tr '\n' ' '))"
+            continue
+        fi
+        want=$(awk -v z="$z" -v n="$n" -v p="$P" 'BEGIN {f[0] = 18; f[1] = 10 + 8 / n; f[2] = 6 + 12 / n; f[3] = 16 / n;
+                                                      printf "%.0f", f[z] * p}')
+        gpk=$(field "$name" gathered_device_peak)
+        printf "%3d %5d %12d %8.3f %8.3f %12d\n" "$n" "$z" "$dev" "$(awk -v a="$dev" -v p="$P" 'BEGIN {print a / p}')" \
+            "$(awk -v a="$want" -v p="$P" 'BEGIN {print a / p}')" "$gpk"
+        check 'awk -v a="$dev" -v w="$want" "BEGIN {d = a - w; if (d < 0) d = -d; exit !(d <= 0.01 * w)}"' \
+              "bf16 N=$n stage $z: $dev device bytes of model state, the formula says $want"
+        if [ "$n" -gt 1 ] && [ -n "$prev" ]; then
+            check '[ "$dev" -lt "$prev" ]' "bf16 N=$n: stage $z holds $dev device bytes, not below stage $((z - 1))'s $prev"
+        fi
+        if [ "$z" = 3 ]; then
+            slot=$((gpk - ${gathered_f32[$n$z]:-0}))
+            check '[ "$slot" -gt 0 ] && [ "$slot" -lt $((2 * P)) ]' \
+                  "bf16 N=$n stage 3: the gathered buffers hold $slot B more than fp32's: not one layer's bf16 copy (> 0, < 2P = $((2 * P)))"
         fi
         prev=$dev
     done

@@ -10,7 +10,12 @@
  *      a device model against the CPU's;
  *   6. errors: an activation arena that cannot fit names what and how much
  *      is free; bf16 on the CPU and the sequential family on a device are
- *      refused by name.
+ *      refused by name;
+ *   7. bf16 with its flat parameters released and every layer redirected
+ *      (ZeRO-3's way): its bf16 copy shrinks to the largest layer's, cast
+ *      again at each use, and a step, its gradients and greedy generation
+ *      are the bits of the model that keeps the whole copy; a layer
+ *      released between forward and backward is named.
  * The shape: GPT-2's vocabulary 50257 (padded inside) on a GPU; on the fake
  * runtime (tests/fakegpu, where the kernels' CPU twins compute as the CPU
  * GPT, so 1, 4 and 5 must be the same BITS) a smaller one that CI can afford,
@@ -24,6 +29,9 @@
 #include "dtrain/model.h"
 #include "dtrain/optim.h"
 #include "dtrain/rng.h"
+#ifdef DTRAIN_FAKEGPU_TEST
+#include "fakegpu.h" /* fk_malloc_fail_next */
+#endif
 
 typedef struct shape {
     int L, NH, C, T, V, B;
@@ -206,6 +214,81 @@ static void test_errors(void) {
     CHECK_ERR(dt_model_create(&cfg, &m), DT_ERR_UNSUPPORTED, "computes on the cpu only");
 }
 
+/* 7 */
+static void test_layer_copy(const int32_t *x, const int32_t *y) {
+    dt_model *a = make(DT_DEVICE_CUDA, DT_PRECISION_BF16), *b = make(DT_DEVICE_CUDA, DT_PRECISION_BF16);
+    dt_model *f = make(DT_DEVICE_CUDA, DT_PRECISION_FP32);
+    if (!a || !b || !f) {
+        dt_model_free(a), dt_model_free(b), dt_model_free(f);
+        return;
+    }
+    const size_t P = dt_model_num_params(a), largest = ((size_t)g_s.V + (size_t)g_s.T) * (size_t)g_s.C; /* wte + wpe */
+    int per = -1;
+    CHECK(dt_model_compute_copy_bytes(a, &per) == 2 * P && per == 0, "bf16: a whole copy, 2 B per parameter");
+    CHECK(dt_model_compute_copy_bytes(f, &per) == 0 && per == 0, "fp32: no copy");
+    /* b's parameters in memory of the test's, layer by layer as ZeRO-3 points them */
+    float *host = host_copy(b, dt_model_params(b), P), *dev = NULL;
+    CHECK(cudaMalloc((void **)&dev, P * sizeof(float)) == cudaSuccess, "cudaMalloc of %zu parameters", P);
+    if (dev) CHECK_OK(dt_model_copy_from_host(b, dev, host, P));
+    CHECK_OK(dt_model_release_flat(b, 1, 0));
+    CHECK_OK(dt_model_release_flat(f, 1, 0));
+    CHECK(dt_model_compute_copy_bytes(b, &per) == 2 * largest && per == 1,
+          "released: the largest layer's copy (%zu B), not %zu B", 2 * largest, dt_model_compute_copy_bytes(b, NULL));
+    CHECK(dt_model_compute_copy_bytes(f, &per) == 0 && per == 0, "fp32 released: still no copy");
+    const int nl = dt_model_num_layers(b);
+    for (int l = 0; dev && l < nl; l++) {
+        size_t off, cnt;
+        CHECK_OK(dt_model_layer_params(b, l, &off, &cnt));
+        if (cnt) CHECK_OK(dt_model_set_layer_params(b, l, dev + off));
+    }
+    float la = 0, lb = 1;
+    CHECK_OK(dt_model_forward_seq(a, x, y, g_s.B, g_s.T, 1, NULL));
+    CHECK_OK(dt_model_backward(a));
+    CHECK_OK(dt_model_loss(a, &la));
+    CHECK_OK(dt_model_forward_seq(b, x, y, g_s.B, g_s.T, 1, NULL));
+    CHECK_OK(dt_model_backward(b));
+    CHECK_OK(dt_model_loss(b, &lb));
+    float *ga = host_copy(a, dt_model_grads(a), P), *gb = host_copy(b, dt_model_grads(b), P);
+    const int same = la == lb && memcmp(ga, gb, P * sizeof(float)) == 0;
+    CHECK(same, "one layer's bf16 copy: loss %.9g vs the whole copy's %.9g, gradients rel L2 %.3g", lb, la,
+          rel_l2(gb, ga, P));
+    enum { NEW = 8 };
+    int32_t ta[NEW], tb[NEW];
+    CHECK_OK(dt_model_generate(a, x, 5, NEW, 0.0f, 1, ta));
+    CHECK_OK(dt_model_generate(b, x, 5, NEW, 0.0f, 1, tb));
+    CHECK(memcmp(ta, tb, sizeof ta) == 0, "greedy generation with one layer's copy is not the whole copy's");
+    CHECK(dt_model_compute_copy_bytes(b, &per) == 2 * largest && per == 1, "after generation: one layer's copy again");
+#ifdef DTRAIN_FAKEGPU_TEST
+    /* a device that cannot hold the layer's copy: named; the whole copy stays and computes */
+    dt_model *c = make(DT_DEVICE_CUDA, DT_PRECISION_BF16);
+    if (c && dev) {
+        fk_malloc_fail_next();
+        CHECK_ERR(dt_model_release_flat(c, 1, 0), DT_ERR_NOMEM, "the bf16 copy of one layer's parameters");
+        CHECK(dt_test_msg_has("ZeRO-3"), "the message names what wanted the copy: %s", dt_last_error());
+        CHECK(dt_model_params(c) == NULL && dt_model_compute_copy_bytes(c, &per) == 2 * P && per == 0,
+              "refused: the parameters released, the whole copy kept");
+        for (int l = 0; l < nl; l++) {
+            size_t off, cnt;
+            CHECK_OK(dt_model_layer_params(c, l, &off, &cnt));
+            if (cnt) CHECK_OK(dt_model_set_layer_params(c, l, dev + off));
+        }
+        float lc = 2;
+        CHECK_OK(dt_model_forward_seq(c, x, y, g_s.B, g_s.T, 1, &lc));
+        CHECK(lc == la, "the whole copy after a refused layer copy: loss %.9g vs %.9g", lc, la);
+    }
+    dt_model_free(c);
+#endif
+    /* the last block released between forward and backward: named at its use */
+    CHECK_OK(dt_model_forward_seq(b, x, y, g_s.B, g_s.T, 1, NULL));
+    CHECK_OK(dt_model_set_layer_params(b, g_s.L, NULL));
+    CHECK_ERR(dt_model_backward(b), DT_ERR_STATE, "no resident parameters");
+    printf("7. bf16, parameters released and redirected per layer: a copy of %zu B instead of %zu B; step, gradients "
+           "and generation %s\n", 2 * largest, 2 * P, same ? "bit-identical" : "DIFFER");
+    free(host), free(ga), free(gb);
+    cudaFree(dev);
+    dt_model_free(a), dt_model_free(b), dt_model_free(f);
+}
+
 int main(void) {
     gpu_require("gpu_gpt");
     int dev = 0;
@@ -232,6 +315,7 @@ int main(void) {
     dt_model_free(cpu), dt_model_free(gpu);
     test_training();
     test_errors();
+    test_layer_copy(x, y);
     free(x), free(y);
     return dt_test_finish("gpu_gpt");
 }

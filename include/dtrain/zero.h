@@ -36,7 +36,12 @@
  * gathers per step as for any segment, never prefetched); stages 2 and 3
  * hand out one dedicated gradient buffer, zeroed at its first backward user
  * and accumulated into by every user until grad_ready(owner), which reduces
- * it. Stage 1 needs nothing (the full buffers are there).
+ * it. Stage 1 needs nothing (the full buffers are there). The two rotating
+ * layer buffers of stages 2-3 are then the size of the largest segment that
+ * is not shared (for gpt a block, while the shared wte + wpe, at GPT-2's
+ * vocabulary 5.6 times a block, has its own): per rank 2 x that + each
+ * shared segment, for the gradients (DT_MEM_COMM) and at stage 3 again for
+ * the parameters (DT_MEM_GATHERED).
  *
  * Use: create; per micro-step begin_step -> for each layer the hooks
  * (pre_forward / post_forward, then in reverse pre_backward / grad_ready /

@@ -64,8 +64,8 @@ void dt_zero_free(dt_zero *z) {
     for (int i = 0; i < 2; i++) {
         zero_wait_list(&z->gb[i].pending);
         zero_wait_list(&z->pb[i].pending);
-        if (z->gb[i].buf) { buf_free(z, z->gb[i].buf); zero_mem(DT_MEM_COMM, z->maxseg, z->dev, -1); }
-        if (z->pb[i].buf) { buf_free(z, z->pb[i].buf); zero_mem(DT_MEM_GATHERED, z->maxseg, z->dev, -1); }
+        if (z->gb[i].buf) { buf_free(z, z->gb[i].buf); zero_mem(DT_MEM_COMM, z->maxbuf, z->dev, -1); }
+        if (z->pb[i].buf) { buf_free(z, z->pb[i].buf); zero_mem(DT_MEM_GATHERED, z->maxbuf, z->dev, -1); }
     }
     for (int s = 0; s < z->nsegs && z->sp && z->sg; s++) {
         zero_wait_list(&z->sp[s].pending);
@@ -221,6 +221,12 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
         if (s > z->umax[o]) z->umax[o] = s;
     }
     for (int s = 0; s < nsegs; s++) if (seg_cnt[s] > z->maxseg) z->maxseg = seg_cnt[s];
+    /* the two rotating layer buffers serve the segments only their own layer
+     * uses: a shared one (gpt's embedding, also the tied head's) has its own
+     * buffers, so they are the size of the largest other (a block, not the
+     * vocabulary's embedding) */
+    for (int s = 0; s < nsegs; s++)
+        if (z->umin[s] == z->umax[s] && seg_cnt[s] > z->maxbuf) z->maxbuf = seg_cnt[s];
     for (int i = 0; i < 2; i++) { z->gb[i].seg = -1; z->pb[i].seg = -1; }
 
     /* everyone starts from the root's parameters (with replicas: first every
@@ -233,15 +239,15 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
     if ((rc = zero_shard_create(z, params, grads, ocfg))) FAIL(rc);
     if (c.stage >= 2)
         for (int i = 0; i < 2; i++) {
-            z->gb[i].buf = buf_alloc(z, z->maxseg);
+            z->gb[i].buf = buf_alloc(z, z->maxbuf);
             if (!z->gb[i].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for gradient layer buffers"));
-            zero_mem(DT_MEM_COMM, z->maxseg, dev, 1);
+            zero_mem(DT_MEM_COMM, z->maxbuf, dev, 1);
         }
     if (c.stage == 3)
         for (int i = 0; i < 2; i++) {
-            z->pb[i].buf = buf_alloc(z, z->maxseg);
+            z->pb[i].buf = buf_alloc(z, z->maxbuf);
             if (!z->pb[i].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for gathered-parameter buffers"));
-            zero_mem(DT_MEM_GATHERED, z->maxseg, dev, 1);
+            zero_mem(DT_MEM_GATHERED, z->maxbuf, dev, 1);
         }
     for (int s = 0; c.stage >= 2 && s < nsegs; s++) { /* the shared segments' own buffers */
         if (!z->cnt[s] || z->umin[s] == z->umax[s]) continue;

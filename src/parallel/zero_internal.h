@@ -44,7 +44,8 @@ struct dt_zero {
     int R;          /* replicas (hybrid sharding: cfg.replicas' size), else 1 */
     size_t P, S, lo, hi;
     int nsegs;
-    size_t *off, *cnt, maxseg;
+    size_t *off, *cnt, maxseg; /* maxseg: the largest segment */
+    size_t maxbuf;  /* the largest segment that is not shared: gb/pb's size */
     float *params;  /* stage 1/2: caller's full vector */
     float *grads;   /* stage 1: caller's full gradients */
     /* the shard: [hi - lo] each, where `where` says (ZW_DEVICE, stages 1/2:

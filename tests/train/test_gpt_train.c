@@ -15,8 +15,10 @@
  *   gradients at every step), at stage 0 and stage 3.
  * - The per-rank model state (params + grads + optimizer, from the trainer's
  *   memory accounting) equals the formulas 16P, 8P + 8P/N, 4P + 12P/N, 16P/N
- *   within 5% at stages 0-3; the temporary buffers are bounded (ZeRO-3
- *   gathers at most two blocks plus the tied embedding).
+ *   within 5% at stages 0-3; the temporary buffers are bounded (ZeRO-2/3
+ *   reduce from and ZeRO-3 gathers into at most two blocks' buffers plus the
+ *   tied embedding's, at a vocabulary that makes the embedding the largest
+ *   layer).
  * The 1-rank reference runs on every rank over a standalone communicator. */
 #include <math.h>
 #include <stdlib.h>
@@ -94,6 +96,9 @@ static void check_memory(dt_comm *w, int N, int rank) {
         run r = {zero, 1, 0, 0, 0};
         options(&o, w, r, B);
         o.max_steps = 2;
+        /* a vocabulary (1000) that makes wte + wpe the largest layer, as at
+         * GPT-2's shape: the rotating layer buffers take a block's size */
+        o.vocab_size = 1000;
         dt_trainer *t;
         int rc = dt_trainer_create(&o, &t);
         if (!rc) rc = dt_trainer_fit(t, NULL);
@@ -117,6 +122,11 @@ static void check_memory(dt_comm *w, int N, int rank) {
                    block * 4, embed * 4);
         CHECK(fabs(have - want) <= 0.05 * want, "stage %d at %d ranks: model state %.0f B, formula %.0f B", zero, N,
               have, want);
+        CHECK(embed > block, "the embedding (%zu) is the largest layer, not a block (%zu)", embed, block);
+        if (zero >= 2)
+            CHECK(dt_mem_peak(DT_MEM_COMM) <= (long long)(2 * block + embed) * 4,
+                  "stage %d reduces from at most two blocks' buffers and the tied embedding's: peak %lld B", zero,
+                  dt_mem_peak(DT_MEM_COMM));
         if (zero == 3)
             CHECK(dt_mem_peak(DT_MEM_GATHERED) <= (long long)(2 * block + embed) * 4,
                   "stage 3 gathers at most two blocks and the tied embedding: peak %lld B", dt_mem_peak(DT_MEM_GATHERED));

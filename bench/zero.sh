@@ -18,7 +18,13 @@
 # at its peak during the run (nvidia-smi sampled every 100 ms, when present); and ZeRO-3 with --zero-offload 1 at each N (the
 # shard and optimizer on the host). Env: GPU_B (batch per rank, default 1),
 # GPU_STEPS (default 6), DATA (a text file or directory; default: docs/*.md
-# concatenated), MPIRUN (default mpirun; absent: only N = 1).
+# concatenated), MPIRUN (default mpirun; absent: only N = 1), NPS (the rank
+# counts, default "1 2 4"), PRECISION
+# (fp32, default, or bf16: the formulas 18P, 10P + 8P/N, 6P + 12P/N, 16P/N
+# with the bf16 compute copy), TRAIN (the trainer; default
+# $BUILD/bin/dtrain-train: build/tests/dtrain-train-fakegpu with
+# DTRAIN_FAKEGPU_DEVICES=4 gives the registered bytes on the fake GPU, every
+# kernel a CPU twin: about 12 s per step and rank at this shape).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
@@ -28,19 +34,19 @@ TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 
 if [ "${DEVICE:-cpu}" = cuda ]; then
   BUILD=${BUILD:-build-gpu}; B=${GPU_B:-1}; STEPS=${GPU_STEPS:-6}
-  MPIRUN=${MPIRUN:-mpirun}
+  MPIRUN=${MPIRUN:-mpirun}; PREC=${PRECISION:-fp32}; TRAIN=${TRAIN:-$BUILD/bin/dtrain-train}
   DATA=${DATA:-}
   if [ -z "$DATA" ]; then DATA=$TMP/text.txt; cat docs/*.md > "$DATA"; fi
-  nps="1 2 4"
+  nps=${NPS:-1 2 4}
   command -v "${MPIRUN%% *}" > /dev/null || { nps=1; echo "(no $MPIRUN: 1 rank only)"; }
-  echo "# per-rank device memory of model state, GPT-2 124M shape (vocabulary 50257, T 1024), fp32 AdamW, batch $B per rank"
+  echo "# per-rank device memory of model state, GPT-2 124M shape (vocabulary 50257, T 1024), $PREC AdamW, batch $B per rank ($TRAIN)"
   printf "%5s %-10s %14s %8s %8s %12s %14s %14s %12s\n" ranks stage "device B" "x P" formula "host B" "comm pk B" \
       "gathered pk B" "ms/step"
   for np in $nps; do
     for z in 0 1 2 3 3o; do
       flags=(--zero "${z%o}")
       [ "$z" = 3o ] && flags+=(--zero-offload 1)
-      cmd=("$BUILD/bin/dtrain-train" --model gpt --preset gpt2-124m --vocab-size 50257 --device cuda --optimizer adamw
+      cmd=("$TRAIN" --model gpt --preset gpt2-124m --vocab-size 50257 --device cuda --precision "$PREC" --optimizer adamw
            --batch-size "$B" --max-steps "$STEPS" --eval 0 --sample-length 0 --data "$DATA" --json "$TMP/g.json"
            "${flags[@]}")
       rm -f "$TMP/g.json" "$TMP/smi.txt"
@@ -52,9 +58,9 @@ if [ "${DEVICE:-cpu}" = cuda ]; then
       if [ "$np" = 1 ]; then "${cmd[@]}" > "$TMP/g.out" 2>&1 || true
       else $MPIRUN -np "$np" "${cmd[@]}" > "$TMP/g.out" 2>&1 || true; fi
       [ -n "$smi" ] && kill "$smi" 2>/dev/null && wait "$smi" 2>/dev/null
-      $PY - "$np" "$z" "$TMP/g.json" "$TMP/g.out" "$TMP/smi.txt" <<'PY'
+      $PY - "$np" "$z" "$TMP/g.json" "$TMP/g.out" "$TMP/smi.txt" "$PREC" <<'PY'
 import json, os, re, sys
-n, z, path, out, smi = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+n, z, path, out, smi, prec = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
 try:
     recs = [json.loads(l) for l in open(path)]
 except OSError:
@@ -66,7 +72,10 @@ P = m["num_params"]
 dev = m["params_device"] + m["grads_device"] + m["optimizer_device"]
 host = m["params"] + m["grads"] + m["optimizer"] - dev
 st = int(z[0])
-formula = [16, 8 + 8 / n, 4 + 12 / n, 16 / n][st] if z != "3o" else 4 / n
+if prec == "bf16":  # the f32 master and a bf16 copy (one layer's at stage 3, with the gathered buffers)
+    formula = [18, 10 + 8 / n, 6 + 12 / n, 16 / n][st] if z != "3o" else 4 / n
+else:
+    formula = [16, 8 + 8 / n, 4 + 12 / n, 16 / n][st] if z != "3o" else 4 / n
 name = {"0": "0 (DDP)", "3o": "3 offload"}.get(z, z)
 print("%5d %-10s %14d %8.3f %8.3f %12d %14d %14d %12.2f" % (n, name, dev, dev / P, formula, host,
       m["comm_device_peak"], m["gathered_device_peak"], 1e3 * s["median_step_s"]))

@@ -22,6 +22,12 @@ int gpt_fail(int rc, const char *fmt, ...) {
 
 /* ---- compute-precision parameters ------------------------------------------------------ */
 
+int gpt_need_params(dt_model *m, int u) {
+    if (m->units[u].param_count && !dtm_params(m, u))
+        return DT_ERR(DT_ERR_STATE, "layer %d (%s) has no resident parameters", u, m->units[u].name);
+    return DT_OK;
+}
+
 void *gpt_wgt(dt_model *m, int u) {
     const dt_gpt *g = gpt_ofc(m);
     if (g->prec == GPT_F32) return dtm_params(m, u);
@@ -43,9 +49,8 @@ int gpt_cast_unit(dt_model *m, int u) {
 int gpt_use_unit(dt_model *m, int u) {
     const dt_gpt *g = gpt_ofc(m);
     if (g->prec == GPT_F32 || g->wc || g->wslot_unit == u) return DT_OK;
-    if (m->units[u].param_count && !dtm_params(m, u))
-        return DT_ERR(DT_ERR_STATE, "layer %d (%s) has no resident parameters", u, m->units[u].name);
-    return gpt_cast_unit(m, u);
+    int rc = gpt_need_params(m, u);
+    return rc ? rc : gpt_cast_unit(m, u);
 }
 
 int gpt_params_released(dt_model *m) {

@@ -104,7 +104,6 @@ int gpt_generate(dt_model *m, const int32_t *prompt, int prompt_len, int n_new,
     rc = generate(m, prompt, prompt_len, n_new, temperature, seed, out);
     K->free(BE, g->wc);
     g->wc = NULL;
-    g->wslot_unit = -1;
     return rc;
 }
 
@@ -112,12 +111,9 @@ static int generate(dt_model *m, const int32_t *prompt, int prompt_len, int n_ne
                     uint64_t seed, int32_t *out) {
     dt_gpt *g = gpt_of(m);
     const int C = g->C, maxT = g->maxT;
-    for (int u = 0; u < m->nlayers; u++)
-        if (m->units[u].param_count && !dtm_params(m, u))
-            return DT_ERR(DT_ERR_STATE, "layer %d (%s) has no resident parameters", u,
-                          m->units[u].name);
-    if (n_new == 0) return DT_OK;
     int rc = DT_OK;
+    for (int u = 0; !rc && u < m->nlayers; u++) rc = gpt_need_params(m, u);
+    if (rc || n_new == 0) return rc;
     for (int u = 0; !rc && u < m->nlayers; u++) rc = gpt_cast_unit(m, u); /* bf16: the current parameters */
     if (rc) return rc;
     gen_state st = {.m = m, .g = g};

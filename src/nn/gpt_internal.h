@@ -256,6 +256,9 @@ typedef struct gpt_block_params {
 
 void gpt_block_params_at(gpt_block_params *p, void *base, size_t es, int C);
 
+/* A unit's parameters, released by a strategy and not redirected, cannot be
+ * computed with: DT_ERR_STATE naming it. */
+int gpt_need_params(dt_model *m, int u);
 /* The compute-precision parameters of unit u (the f32 ones for GPT_F32; for
  * GPT_BF16 the bf16 copy, valid after the unit's forward cast them). */
 void *gpt_wgt(dt_model *m, int u);

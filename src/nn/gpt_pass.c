@@ -78,14 +78,6 @@ static int block_backward(dt_gpt *g, const gpt_block_acts *a, const gpt_block_pa
 
 /* ---- the passes ------------------------------------------------------------------- */
 
-/* A unit's parameters, released by a strategy and not redirected, cannot be
- * computed with. */
-static int need_params(dt_model *m, int u) {
-    if (m->units[u].param_count && !dtm_params(m, u))
-        return DT_ERR(DT_ERR_STATE, "layer %d (%s) has no resident parameters", u, m->units[u].name);
-    return DT_OK;
-}
-
 int gpt_forward(dt_model *m, const void *x, const int32_t *labels, int B, int T, int train) {
     (void)train; /* no dropout, no batch statistics */
     dt_gpt *g = gpt_of(m);
@@ -104,7 +96,7 @@ int gpt_forward(dt_model *m, const void *x, const int32_t *labels, int B, int T,
     }
 
     DTM_HOOK(m, pre_forward, GPT_UNIT_EMBED);
-    if ((rc = need_params(m, GPT_UNIT_EMBED)) || (rc = gpt_cast_unit(m, GPT_UNIT_EMBED))) return rc;
+    if ((rc = gpt_need_params(m, GPT_UNIT_EMBED)) || (rc = gpt_cast_unit(m, GPT_UNIT_EMBED))) return rc;
     const void *E = gpt_wgt(m, GPT_UNIT_EMBED); /* wte [V,C], then wpe [maxT,C] */
     if ((rc = K->encoder_forward(BE, g->res[0], g->tok_b, E, at(g, E, (size_t)V * (size_t)C), B, T, C)))
         return gpt_fail(rc, "transformer.wte/wpe forward");
@@ -113,7 +105,7 @@ int gpt_forward(dt_model *m, const void *x, const int32_t *labels, int B, int T,
     for (int l = 0; l < L; l++) {
         const int u = GPT_UNIT_BLOCK(l);
         DTM_HOOK(m, pre_forward, u);
-        if ((rc = need_params(m, u)) || (rc = gpt_cast_unit(m, u))) return rc;
+        if ((rc = gpt_need_params(m, u)) || (rc = gpt_cast_unit(m, u))) return rc;
         gpt_block_params p;
         gpt_block_params_at(&p, gpt_wgt(m, u), g->es, C);
         if ((rc = gpt_block_forward(g, g->res[l + 1], &g->acts[l], g->res[l], &p, B, T, l))) return rc;
@@ -122,7 +114,7 @@ int gpt_forward(dt_model *m, const void *x, const int32_t *labels, int B, int T,
 
     const int uf = GPT_UNIT_LNF(L);
     DTM_HOOK(m, pre_forward, uf);
-    if ((rc = need_params(m, uf)) || (rc = gpt_cast_unit(m, uf))) return rc;
+    if ((rc = gpt_need_params(m, uf)) || (rc = gpt_cast_unit(m, uf))) return rc;
     const void *F = gpt_wgt(m, uf);
     if ((rc = K->layernorm_forward(BE, g->lnf, g->lnf_mean, g->lnf_rstd, g->res[L], F, at(g, F, (size_t)C), N, C)))
         return gpt_fail(rc, "transformer.ln_f forward");
@@ -133,7 +125,7 @@ int gpt_forward(dt_model *m, const void *x, const int32_t *labels, int B, int T,
      * bf16 copy is one unit's) */
     const int uh = GPT_UNIT_HEAD(L);
     DTM_HOOK(m, pre_forward, uh);
-    if ((rc = need_params(m, GPT_UNIT_EMBED)) || (rc = gpt_use_unit(m, GPT_UNIT_EMBED))) return rc;
+    if ((rc = gpt_need_params(m, GPT_UNIT_EMBED)) || (rc = gpt_use_unit(m, GPT_UNIT_EMBED))) return rc;
     if ((rc = K->matmul_forward(BE, g->logits, NULL, g->lnf, gpt_wgt(m, GPT_UNIT_EMBED), NULL, N, C, V, g->Vp)))
         return gpt_fail(rc, "lm_head forward");
     DTM_HOOK(m, post_forward, uh);

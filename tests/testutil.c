@@ -1,6 +1,7 @@
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include "testutil.h"
 #include "comm/comm_internal.h" /* dt_fnv1a */
+#include "dtrain/rng.h"
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -105,4 +106,21 @@ int dt_test_same_on_all(uint64_t h, dt_comm *comm) {
 
 int dt_test_same_bits(const void *buf, size_t bytes, dt_comm *comm) {
     return dt_test_same_on_all(dt_fnv1a(DT_FNV_BASIS, buf, bytes), comm);
+}
+
+dt_model *dt_test_gpt(int L, int NH, int C, int T, int V, uint64_t seed, int device, int precision) {
+    dt_model_config cfg;
+    CHECK_OK(dt_model_config_default(&cfg, "gpt-demo"));
+    cfg.seed = seed, cfg.device = device, cfg.precision = precision;
+    cfg.n_layer = L, cfg.n_head = NH, cfg.n_embd = C, cfg.block_size = T, cfg.vocab_size = V;
+    dt_model *m = NULL;
+    CHECK_OK(dt_model_create(&cfg, &m));
+    return m;
+}
+
+void dt_test_tokens(uint64_t seed, int V, int n, int32_t *x, int32_t *y) {
+    dt_rng r;
+    dt_rng_seed(&r, seed);
+    for (int i = 0; i < n; i++) x[i] = (int32_t)dt_rng_below(&r, (uint64_t)V);
+    for (int i = 0; i < n; i++) y[i] = i + 1 < n ? x[i + 1] : x[0];
 }

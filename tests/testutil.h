@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "dtrain/dtrain.h"
+#include "dtrain/model.h"
 
 extern int dt_test_passed, dt_test_failed;
 extern int dt_test_rank; /* world rank used in messages, -1 before init */
@@ -58,6 +59,13 @@ int dt_test_same_bits(const void *buf, size_t bytes, dt_comm *comm);
 const char *dt_test_tmpdir(const char *prefix);
 const char *dt_test_path(const char *name);
 void dt_test_tmpdir_remove(void);
+
+/* A gpt of L blocks, NH heads, width C, block size T and vocabulary V
+ * ("gpt-demo"'s other settings) with `seed`, on `device` in `precision`;
+ * NULL after a failed check. dt_test_tokens: n tokens below V drawn from
+ * `seed` into x and their next-token targets into y (the last one x[0]). */
+dt_model *dt_test_gpt(int L, int NH, int C, int T, int V, uint64_t seed, int device, int precision);
+void dt_test_tokens(uint64_t seed, int V, int n, int32_t *x, int32_t *y);
 
 /* Prints the summary line; returns 0 if nothing failed, 1 otherwise. */
 int dt_test_finish(const char *name);

@@ -24,26 +24,11 @@
 #include "testutil.h"
 #include "dtrain/model.h"
 #include "dtrain/optim.h"
-#include "dtrain/rng.h"
 
 enum { L = 2, NH = 2, C = 32, T = 16, V = 200, B = 2, STEPS = 3 };
 
-static dt_model *make(int prec) {
-    dt_model_config cfg;
-    CHECK_OK(dt_model_config_default(&cfg, "gpt-demo"));
-    cfg.seed = 5, cfg.device = DT_DEVICE_CUDA, cfg.precision = prec;
-    cfg.n_layer = L, cfg.n_head = NH, cfg.n_embd = C, cfg.block_size = T, cfg.vocab_size = V;
-    dt_model *m = NULL;
-    CHECK_OK(dt_model_create(&cfg, &m));
-    return m;
-}
-
-static void batch(uint64_t seed, int32_t *x, int32_t *y) {
-    dt_rng r;
-    dt_rng_seed(&r, seed);
-    for (int i = 0; i < B * T; i++) x[i] = (int32_t)dt_rng_below(&r, V);
-    for (int i = 0; i < B * T; i++) y[i] = i + 1 < B * T ? x[i + 1] : x[0];
-}
+static dt_model *make(int prec) { return dt_test_gpt(L, NH, C, T, V, 5, DT_DEVICE_CUDA, prec); }
+static void batch(uint64_t seed, int32_t *x, int32_t *y) { dt_test_tokens(seed, V, B * T, x, y); }
 
 /* up to `steps` AdamW steps of a new model of precision prec: each step's
  * loss into loss[]; returns the status of the first call that failed (its

@@ -28,7 +28,6 @@
 #include "testutil.h"
 #include "dtrain/model.h"
 #include "dtrain/optim.h"
-#include "dtrain/rng.h"
 #ifdef DTRAIN_FAKEGPU_TEST
 #include "fakegpu.h" /* fk_malloc_fail_next */
 #endif
@@ -40,24 +39,10 @@ typedef struct shape {
 static shape g_s;
 static int g_fake;
 
-static dt_model *make(int device, int prec) {
-    dt_model_config cfg;
-    CHECK_OK(dt_model_config_default(&cfg, "gpt-demo"));
-    cfg.seed = 11, cfg.device = device, cfg.precision = prec;
-    cfg.n_layer = g_s.L, cfg.n_head = g_s.NH, cfg.n_embd = g_s.C, cfg.block_size = g_s.T, cfg.vocab_size = g_s.V;
-    dt_model *m = NULL;
-    CHECK_OK(dt_model_create(&cfg, &m));
-    return m;
-}
+static dt_model *make(int device, int prec) { return dt_test_gpt(g_s.L, g_s.NH, g_s.C, g_s.T, g_s.V, 11, device, prec); }
 
 /* a batch drawn from `seed` (targets: the next token) */
-static void batch(uint64_t seed, int32_t *x, int32_t *y) {
-    dt_rng r;
-    dt_rng_seed(&r, seed);
-    const int n = g_s.B * g_s.T;
-    for (int i = 0; i < n; i++) x[i] = (int32_t)dt_rng_below(&r, (uint64_t)g_s.V);
-    for (int i = 0; i < n; i++) y[i] = i + 1 < n ? x[i + 1] : x[0];
-}
+static void batch(uint64_t seed, int32_t *x, int32_t *y) { dt_test_tokens(seed, g_s.V, g_s.B * g_s.T, x, y); }
 
 static double rel_l2(const float *a, const float *b, size_t n) {
     double num = 0, den = 0;

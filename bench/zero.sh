@@ -20,8 +20,8 @@
 # GPU_STEPS (default 6), DATA (a text file or directory; default: docs/*.md
 # concatenated), MPIRUN (default mpirun; absent: only N = 1), NPS (the rank
 # counts, default "1 2 4"), PRECISION
-# (fp32, default, or bf16: the formulas 18P, 10P + 8P/N, 6P + 12P/N, 16P/N
-# with the bf16 compute copy), TRAIN (the trainer; default
+# (fp32, default, or bf16: the formulas 18P, 6P + 12P/N, 2P + 16P/N, 16P/N
+# with the bf16 compute copy and from stage 1 the f32 master sharded), TRAIN (the trainer; default
 # $BUILD/bin/dtrain-train: build/tests/dtrain-train-fakegpu with
 # DTRAIN_FAKEGPU_DEVICES=4 gives the registered bytes on the fake GPU, every
 # kernel a CPU twin: about 12 s per step and rank at this shape).
@@ -72,8 +72,8 @@ P = m["num_params"]
 dev = m["params_device"] + m["grads_device"] + m["optimizer_device"]
 host = m["params"] + m["grads"] + m["optimizer"] - dev
 st = int(z[0])
-if prec == "bf16":  # the f32 master and a bf16 copy (one layer's at stage 3, with the gathered buffers)
-    formula = [18, 10 + 8 / n, 6 + 12 / n, 16 / n][st] if z != "3o" else 4 / n
+if prec == "bf16":  # a bf16 copy and the f32 master (ZeRO's shards from stage 1; one layer's copy at stage 3)
+    formula = [18, 6 + 12 / n, 2 + 16 / n, 16 / n][st] if z != "3o" else 4 / n
 else:
     formula = [16, 8 + 8 / n, 4 + 12 / n, 16 / n][st] if z != "3o" else 4 / n
 name = {"0": "0 (DDP)", "3o": "3 offload"}.get(z, z)

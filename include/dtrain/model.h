@@ -354,6 +354,19 @@ void *dt_model_stream(const dt_model *m);
  * from the layer's current parameters at each use: then *per_layer is set
  * to 1 (else 0; per_layer may be NULL). 0 for an f32 model and for NULL. */
 size_t dt_model_compute_copy_bytes(const dt_model *m, int *per_layer);
+/* MIXED PRECISION WITH THE MASTER OUTSIDE (ZeRO stages 1/2, dtrain/zero.h's
+ * cfg.params_bf16). dt_model_compute_copy: the model's copy of ALL its
+ * parameters in its compute precision (a DT_PRECISION_BF16 gpt: num_params
+ * bf16 values in the flat layout, the model's memory, owned by the model),
+ * or NULL (an f32 model, a copy kept layer by layer, NULL m).
+ * dt_model_params_from_copy: free the model's f32 flat parameters; from then
+ * on the model computes from that copy as the caller writes it, without
+ * casting (the f32 master parameters are the caller's): dt_model_params
+ * returns NULL, and parameters set with dt_model_set_layer_params are not
+ * read (the copy is). DT_ERR_UNSUPPORTED (the model unchanged) for a model
+ * without the whole copy; DT_ERR_INVALID for NULL. */
+uint16_t *dt_model_compute_copy(const dt_model *m);
+int dt_model_params_from_copy(dt_model *m);
 /* Copy n floats between the host and the model's memory (its flat buffers,
  * or memory of its place such as redirected layers): host memory for a CPU
  * model (a memcpy), device memory for a device model (in stream order;

@@ -49,6 +49,7 @@
 #define DTRAIN_OPTIM_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "dtrain/device.h"
 
 #ifdef __cplusplus
@@ -259,6 +260,13 @@ int dt_optim_grad_scale(const dt_optim *opt, float *g, size_t n, float s);
  * not overlap it otherwise. DT_ERR_INVALID for NULL opt, or NULL g or src
  * with n > 0. */
 int dt_optim_grad_add(const dt_optim *opt, float *g, const float *src, size_t n);
+/* dst[i] = src[i] rounded to bfloat16 (round to nearest, ties to even:
+ * dt_f32_to_bf16's bits, a device instance's kernel too) for i in [0, n),
+ * where opt's state lives: the bf16 copy a mixed-precision model computes
+ * with, written from the f32 master parameters the optimizer steps (ZeRO's
+ * cfg.params_bf16). dst (n bf16 values) must not overlap src. DT_ERR_INVALID
+ * for NULL opt, or NULL dst or src with n > 0. */
+int dt_optim_params_to_bf16(const dt_optim *opt, uint16_t *dst, const float *src, size_t n);
 
 /* Sum of squares of g[0..n), accumulated in double (8 interleaved partial sums
  * over consecutive elements, then added in a fixed order: the result depends

@@ -112,6 +112,7 @@
 #define DTRAIN_ZERO_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "dtrain/coll.h"
 #include "dtrain/comm.h"
 #include "dtrain/optim.h"
@@ -165,7 +166,8 @@ typedef struct dt_zero_config {
                                 * to the type, the owner keeps its f32 (its master).
                                 * Lossless for a model that computes with bf16 copies
                                 * of its parameters (dtrain-train --precision bf16
-                                * sets it); dt_zero_gather_range then takes each
+                                * sets it at stage 3 and with offload; stages 1/2
+                                * use params_bf16); dt_zero_gather_range then takes each
                                 * piece from its owner. Device memory over a device
                                 * transport only (nccl, or one rank): otherwise
                                 * DT_ERR_UNSUPPORTED from dt_zero_create; unknown:
@@ -174,6 +176,23 @@ typedef struct dt_zero_config {
                                 * the shard and the optimizer on the device, 1 on the
                                 * host (ZeRO-Offload); ignored for host memory. Not 0
                                 * or 1: DT_ERR_INVALID */
+    uint16_t *params_bf16;     /* NULL (default), or stages 1/2 (MIXED PRECISION): the
+                                * bf16 copy of all num_params parameters the caller's
+                                * model computes with, in params' kind of memory. ZeRO
+                                * then keeps this rank's f32 slice as the master copy
+                                * of its own (hi - lo floats, DT_MEM_PARAMS; what
+                                * dt_zero_param_shard returns), writes its bf16
+                                * rounding (dt_optim_params_to_bf16) into
+                                * params_bf16[lo, hi) after each step and load, and
+                                * re-shares params_bf16 in bf16 (half the bytes of f32);
+                                * create writes all of it from the broadcast params.
+                                * params is then read during create only and may be
+                                * released afterwards (as at stage 3), the hooks hand
+                                * out no parameter pointers (the model computes from
+                                * params_bf16), and dt_zero_gather_range takes each
+                                * piece from its owner's f32 master. Per rank: 2P +
+                                * 4P/N bytes of parameters, not 4P. Stage 3 or
+                                * cfg.offload 1: DT_ERR_INVALID */
 } dt_zero_config;
 
 void dt_zero_config_default(dt_zero_config *cfg);
@@ -232,7 +251,8 @@ int dt_zero_shard(const dt_zero *z, size_t *lo, size_t *hi);
  * optimizer over them: memory of the kind dt_zero_shard_mem says (device
  * memory, and a device optimizer, dtrain/optim.h's dt_optim_create_on, for
  * device params without cfg.offload). Stages 1/2 on the device: views of the
- * caller's params and (stage 1) grads at [lo, hi). Stages 2/3 zero the
+ * caller's params and (stage 1) grads at [lo, hi), except with
+ * cfg.params_bf16, where the parameter slice is ZeRO's own. Stages 2/3 zero the
  * gradient slice at the end of dt_zero_step; offload's stage 1 fills its host
  * copy at the start of it. */
 float *dt_zero_param_shard(dt_zero *z);

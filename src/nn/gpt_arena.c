@@ -23,7 +23,7 @@ int gpt_fail(int rc, const char *fmt, ...) {
 /* ---- compute-precision parameters ------------------------------------------------------ */
 
 int gpt_need_params(dt_model *m, int u) {
-    if (m->units[u].param_count && !dtm_params(m, u))
+    if (m->units[u].param_count && !gpt_ofc(m)->wc_only && !dtm_params(m, u))
         return DT_ERR(DT_ERR_STATE, "layer %d (%s) has no resident parameters", u, m->units[u].name);
     return DT_OK;
 }
@@ -38,7 +38,7 @@ void *gpt_wgt(dt_model *m, int u) {
 int gpt_cast_unit(dt_model *m, int u) {
     dt_gpt *g = gpt_of(m);
     const dt_unit *U = &m->units[u];
-    if (g->prec == GPT_F32 || !U->param_count) return DT_OK;
+    if (g->prec == GPT_F32 || !U->param_count || g->wc_only) return DT_OK;
     g->wslot_unit = -1;
     int rc = g->K->cast(g->be, gpt_wgt(m, u), dtm_params(m, u), U->param_count);
     if (rc) return gpt_fail(rc, "%s: the bf16 copy of its parameters", U->name);
@@ -76,6 +76,18 @@ size_t gpt_compute_copy_bytes(const dt_model *m, int *per_layer) {
     if (g->wc) return m->nparams * g->es;
     if (per_layer) *per_layer = 1;
     return g->wslot_bytes;
+}
+
+uint16_t *gpt_compute_copy(const dt_model *m) {
+    const dt_gpt *g = gpt_ofc(m);
+    return g->prec == GPT_F32 ? NULL : g->wc;
+}
+
+int gpt_params_from_copy(dt_model *m) {
+    dt_gpt *g = gpt_of(m);
+    if (!gpt_compute_copy(m)) return DT_ERR(DT_ERR_UNSUPPORTED, "the gpt has no whole bf16 copy to compute from");
+    g->wc_only = 1;
+    return DT_OK;
 }
 
 /* ---- the arena ----------------------------------------------------------------------------- */

@@ -202,6 +202,8 @@ typedef struct dt_gpt {
                                 cast at each use (gpt_use_unit) */
     size_t wslot_bytes;
     int wslot_unit;          /* the unit wslot holds (-1: none) */
+    int wc_only;             /* wc is the parameters, written by the caller (ZeRO's
+                                f32 master slices, dt_model_params_from_copy): no casts */
     /* the arena, laid out for (bmax, tmax, arena_recompute) */
     int bmax, tmax, arena_recompute;
     void *arena;             /* backend memory */
@@ -273,6 +275,10 @@ int gpt_use_unit(dt_model *m, int u);
  * from all units to one unit at a time (gpt_arena.c). */
 int gpt_params_released(dt_model *m);
 size_t gpt_compute_copy_bytes(const dt_model *m, int *per_layer);
+/* The whole bf16 copy (NULL: f32, or one unit at a time), and the switch to
+ * computing from it as the caller writes it (gpt_arena.c). */
+uint16_t *gpt_compute_copy(const dt_model *m);
+int gpt_params_from_copy(dt_model *m);
 
 /* Make the arena fit (B, T) with the current recompute setting. */
 int gpt_ensure_arena(dt_model *m, int B, int T);

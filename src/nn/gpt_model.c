@@ -273,4 +273,6 @@ const dtm_family dt_family_gpt = {
     .generate = gpt_generate,
     .params_released = gpt_params_released,
     .compute_copy_bytes = gpt_compute_copy_bytes,
+    .compute_copy = gpt_compute_copy,
+    .params_from_copy = gpt_params_from_copy,
 };

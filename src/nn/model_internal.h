@@ -107,6 +107,12 @@ struct dtm_family {
      * parameters the model keeps, and whether it is one layer's (*per_layer
      * 1: re-cast at each use) rather than all of them. */
     size_t (*compute_copy_bytes)(const dt_model *m, int *per_layer);
+    /* Optional (NULL: none): the whole compute-precision copy (NULL: none
+     * now), and the switch to computing from it as the caller writes it,
+     * made before the model frees its f32 parameters (DT_ERR_UNSUPPORTED:
+     * no whole copy, nothing changed). */
+    uint16_t *(*compute_copy)(const dt_model *m);
+    int (*params_from_copy)(dt_model *m);
 };
 
 /* The model's memory (model_mem.c): host memory, or the family's through

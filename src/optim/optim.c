@@ -24,6 +24,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "dtrain/dtype.h"
 #include "dtrain/optim.h"
 #include "optim/optim_kernels.h"
 
@@ -510,6 +511,15 @@ int dt_optim_grad_scale(const dt_optim *opt, float *g, size_t n, float s) {
     }
     return n ? opt->dk->scale(opt->stream, g, n, s) : DT_OK;
 }
+int dt_optim_params_to_bf16(const dt_optim *opt, uint16_t *dst, const float *src, size_t n) {
+    if (!opt || (n && (!dst || !src))) return DT_ERR(DT_ERR_INVALID, "NULL opt, dst or src");
+    if (!opt->device) {
+        for (size_t i = 0; i < n; i++) dst[i] = dt_f32_to_bf16(src[i]);
+        return DT_OK;
+    }
+    return n ? opt->dk->to_bf16(opt->stream, dst, src, n) : DT_OK;
+}
+
 int dt_optim_grad_add(const dt_optim *opt, float *g, const float *src, size_t n) {
     if (!opt || (n && (!g || !src))) return DT_ERR(DT_ERR_INVALID, "NULL opt or gradients");
     if (!opt->device) {

@@ -15,6 +15,7 @@
 #define DT_OPTIM_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,6 +43,9 @@ typedef struct dt_optim_kernels {
     /* g[i] += src[i] (one float add per element: the host loop's bits);
      * src may be g itself, or lie apart from it */
     int (*add)(void *stream, float *g, const float *src, size_t n);
+    /* dst[i] (bf16 bits) = src[i] rounded to nearest even (core/bf16.h's
+     * dt_bf16_round: the host's bits) */
+    int (*to_bf16)(void *stream, uint16_t *dst, const float *src, size_t n);
 } dt_optim_kernels;
 
 /* The kernels for device memory of this build (NULL with DT_ERR_UNSUPPORTED

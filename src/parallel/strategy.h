@@ -98,6 +98,12 @@ typedef struct dt_layer_table {
     int (*use_grad_buffer)(void *model, float *g);
     int (*release_flat)(void *model, int params, int grads);
     void (*zero_grad)(void *model);
+    /* optional (NULL: none): the model's bf16 copy of all its parameters
+     * (dt_model_compute_copy, memory as params), and the switch to computing
+     * from it once the f32 params are freed (dt_model_params_from_copy):
+     * ZeRO stages 1/2 keep the f32 master as shards then */
+    uint16_t *params_bf16;
+    int (*params_from_copy)(void *model);
     /* the model's hooks (dt_model_set_hooks) and dropout stream (dt_model_seed_dropout) */
     int (*set_hooks)(void *model, const dt_layer_hooks *h);
     int (*seed_dropout)(void *model, uint64_t seed);

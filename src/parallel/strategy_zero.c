@@ -7,7 +7,9 @@
  * strategy's communicator (the world) still cuts the batches, synchronises
  * batch norm and broadcasts buffers. A device model's shard and optimizer
  * state stay on its device, or with dist.zero_offload on the host
- * (dtrain/zero.h, "Device memory"); either way the checkpoint code reads
+ * (dtrain/zero.h, "Device memory"); a bf16 model's f32 master parameters
+ * are ZeRO's shards at every stage (the model computes from its bf16 copy,
+ * re-shared in bf16 at stages 1/2); either way the checkpoint code reads
  * and writes them through host copies (train_ckpt.c). */
 #include <stdlib.h>
 #include <string.h>
@@ -75,11 +77,17 @@ static int zero_create(dt_strategy *s, const dt_strategy_args *a, int stage) {
         z->rep_rank = dt_comm_rank(zc.replicas);
         z->nrep = dt_comm_size(zc.replicas);
     }
-    /* a model computing with bf16 copies, on GPUs of their own: its parameters
-     * move in bf16 (lossless for it; half the bytes of the re-sharing and the
-     * gathers) */
-    if (z->dev && t->precision == DT_PRECISION_BF16 && dt_comm_size(z->shard) > 1 &&
-        strcmp(dt_comm_device_path(z->shard), "nccl") == 0)
+    /* mixed precision at stages 1/2 (ZeRO's): the f32 master parameters are
+     * ZeRO's shards, the model keeps and computes from its bf16 copy only,
+     * which ZeRO writes and re-shares in bf16 (2P + 4P/N bytes, not 4P + 2P;
+     * the same bits). Offload keeps the f32 working copy on the device. */
+    const int master = stage < 3 && t->params_bf16 && t->params_from_copy && !zc.offload;
+    if (master) zc.params_bf16 = t->params_bf16;
+    /* otherwise a model computing with bf16 copies, on GPUs of their own: its
+     * f32 parameters move rounded to bf16 (lossless for it; half the bytes of
+     * stage 3's gathers and offload's re-sharing) */
+    else if (z->dev && t->precision == DT_PRECISION_BF16 && dt_comm_size(z->shard) > 1 &&
+             strcmp(dt_comm_device_path(z->shard), "nccl") == 0)
         zc.param_wire = DT_WIRE_BF16;
     rc = dt_zero_create(z->shard, &zc, t->num_params, t->offset, t->count, t->nlayers, t->params,
                             stage == 1 ? t->grads : NULL, a->optim, &z->zero);
@@ -90,11 +98,12 @@ static int zero_create(dt_strategy *s, const dt_strategy_args *a, int stage) {
         return rc;
     /* the model's own flat buffers: stages 2 and 3 never use the gradient
      * buffer, stage 3 not the parameter buffer either: the model releases them */
-    z->mem[0] = stage < 3 ? (long long)(t->num_params * sizeof(float)) : 0;
+    z->mem[0] = stage < 3 && !master ? (long long)(t->num_params * sizeof(float)) : 0;
     z->mem[1] = stage < 2 ? (long long)(t->num_params * sizeof(float)) : 0;
     dt_mem_add_on(DT_MEM_PARAMS, z->mem[0], z->dev);
     dt_mem_add_on(DT_MEM_GRADS, z->mem[1], z->dev);
     if (stage >= 2 && (rc = t->release_flat(t->model, stage == 3, 1))) return rc;
+    if (master && (rc = t->params_from_copy(t->model))) return rc;
     /* batch-norm buffers start identical too */
     return t->num_buffers ? dt_broadcast(t->buffers, t->buffers, t->num_buffers, DT_F32,
                                          dt_comm_world_rank_of(s->comm, 0), s->comm)

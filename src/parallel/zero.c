@@ -161,6 +161,10 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
         return DT_ERR(DT_ERR_UNSUPPORTED, "params are device memory of the '%s' runtime, where the optimizer has no "
                       "kernels (CUDA's only): set cfg.offload 1 to keep the shard and optimizer on the host",
                       dt_dev()->name);
+    if (c.params_bf16 && (c.stage == 3 || (dev && c.offload)))
+        return DT_ERR(DT_ERR_INVALID, "cfg.params_bf16 with %s: the bf16 copy written from ZeRO's f32 master slices "
+                      "is for stages 1 and 2 with the shard where the parameters are (stage 3 gathers each layer; "
+                      "set params_bf16 NULL)", c.stage == 3 ? "stage 3" : "cfg.offload 1");
     for (int s = 0; s < nsegs; s++)
         if (seg_off[s] > P || seg_cnt[s] > P - seg_off[s])
             return DT_ERR(DT_ERR_INVALID, "segment %d [%zu, +%zu) lies outside [0, %zu)", s, seg_off[s], seg_cnt[s], P);
@@ -195,7 +199,8 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
     z->pco.wire = (dt_wire)c.param_wire;
     /* the shard's allreduce across replicas: where the shard is */
     z->rco = z->where == ZW_DEVICE ? z->gco : (dt_coll_opts){.mem = DT_MEM_HOST, .wire = (dt_wire)c.wire};
-    z->params = c.stage < 3 ? params : NULL;
+    z->p16 = c.params_bf16;
+    z->params = c.stage < 3 && !z->p16 ? params : NULL;
     z->grads = c.stage == 1 ? grads : NULL;
     z->off = malloc(sizeof(size_t) * (size_t)nsegs);
     z->cnt = malloc(sizeof(size_t) * (size_t)nsegs);
@@ -237,6 +242,11 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
     if ((rc = dt_broadcast_ex(params, params, P, DT_F32, dt_comm_world_rank_of(comm, 0), comm, &z->co, NULL)))
         FAIL(rc);
     if ((rc = zero_shard_create(z, params, grads, ocfg))) FAIL(rc);
+    /* mixed precision: every rank's bf16 copy from the broadcast parameters
+     * (the caller may release them once create returns) */
+    if (z->p16 && ((rc = dt_optim_params_to_bf16(z->opt, z->p16, params, P)) ||
+                   (dev && (rc = dt_dev()->stream_sync(z->co.stream)))))
+        FAIL(rc);
     if (c.stage >= 2)
         for (int i = 0; i < 2; i++) {
             z->gb[i].buf = buf_alloc(z, z->maxbuf);
@@ -398,8 +408,8 @@ int dt_zero_pre_forward(dt_zero *z, int seg, float **params) {
     *params = NULL;
     const int o = z->owner[seg];
     if (!z->cnt[o]) return DT_OK;
-    if (z->cfg.stage < 3) {
-        *params = z->params + z->off[o];
+    if (z->cfg.stage < 3) { /* params_bf16: the caller computes from its bf16 copy */
+        *params = z->params ? z->params + z->off[o] : NULL;
         return zero_wait_chunks(z, z->off[o], z->off[o] + z->cnt[o]);
     }
     if (is_shared(z, o)) return shared_acquire(z, o, next_nonempty(z, seg, +1), params);
@@ -423,7 +433,7 @@ int dt_zero_pre_backward(dt_zero *z, int seg, float **params, float **grads) {
     *params = *grads = NULL;
     const int o = z->owner[seg];
     if (!z->cnt[o]) return DT_OK;
-    if (z->cfg.stage < 3) *params = z->params + z->off[o];
+    if (z->cfg.stage < 3) *params = z->params ? z->params + z->off[o] : NULL;
     else if (is_shared(z, o)) rc = shared_acquire(z, o, next_nonempty(z, seg, -1), params);
     else rc = stage3_acquire(z, o, next_nonempty(z, seg, -1), params);
     if (rc) return rc;

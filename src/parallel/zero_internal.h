@@ -7,6 +7,7 @@
 #define DT_PARALLEL_ZERO_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "core/mem.h"
 #include "dtrain/coll.h"
 #include "dtrain/ddp.h"
@@ -46,7 +47,9 @@ struct dt_zero {
     int nsegs;
     size_t *off, *cnt, maxseg; /* maxseg: the largest segment */
     size_t maxbuf;  /* the largest segment that is not shared: gb/pb's size */
-    float *params;  /* stage 1/2: caller's full vector */
+    float *params;  /* stage 1/2: caller's full vector (NULL with p16) */
+    uint16_t *p16;  /* cfg.params_bf16: the caller's bf16 copy, re-shared in
+                     * bf16 from the owners' f32 master slices (p_shard, own) */
     float *grads;   /* stage 1: caller's full gradients */
     /* the shard: [hi - lo] each, where `where` says (ZW_DEVICE, stages 1/2:
      * p_shard is the caller's params + lo; stage 1: g_shard its grads + lo) */

@@ -30,7 +30,7 @@ int zero_shard_create(dt_zero *z, float *params, float *grads, const dt_optim_co
     const int stage = z->cfg.stage;
     int rc = DT_OK;
     if (z->where == ZW_DEVICE) {
-        if (stage == 3) { /* the slice is the only copy: the gathers' source */
+        if (stage == 3 || z->p16) { /* the slice is the only f32 copy: the gathers' source, or the master */
             if (!(z->p_shard = dev_alloc(n)))
                 return DT_ERR(DT_ERR_NOMEM, "out of device memory for the parameter shard (%zu floats)", n);
             z->own_p = 1;
@@ -53,7 +53,7 @@ int zero_shard_create(dt_zero *z, float *params, float *grads, const dt_optim_co
         return DT_OK;
     }
     /* host memory, or offload: the optimizer's slices on the host */
-    if (stage == 3 || z->where == ZW_OFFLOAD) {
+    if (stage == 3 || z->where == ZW_OFFLOAD || z->p16) {
         if (!(z->p_shard = malloc(sizeof(float) * (n ? n : 1))))
             return DT_ERR(DT_ERR_NOMEM, "out of memory for the parameter shard");
         z->own_p = 1;
@@ -176,8 +176,14 @@ static int push_slice(dt_zero *z) {
 }
 
 static int reshare_params(dt_zero *z) {
-    /* each owner broadcasts its updated slice, in chunks */
-    size_t cap = z->cfg.bucket_cap_bytes / sizeof(float);
+    /* each owner broadcasts its updated slice, in chunks (params_bf16: its
+     * bf16 rounding, written first, the chunks the same bytes) */
+    const size_t es = z->p16 ? sizeof(uint16_t) : sizeof(float);
+    if (z->p16 && (z->hi > z->lo)) {
+        int rc = dt_optim_params_to_bf16(z->opt, z->p16 + z->lo, z->p_shard, z->hi - z->lo);
+        if (rc) return rc;
+    }
+    size_t cap = z->cfg.bucket_cap_bytes / es;
     if (cap == 0) cap = z->maxseg ? z->maxseg : 1;
     for (int o = 0; o < z->N; o++) {
         size_t a = (size_t)o * z->S, b = a + z->S < z->P ? a + z->S : z->P;
@@ -191,8 +197,10 @@ static int reshare_params(dt_zero *z) {
                 z->capchunks = nc;
             }
             chunk *ch = &z->chunks[z->nchunks];
-            int rc = dt_broadcast_ex(z->params + c, z->params + c, e - c, DT_F32, zero_owner_world(z, o), z->comm,
-                                     &z->pco, &ch->w);
+            int rc = z->p16 ? dt_broadcast_ex(z->p16 + c, z->p16 + c, e - c, DT_BF16, zero_owner_world(z, o), z->comm,
+                                              &z->co, &ch->w)
+                            : dt_broadcast_ex(z->params + c, z->params + c, e - c, DT_F32, zero_owner_world(z, o),
+                                              z->comm, &z->pco, &ch->w);
             if (rc) return rc;
             ch->a = c;
             ch->b = e;
@@ -257,8 +265,9 @@ int dt_zero_gather_range(dt_zero *z, size_t offset, size_t count, float *dst, in
     if (me && !dst && count) return DT_ERR(DT_ERR_INVALID, "dst is NULL on the root");
     if (z->cfg.stage < 3) {
         if ((rc = zero_wait_chunks(z, offset, offset + count))) return rc;
-        /* with a parameter wire the others' slices here are rounded: from their owners, as stage 3 */
-        if (z->pco.wire == DT_WIRE_NATIVE) {
+        /* with a parameter wire the others' slices here are rounded, with
+         * params_bf16 there are none: from their owners, as stage 3 */
+        if (z->pco.wire == DT_WIRE_NATIVE && z->params) {
             if (me && count && z->dev) return zero_dcopy(z, dst, z->params + offset, count);
             if (me && count) memcpy(dst, z->params + offset, count * sizeof(float));
             return DT_OK;

@@ -60,6 +60,7 @@ static int tb_set_grads(void *m, int l, float *g) { return dt_model_set_layer_gr
 static int tb_use_grads(void *m, float *g) { return dt_model_use_grad_buffer(m, g); }
 static int tb_release(void *m, int p, int g) { return dt_model_release_flat(m, p, g); }
 static void tb_zero_grad(void *m) { dt_model_zero_grad(m); }
+static int tb_from_copy(void *m) { return dt_model_params_from_copy(m); }
 static int tb_set_hooks(void *m, const dt_layer_hooks *h) {
     dt_model_hooks mh = {.ctx = h->ctx, .pre_forward = h->pre_forward, .post_forward = h->post_forward,
                          .pre_backward = h->pre_backward, .grad_ready = h->grad_ready,
@@ -127,7 +128,8 @@ static int build_table(dt_trainer *t) {
                                 .stream = dt_model_stream(m), .precision = dt_model_precision(m), .model = m,
                                 .set_layer_params = tb_set_params, .set_layer_grads = tb_set_grads,
                                 .use_grad_buffer = tb_use_grads, .release_flat = tb_release,
-                                .zero_grad = tb_zero_grad, .set_hooks = tb_set_hooks,
+                                .zero_grad = tb_zero_grad, .params_bf16 = dt_model_compute_copy(m),
+                                .params_from_copy = tb_from_copy, .set_hooks = tb_set_hooks,
                                 .seed_dropout = tb_seed_dropout, .train_pass = tb_train_pass,
                                 .x_bytes = 4 * (size_t)t->io.x_size * (size_t)t->positions,
                                 .y_elems = (size_t)t->positions, .replica_create = tb_replica_create,
@@ -443,6 +445,8 @@ void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when) {
                 dt_model_precision(t->model) != DT_PRECISION_BF16 ? "fp32"
                 : t->mem_compute_cat == DT_MEM_GATHERED
                     ? "bf16, gathered includes the bf16 compute copy of one layer (the largest)"
+                : dt_model_params(t->model) == NULL /* ZeRO-1/2: the f32 masters are ZeRO's shards */
+                    ? "bf16, params are the bf16 compute copy (2 B per parameter) and ZeRO's f32 master shard"
                     : "bf16, params include the bf16 compute copy (2 B per parameter)",
                 (double)info.total_bytes / 1e9, (double)(info.total_bytes - info.free_bytes) / 1e9);
     }

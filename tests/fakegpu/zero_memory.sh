@@ -78,14 +78,16 @@ done
 
 # bf16 (--precision bf16): f32 parameters (the master copy the optimizer
 # steps), a bf16 copy the kernels compute with (2 B per parameter), f32
-# gradients and moments:
-#   stage 0  18P            stage 2  6P + 12P/N
-#   stage 1  10P + 8P/N     stage 3  16P/N
+# gradients and moments. From stage 1 the f32 masters are ZeRO's shards
+# (4P/N) and the model keeps only the bf16 copy, which ZeRO writes and
+# re-shares:
+#   stage 0  18P            stage 2  2P + 16P/N
+#   stage 1  6P + 12P/N     stage 3  16P/N
 # at stage 3 the bf16 copy is one layer's (the largest), cast from the
 # gathered f32 layer at each use: counted with the gathered buffers, it adds
 # less than the whole copy's 2P to them. (ZeRO's mixed-precision formulas
-# with 2 B gradients and the f32 master copy in the optimizer's state: 16P,
-# 4P + 12P/N, 2P + 14P/N, 16P/N.)
+# with 2 B gradients: 16P, 4P + 12P/N, 2P + 14P/N, 16P/N; dtrain's gradients
+# are f32.)
 printf "%3s %5s %12s %8s %8s %12s   bf16\n" N stage "device B" "x P" formula "gathered pk B"
 for n in $nps; do
     prev=
@@ -98,7 +100,7 @@ for n in $nps; do
             check false "bf16 N=$n stage $z: no memory record ($(tail -2 "$tmp/$name.out" | tr '\n' ' '))"
             continue
         fi
-        want=$(awk -v z="$z" -v n="$n" -v p="$P" 'BEGIN {f[0] = 18; f[1] = 10 + 8 / n; f[2] = 6 + 12 / n; f[3] = 16 / n;
+        want=$(awk -v z="$z" -v n="$n" -v p="$P" 'BEGIN {f[0] = 18; f[1] = 6 + 12 / n; f[2] = 2 + 16 / n; f[3] = 16 / n;
                                                       printf "%.0f", f[z] * p}')
         gpk=$(field "$name" gathered_device_peak)
         printf "%3d %5d %12d %8.3f %8.3f %12d\n" "$n" "$z" "$dev" "$(awk -v a="$dev" -v p="$P" 'BEGIN {print a / p}')" \

@@ -15,7 +15,12 @@
  *      (ZeRO-3's way): its bf16 copy shrinks to the largest layer's, cast
  *      again at each use, and a step, its gradients and greedy generation
  *      are the bits of the model that keeps the whole copy; a layer
- *      released between forward and backward is named.
+ *      released between forward and backward is named;
+ *   8. bf16 computing from its bf16 copy as the caller writes it (ZeRO-1/2
+ *      keeping the f32 masters, dt_model_params_from_copy): its f32
+ *      parameters freed, a step, its gradients and generation the bits of
+ *      the model that casts, and new values written into the copy are what
+ *      it computes with; a model without the whole copy is refused.
  * The shape: GPT-2's vocabulary 50257 (padded inside) on a GPU; on the fake
  * runtime (tests/fakegpu, where the kernels' CPU twins compute as the CPU
  * GPT, so 1, 4 and 5 must be the same BITS) a smaller one that CI can afford,
@@ -26,6 +31,7 @@
 #include <string.h>
 #include "gpu_common.h"
 #include "testutil.h"
+#include "dtrain/dtype.h"
 #include "dtrain/model.h"
 #include "dtrain/optim.h"
 #ifdef DTRAIN_FAKEGPU_TEST
@@ -199,6 +205,30 @@ static void test_errors(void) {
     CHECK_ERR(dt_model_create(&cfg, &m), DT_ERR_UNSUPPORTED, "computes on the cpu only");
 }
 
+/* One training step of a and of b (a bf16 model computing its way): the
+ * same loss (in *la) and gradients, bit for bit, and the same greedy
+ * generation; 1 when so. */
+static int same_step(dt_model *a, dt_model *b, const int32_t *x, const int32_t *y, const char *what, float *la) {
+    const size_t P = dt_model_num_params(a);
+    float lb = 1;
+    CHECK_OK(dt_model_forward_seq(a, x, y, g_s.B, g_s.T, 1, NULL));
+    CHECK_OK(dt_model_backward(a));
+    CHECK_OK(dt_model_loss(a, la));
+    CHECK_OK(dt_model_forward_seq(b, x, y, g_s.B, g_s.T, 1, NULL));
+    CHECK_OK(dt_model_backward(b));
+    CHECK_OK(dt_model_loss(b, &lb));
+    float *ga = host_copy(a, dt_model_grads(a), P), *gb = host_copy(b, dt_model_grads(b), P);
+    int same = *la == lb && memcmp(ga, gb, P * sizeof(float)) == 0;
+    CHECK(same, "%s: loss %.9g vs %.9g, gradients rel L2 %.3g", what, lb, *la, rel_l2(gb, ga, P));
+    enum { NEW = 8 };
+    int32_t ta[NEW], tb[NEW];
+    CHECK_OK(dt_model_generate(a, x, 5, NEW, 0.0f, 1, ta));
+    CHECK_OK(dt_model_generate(b, x, 5, NEW, 0.0f, 1, tb));
+    CHECK(memcmp(ta, tb, sizeof ta) == 0, "%s: greedy generation differs", what);
+    free(ga), free(gb);
+    return same && memcmp(ta, tb, sizeof ta) == 0;
+}
+
 /* 7 */
 static void test_layer_copy(const int32_t *x, const int32_t *y) {
     dt_model *a = make(DT_DEVICE_CUDA, DT_PRECISION_BF16), *b = make(DT_DEVICE_CUDA, DT_PRECISION_BF16);
@@ -226,22 +256,8 @@ static void test_layer_copy(const int32_t *x, const int32_t *y) {
         CHECK_OK(dt_model_layer_params(b, l, &off, &cnt));
         if (cnt) CHECK_OK(dt_model_set_layer_params(b, l, dev + off));
     }
-    float la = 0, lb = 1;
-    CHECK_OK(dt_model_forward_seq(a, x, y, g_s.B, g_s.T, 1, NULL));
-    CHECK_OK(dt_model_backward(a));
-    CHECK_OK(dt_model_loss(a, &la));
-    CHECK_OK(dt_model_forward_seq(b, x, y, g_s.B, g_s.T, 1, NULL));
-    CHECK_OK(dt_model_backward(b));
-    CHECK_OK(dt_model_loss(b, &lb));
-    float *ga = host_copy(a, dt_model_grads(a), P), *gb = host_copy(b, dt_model_grads(b), P);
-    const int same = la == lb && memcmp(ga, gb, P * sizeof(float)) == 0;
-    CHECK(same, "one layer's bf16 copy: loss %.9g vs the whole copy's %.9g, gradients rel L2 %.3g", lb, la,
-          rel_l2(gb, ga, P));
-    enum { NEW = 8 };
-    int32_t ta[NEW], tb[NEW];
-    CHECK_OK(dt_model_generate(a, x, 5, NEW, 0.0f, 1, ta));
-    CHECK_OK(dt_model_generate(b, x, 5, NEW, 0.0f, 1, tb));
-    CHECK(memcmp(ta, tb, sizeof ta) == 0, "greedy generation with one layer's copy is not the whole copy's");
+    float la = 0;
+    const int same = same_step(a, b, x, y, "one layer's bf16 copy", &la);
     CHECK(dt_model_compute_copy_bytes(b, &per) == 2 * largest && per == 1, "after generation: one layer's copy again");
 #ifdef DTRAIN_FAKEGPU_TEST
     /* a device that cannot hold the layer's copy: named; the whole copy stays and computes */
@@ -269,9 +285,55 @@ static void test_layer_copy(const int32_t *x, const int32_t *y) {
     CHECK_ERR(dt_model_backward(b), DT_ERR_STATE, "no resident parameters");
     printf("7. bf16, parameters released and redirected per layer: a copy of %zu B instead of %zu B; step, gradients "
            "and generation %s\n", 2 * largest, 2 * P, same ? "bit-identical" : "DIFFER");
-    free(host), free(ga), free(gb);
+    free(host);
     cudaFree(dev);
     dt_model_free(a), dt_model_free(b), dt_model_free(f);
+}
+
+/* 8 */
+static void set_copy(dt_model *m, const float *host, size_t P) { /* the caller writes the bf16 copy */
+    uint16_t *h = malloc(P * 2);
+    for (size_t k = 0; k < P; k++) h[k] = dt_f32_to_bf16(host[k]);
+    CHECK(cudaMemcpy(dt_model_compute_copy(m), h, P * 2, cudaMemcpyHostToDevice) == cudaSuccess, "the copy's upload");
+    free(h);
+}
+
+static void test_from_copy(const int32_t *x, const int32_t *y) {
+    dt_model *a = make(DT_DEVICE_CUDA, DT_PRECISION_BF16), *b = make(DT_DEVICE_CUDA, DT_PRECISION_BF16);
+    dt_model *f = make(DT_DEVICE_CUDA, DT_PRECISION_FP32), *r = make(DT_DEVICE_CUDA, DT_PRECISION_BF16);
+    if (!a || !b || !f || !r) {
+        dt_model_free(a), dt_model_free(b), dt_model_free(f), dt_model_free(r);
+        return;
+    }
+    const size_t P = dt_model_num_params(a);
+    CHECK(dt_model_compute_copy(b) != NULL && dt_model_compute_copy(f) == NULL && dt_model_compute_copy(NULL) == NULL,
+          "the whole bf16 copy: bf16 %p, fp32 %p", (void *)dt_model_compute_copy(b), (void *)dt_model_compute_copy(f));
+    CHECK_ERR(dt_model_params_from_copy(f), DT_ERR_UNSUPPORTED, "no copy of all its parameters");
+    CHECK(dt_model_params(f) != NULL, "a refused switch keeps the f32 parameters");
+    CHECK_ERR(dt_model_params_from_copy(NULL), DT_ERR_INVALID, "model is NULL");
+    CHECK_OK(dt_model_release_flat(r, 1, 0)); /* ZeRO-3's: the copy goes layer by layer */
+    CHECK(dt_model_compute_copy(r) == NULL, "released per layer: no whole copy");
+    CHECK_ERR(dt_model_params_from_copy(r), DT_ERR_UNSUPPORTED, "layer by layer");
+    float *host = host_copy(b, dt_model_params(b), P);
+    set_copy(b, host, P);
+    CHECK_OK(dt_model_params_from_copy(b));
+    int per = -1;
+    CHECK(dt_model_params(b) == NULL && dt_model_compute_copy(b) != NULL && dt_model_compute_copy_bytes(b, &per) == 2 * P &&
+          per == 0, "from the copy: the f32 parameters freed, the whole copy kept");
+    float la = 0, lb = 1;
+    int same = same_step(a, b, x, y, "computing from the written copy", &la);
+    /* new values in the copy are what b computes with: a's f32 halved, b's copy written */
+    for (size_t k = 0; k < P; k++) host[k] *= 0.5f;
+    CHECK_OK(dt_model_copy_from_host(a, dt_model_params(a), host, P));
+    set_copy(b, host, P);
+    CHECK_OK(dt_model_forward_seq(a, x, y, g_s.B, g_s.T, 1, &la));
+    CHECK_OK(dt_model_forward_seq(b, x, y, g_s.B, g_s.T, 1, &lb));
+    CHECK(la == lb, "after the caller rewrote the copy: loss %.9g, the f32 model's %.9g", lb, la);
+    same &= la == lb;
+    printf("8. bf16 computing from a copy the caller writes (ZeRO-1/2's masters outside): %zu B of f32 parameters "
+           "freed; step, gradients and generation %s\n", 4 * P, same ? "bit-identical" : "DIFFER");
+    free(host);
+    dt_model_free(a), dt_model_free(b), dt_model_free(f), dt_model_free(r);
 }
 
 int main(void) {
@@ -301,6 +363,7 @@ int main(void) {
     test_training();
     test_errors();
     test_layer_copy(x, y);
+    test_from_copy(x, y);
     free(x), free(y);
     return dt_test_finish("gpu_gpt");
 }

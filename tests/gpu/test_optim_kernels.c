@@ -11,13 +11,17 @@
  *    double, in different orders), the same bits on a second call, 0 for
  *    n = 0;
  *  - scale exact (one float multiply per element), add exact (one float
- *    add per element), also in place and at unaligned pointers.
+ *    add per element), also in place and at unaligned pointers;
+ *  - to_bf16 (the master parameters' bf16 copy) dt_f32_to_bf16's bits on
+ *    special and random values, at an unaligned destination, nothing
+ *    written past n.
  * Built twice (tests/gpu, tests/fakegpu); skipped (77) without a device. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "gpu_common.h"
 #include "testutil.h"
+#include "dtrain/dtype.h"
 #include "dtrain/optim.h"
 #include "dtrain/rng.h"
 #include "optim/optim_kernels.h"
@@ -151,6 +155,46 @@ static void test_sqnorm_scale(const dt_optim_kernels *k, cudaStream_t st) {
     CHECK_OK(k->add(st, NULL, NULL, 0));
 }
 
+/* to_bf16: every element dt_f32_to_bf16's bits, over special values (zeros,
+ * infinities, NaNs, the largest finite, subnormals, ties) and random ones, at
+ * sizes with a tail and at an unaligned destination; the element past the end
+ * keeps its poison */
+static void test_to_bf16(const dt_optim_kernels *k, cudaStream_t st) {
+    static const size_t sizes[] = {1, 7, 1024, 100003, 3000001};
+    static const uint32_t special[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
+                                       0xffbfffffu, 0x7f7fffffu, 0x00000001u, 0x807fffffu, 0x3f808000u, 0x3f818000u,
+                                       0x3f80ffffu, 0xc0008001u};
+    dt_rng r;
+    dt_rng_seed(&r, 43);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        const size_t n = sizes[s], ns = sizeof special / sizeof special[0];
+        float *src = malloc(n * 4);
+        uint16_t *want = malloc((n + 2) * 2), *got = malloc((n + 2) * 2);
+        for (size_t i = 0; i < n; i++) {
+            if (i < ns) memcpy(&src[i], &special[i], 4);
+            else src[i] = rand_val(&r);
+            want[i] = dt_f32_to_bf16(src[i]);
+        }
+        float *d = dput(src, n);
+        uint16_t *d16 = gpu_alloc((n + 2) * 2), poison = 0x7fa5;
+        for (size_t i = 0; i < n + 2; i++) got[i] = poison;
+        gpu_h2d(d16, got, (n + 2) * 2);
+        CHECK_OK(k->to_bf16(st, d16 + 1, d, n)); /* an odd (unaligned) destination */
+        gpu_check(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+        gpu_d2h(got, d16, (n + 2) * 2);
+        size_t bad = 0, first = n;
+        for (size_t i = 0; i < n; i++)
+            if (got[i + 1] != want[i]) bad++, first = first < i ? first : i;
+        CHECK(bad == 0, "to_bf16 n=%zu: %zu values not dt_f32_to_bf16's (first [%zu]: 0x%04x, want 0x%04x)", n, bad,
+              first, first < n ? got[first + 1] : 0, first < n ? want[first] : 0);
+        CHECK(got[0] == poison && got[n + 1] == poison, "to_bf16 n=%zu: wrote outside [0, n)", n);
+        gpu_release(d16);
+        gpu_release(d);
+        free(src), free(want), free(got);
+    }
+    CHECK_OK(k->to_bf16(st, NULL, NULL, 0));
+}
+
 int main(int argc, char **argv) {
     const char *name = argc > 0 && strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : "optim_kernels";
     gpu_require(name);
@@ -161,6 +205,7 @@ int main(int argc, char **argv) {
     gpu_check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     test_steps(k, st);
     test_sqnorm_scale(k, st);
+    test_to_bf16(k, st);
     gpu_check(cudaStreamSynchronize(st), "cudaStreamSynchronize");
     cudaStreamDestroy(st);
     return dt_test_finish(name);

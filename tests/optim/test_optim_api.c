@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtrain/dtype.h"
 #include "dtrain/optim.h"
 #include "testutil.h"
 
@@ -467,6 +468,23 @@ static void test_grad_helpers(void) {
     CHECK_ERR(dt_optim_grad_add(NULL, a, b, 4), DT_ERR_INVALID, "NULL opt");
     CHECK_ERR(dt_optim_grad_add(o, a, NULL, 4), DT_ERR_INVALID, "dt_optim_grad_add");
     CHECK_ERR(dt_optim_grad_add(o, NULL, b, 4), DT_ERR_INVALID, "NULL opt or gradients");
+
+    /* dt_optim_params_to_bf16: dt_f32_to_bf16's bits (round to nearest even;
+     * ties both ways, a value past bf16's largest to infinity, NaN kept) */
+    const float v[6] = {1.0f, 1.00390625f /* tie, even below */, 1.01171875f /* tie, even above */, -3.4e38f,
+                        NAN, -0.0f};
+    const uint16_t want[6] = {0x3f80, 0x3f80, 0x3f82, 0xff80, 0x7fc0, 0x8000};
+    uint16_t out[7];
+    memset(out, 0xa5, sizeof out);
+    CHECK_OK(dt_optim_params_to_bf16(o, out, v, 6));
+    for (int i = 0; i < 6; i++)
+        CHECK(out[i] == want[i] && out[i] == dt_f32_to_bf16(v[i]), "params_to_bf16 [%d]: 0x%04x, want 0x%04x", i,
+              out[i], want[i]);
+    CHECK(out[6] == 0xa5a5, "params_to_bf16 wrote past n");
+    CHECK_OK(dt_optim_params_to_bf16(o, NULL, NULL, 0));
+    CHECK_ERR(dt_optim_params_to_bf16(NULL, out, v, 6), DT_ERR_INVALID, "NULL opt, dst or src");
+    CHECK_ERR(dt_optim_params_to_bf16(o, NULL, v, 6), DT_ERR_INVALID, "dt_optim_params_to_bf16");
+    CHECK_ERR(dt_optim_params_to_bf16(o, out, NULL, 6), DT_ERR_INVALID, "NULL opt, dst or src");
     dt_optim_free(o);
 }
 

@@ -24,6 +24,7 @@
  * freed); a mutex serialises sqnorm calls, which wait for their result. */
 #include <pthread.h>
 #include <stdint.h>
+#include "core/bf16.h"
 #include "core/error.h"
 #include "optim/optim_kernels.h"
 #include "optim/optim_math.h"
@@ -109,6 +110,12 @@ extern "C" __global__ void __launch_bounds__(EL_THREADS) dtk_add(float *g, const
         reinterpret_cast<float4 *>(g)[i] = x;
     }
     for (size_t i = nv * 4 + tid; i < n; i += step) g[i] += src[i];
+}
+
+/* dst[i] = src[i] rounded to bf16, nearest even (core/bf16.h: the host's bits) */
+extern "C" __global__ void __launch_bounds__(EL_THREADS) dtk_to_bf16(uint16_t *dst, const float *src, size_t n) {
+    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = tid; i < n; i += step) dst[i] = dt_bf16_round(src[i]);
 }
 
 /* ---- squared norm ------------------------------------------------------------------------------- */
@@ -210,4 +217,11 @@ static int k_add(void *stream, float *g, const float *src, size_t n) {
     return launched("dtk_add");
 }
 
-extern "C" const dt_optim_kernels dt_optim_kernels_cuda = {"cuda", k_adam, k_sgd, k_sqnorm, k_scale, k_add};
+static int k_to_bf16(void *stream, uint16_t *dst, const float *src, size_t n) {
+    if (n == 0) return DT_OK;
+    dtk_to_bf16<<<el_grid(4 * n), EL_THREADS, 0, (cudaStream_t)stream>>>(dst, src, n);
+    return launched("dtk_to_bf16");
+}
+
+extern "C" const dt_optim_kernels dt_optim_kernels_cuda = {"cuda", k_adam, k_sgd, k_sqnorm, k_scale, k_add,
+                                                           k_to_bf16};

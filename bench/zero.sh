@@ -72,7 +72,7 @@ P = m["num_params"]
 dev = m["params_device"] + m["grads_device"] + m["optimizer_device"]
 host = m["params"] + m["grads"] + m["optimizer"] - dev
 st = int(z[0])
-if prec == "bf16":  # a bf16 copy and the f32 master (ZeRO's shards from stage 1; one layer's copy at stage 3)
+if prec == "bf16":  # a bf16 copy (none at stage 3: bf16 layers gathered) and the f32 master (ZeRO's shards from stage 1)
     formula = [18, 6 + 12 / n, 2 + 16 / n, 16 / n][st] if z != "3o" else 4 / n
 else:
     formula = [16, 8 + 8 / n, 4 + 12 / n, 16 / n][st] if z != "3o" else 4 / n

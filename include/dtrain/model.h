@@ -323,7 +323,8 @@ int dt_model_set_layer_grads(dt_model *m, int layer, float *ptr);
 /* Free the model's own flat parameter (params != 0) and/or gradient
  * (grads != 0) buffer, for ZeRO stages that keep only shards: afterwards
  * dt_model_params/dt_model_grads return NULL and every layer with parameters
- * must be redirected (dt_model_set_layer_params/grads) before a pass touches
+ * must be redirected (dt_model_set_layer_params/grads, or given in bf16:
+ * dt_model_set_layer_params16) before a pass touches
  * it; dt_model_zero_grad must not be used for released gradients. A bf16
  * gpt keeps its bf16 copy of the parameters one layer at a time from then
  * on (dt_model_compute_copy_bytes); a device that cannot hold that layer's
@@ -352,7 +353,8 @@ void *dt_model_stream(const dt_model *m);
  * keeps 2 B per parameter, or, once dt_model_release_flat released its
  * parameters (ZeRO-3), one layer's worth (the largest layer's), re-cast
  * from the layer's current parameters at each use: then *per_layer is set
- * to 1 (else 0; per_layer may be NULL). 0 for an f32 model and for NULL. */
+ * to 1 (else 0; per_layer may be NULL), and after dt_model_layers_bf16 it is
+ * 0 bytes (per_layer 1). 0 for an f32 model and for NULL. */
 size_t dt_model_compute_copy_bytes(const dt_model *m, int *per_layer);
 /* MIXED PRECISION WITH THE MASTER OUTSIDE (ZeRO stages 1/2, dtrain/zero.h's
  * cfg.params_bf16). dt_model_compute_copy: the model's copy of ALL its
@@ -367,6 +369,21 @@ size_t dt_model_compute_copy_bytes(const dt_model *m, int *per_layer);
  * without the whole copy; DT_ERR_INVALID for NULL. */
 uint16_t *dt_model_compute_copy(const dt_model *m);
 int dt_model_params_from_copy(dt_model *m);
+/* LAYERS GIVEN IN BF16 (ZeRO-3 gathering bf16 layers, dtrain/zero.h's
+ * cfg.gather_bf16). dt_model_set_layer_params16: layer's parameters in bf16
+ * (its count values, the layer's layout, memory of the model's place, the
+ * caller's), which its next uses compute from without casting, until
+ * dt_model_set_layer_params (any pointer, NULL too) clears it or another
+ * call replaces it; NULL clears it. As with dt_model_set_layer_params, a
+ * layer whose owner is another layer reads the owner's. dt_model_layers_bf16:
+ * every layer will be given so before each use (after dt_model_release_flat
+ * of the parameters): the one-layer copy (dt_model_compute_copy_bytes) is
+ * freed; a layer then given in f32 cannot be computed with (DT_ERR_STATE
+ * naming it; generation makes a whole copy of its own). DT_ERR_UNSUPPORTED
+ * for a model that does not compute in bf16; DT_ERR_INVALID for NULL m, a
+ * bad index, or a pointer for a layer without parameters. */
+int dt_model_set_layer_params16(dt_model *m, int layer, const uint16_t *ptr);
+int dt_model_layers_bf16(dt_model *m);
 /* Copy n floats between the host and the model's memory (its flat buffers,
  * or memory of its place such as redirected layers): host memory for a CPU
  * model (a memcpy), device memory for a device model (in stream order;

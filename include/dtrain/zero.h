@@ -193,6 +193,17 @@ typedef struct dt_zero_config {
                                 * piece from its owner's f32 master. Per rank: 2P +
                                 * 4P/N bytes of parameters, not 4P. Stage 3 or
                                 * cfg.offload 1: DT_ERR_INVALID */
+    int gather_bf16;           /* 0 (default), or 1 at stage 3 (MIXED PRECISION, as
+                                * FSDP's param_dtype bf16): the gathers assemble each
+                                * segment's parameters in bf16, each owner's piece its
+                                * f32 master's rounding (dt_optim_params_to_bf16, into
+                                * the layer buffer): layer buffers of half the bytes,
+                                * half the bytes moved, the same values a model
+                                * computing in bf16 casts. The hooks then hand out no
+                                * f32 parameter pointers: dt_zero_params_bf16 gives
+                                * the bf16 ones. dt_zero_gather_range still takes the
+                                * f32 masters. Stages 1/2 (see params_bf16) or
+                                * cfg.offload 1: DT_ERR_INVALID */
 } dt_zero_config;
 
 void dt_zero_config_default(dt_zero_config *cfg);
@@ -233,6 +244,11 @@ int dt_zero_post_forward(dt_zero *z, int seg);
 int dt_zero_pre_backward(dt_zero *z, int seg, float **params, float **grads);
 int dt_zero_grad_ready(dt_zero *z, int seg);
 int dt_zero_post_backward(dt_zero *z, int seg);
+/* cfg.gather_bf16: the bf16 parameters of seg's owner that the last
+ * dt_zero_pre_forward / pre_backward of seg gathered (count values, memory
+ * of params' kind), valid until the matching post hook; NULL otherwise (no
+ * gather_bf16, an empty owner, not acquired, NULL z or a bad index). */
+const uint16_t *dt_zero_params_bf16(const dt_zero *z, int seg);
 /* Wait for this micro-step's gradient communication. */
 int dt_zero_finish(dt_zero *z);
 /* After the last micro-step: if max_grad_norm > 0, scale the gradients by

@@ -23,7 +23,7 @@ int gpt_fail(int rc, const char *fmt, ...) {
 /* ---- compute-precision parameters ------------------------------------------------------ */
 
 int gpt_need_params(dt_model *m, int u) {
-    if (m->units[u].param_count && !gpt_ofc(m)->wc_only && !dtm_params(m, u))
+    if (m->units[u].param_count && !gpt_ofc(m)->wc_only && !m->units[u].param16 && !dtm_params(m, u))
         return DT_ERR(DT_ERR_STATE, "layer %d (%s) has no resident parameters", u, m->units[u].name);
     return DT_OK;
 }
@@ -31,6 +31,7 @@ int gpt_need_params(dt_model *m, int u) {
 void *gpt_wgt(dt_model *m, int u) {
     const dt_gpt *g = gpt_ofc(m);
     if (g->prec == GPT_F32) return dtm_params(m, u);
+    if (m->units[u].param16) return (void *)m->units[u].param16; /* given in bf16 */
     if (!g->wc) return g->wslot; /* one unit at a time */
     return (char *)g->wc + m->units[u].param_off * g->es;
 }
@@ -38,7 +39,10 @@ void *gpt_wgt(dt_model *m, int u) {
 int gpt_cast_unit(dt_model *m, int u) {
     dt_gpt *g = gpt_of(m);
     const dt_unit *U = &m->units[u];
-    if (g->prec == GPT_F32 || !U->param_count || g->wc_only) return DT_OK;
+    if (g->prec == GPT_F32 || !U->param_count || g->wc_only || U->param16) return DT_OK;
+    if (!g->wc && !g->wslot)
+        return DT_ERR(DT_ERR_STATE, "%s: its parameters are f32, and the model takes its layers in bf16 (no bf16 copy "
+                      "to cast them into: give it the layer with dt_model_set_layer_params16)", U->name);
     g->wslot_unit = -1;
     int rc = g->K->cast(g->be, gpt_wgt(m, u), dtm_params(m, u), U->param_count);
     if (rc) return gpt_fail(rc, "%s: the bf16 copy of its parameters", U->name);
@@ -48,7 +52,7 @@ int gpt_cast_unit(dt_model *m, int u) {
 
 int gpt_use_unit(dt_model *m, int u) {
     const dt_gpt *g = gpt_ofc(m);
-    if (g->prec == GPT_F32 || g->wc || g->wslot_unit == u) return DT_OK;
+    if (g->prec == GPT_F32 || g->wc || m->units[u].param16 || g->wslot_unit == u) return DT_OK;
     int rc = gpt_need_params(m, u);
     return rc ? rc : gpt_cast_unit(m, u);
 }
@@ -66,6 +70,17 @@ int gpt_params_released(dt_model *m) {
     g->wc = NULL;
     g->wslot = slot;
     g->wslot_bytes = most * g->es;
+    g->wslot_unit = -1;
+    return DT_OK;
+}
+
+int gpt_layers_bf16(dt_model *m) {
+    dt_gpt *g = gpt_of(m);
+    if (g->wc) return DT_ERR(DT_ERR_STATE, "the model keeps a bf16 copy of all its parameters: release them first "
+                             "(dt_model_release_flat)");
+    g->K->free(g->be, g->wslot);
+    g->wslot = NULL;
+    g->wslot_bytes = 0;
     g->wslot_unit = -1;
     return DT_OK;
 }

@@ -262,7 +262,8 @@ void gpt_block_params_at(gpt_block_params *p, void *base, size_t es, int C);
  * computed with: DT_ERR_STATE naming it. */
 int gpt_need_params(dt_model *m, int u);
 /* The compute-precision parameters of unit u (the f32 ones for GPT_F32; for
- * GPT_BF16 the bf16 copy, valid after the unit's forward cast them). */
+ * GPT_BF16 the ones given in bf16 (param16), else the bf16 copy, valid after
+ * the unit's forward cast them). */
 void *gpt_wgt(dt_model *m, int u);
 /* GPT_BF16: cast unit u's current f32 parameters into the bf16 copy (no-op
  * for GPT_F32 and for units without parameters). */
@@ -279,6 +280,9 @@ size_t gpt_compute_copy_bytes(const dt_model *m, int *per_layer);
  * computing from it as the caller writes it (gpt_arena.c). */
 uint16_t *gpt_compute_copy(const dt_model *m);
 int gpt_params_from_copy(dt_model *m);
+/* Every unit comes in bf16 from now on (units' param16): the one-unit copy
+ * is freed (gpt_arena.c). */
+int gpt_layers_bf16(dt_model *m);
 
 /* Make the arena fit (B, T) with the current recompute setting. */
 int gpt_ensure_arena(dt_model *m, int B, int T);

@@ -275,4 +275,5 @@ const dtm_family dt_family_gpt = {
     .compute_copy_bytes = gpt_compute_copy_bytes,
     .compute_copy = gpt_compute_copy,
     .params_from_copy = gpt_params_from_copy,
+    .layers_bf16 = gpt_layers_bf16,
 };

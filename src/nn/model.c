@@ -200,7 +200,7 @@ static int redirect(dt_model *m, int layer, float *ptr, int grads, const char *f
     if (ptr && !U->param_count)
         return dt_error(DT_ERR_INVALID, fn, "layer %d (%s) has no parameters", layer, U->name);
     if (grads) U->grad_ptr = ptr;
-    else U->param_ptr = ptr;
+    else U->param_ptr = ptr, U->param16 = NULL; /* f32 parameters from now on */
     return DT_OK;
 }
 
@@ -210,6 +210,25 @@ int dt_model_set_layer_params(dt_model *m, int layer, float *ptr) {
 
 int dt_model_set_layer_grads(dt_model *m, int layer, float *ptr) {
     return redirect(m, layer, ptr, 1, __func__);
+}
+
+int dt_model_set_layer_params16(dt_model *m, int layer, const uint16_t *ptr) {
+    if (!m) return DT_ERR(DT_ERR_INVALID, "NULL model");
+    if (layer < 0 || layer >= m->nlayers) return DT_ERR(DT_ERR_INVALID, "layer %d out of range [0,%d)", layer, m->nlayers);
+    if (!m->fam->layers_bf16 || m->cfg.precision != DT_PRECISION_BF16)
+        return DT_ERR(DT_ERR_UNSUPPORTED, "layer %d (%s): this model does not compute in bf16", layer,
+                      m->units[layer].name);
+    if (ptr && !m->units[layer].param_count)
+        return DT_ERR(DT_ERR_INVALID, "layer %d (%s) has no parameters", layer, m->units[layer].name);
+    m->units[layer].param16 = ptr;
+    return DT_OK;
+}
+
+int dt_model_layers_bf16(dt_model *m) {
+    if (!m) return DT_ERR(DT_ERR_INVALID, "NULL model");
+    if (!m->fam->layers_bf16 || m->cfg.precision != DT_PRECISION_BF16)
+        return DT_ERR(DT_ERR_UNSUPPORTED, "this model does not compute in bf16");
+    return m->fam->layers_bf16(m);
 }
 
 float *dt_model_layer_param_ptr(dt_model *m, int layer) {

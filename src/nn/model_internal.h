@@ -16,6 +16,9 @@ typedef struct dt_unit {
     size_t param_off, param_count;
     size_t buf_off, buf_count;
     float *param_ptr, *grad_ptr; /* redirection; NULL = the flat buffers */
+    const void *param16;         /* the parameters in the compute precision (bf16),
+                                    given by the caller (dt_model_set_layer_params16;
+                                    cleared by dt_model_set_layer_params); NULL: none */
     int owner;                   /* unit whose parameters this one uses (itself
                                     unless shared, e.g. gpt's tied head) */
 } dt_unit;
@@ -113,6 +116,10 @@ struct dtm_family {
      * no whole copy, nothing changed). */
     uint16_t *(*compute_copy)(const dt_model *m);
     int (*params_from_copy)(dt_model *m);
+    /* Optional (NULL: the family computes in f32 only): every layer's
+     * parameters will be given in bf16 before each use (units' param16):
+     * a one-layer copy is no longer needed. */
+    int (*layers_bf16)(dt_model *m);
 };
 
 /* The model's memory (model_mem.c): host memory, or the family's through

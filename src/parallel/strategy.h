@@ -104,6 +104,11 @@ typedef struct dt_layer_table {
      * ZeRO stages 1/2 keep the f32 master as shards then */
     uint16_t *params_bf16;
     int (*params_from_copy)(void *model);
+    /* optional (NULL: none): a bf16 model's layers given in bf16
+     * (dt_model_set_layer_params16) and the switch to taking every layer so
+     * (dt_model_layers_bf16): ZeRO-3 gathers bf16 layers then */
+    int (*set_layer_params16)(void *model, int layer, const uint16_t *p);
+    int (*layers_bf16)(void *model);
     /* the model's hooks (dt_model_set_hooks) and dropout stream (dt_model_seed_dropout) */
     int (*set_hooks)(void *model, const dt_layer_hooks *h);
     int (*seed_dropout)(void *model, uint64_t seed);

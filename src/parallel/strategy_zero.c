@@ -30,6 +30,7 @@ typedef struct zs {
     int rep_rank, nrep; /* this rank's replica (hybrid: its host's place) and their count */
     long long mem[2]; /* bytes of the model's own flat params / grads registered */
     int dev;          /* ... as device memory (a device model's) */
+    int g16;          /* stage 3 gathering bf16 layers (cfg.gather_bf16) */
 } zs;
 
 static zs *Z(dt_strategy *s) { return s->impl; }
@@ -82,11 +83,16 @@ static int zero_create(dt_strategy *s, const dt_strategy_args *a, int stage) {
      * which ZeRO writes and re-shares in bf16 (2P + 4P/N bytes, not 4P + 2P;
      * the same bits). Offload keeps the f32 working copy on the device. */
     const int master = stage < 3 && t->params_bf16 && t->params_from_copy && !zc.offload;
+    /* ... and at stage 3 the layers are gathered in bf16 (half the buffers
+     * and the bytes; no one-layer copy to cast into) */
+    z->g16 = stage == 3 && t->precision == DT_PRECISION_BF16 && t->set_layer_params16 && t->layers_bf16 &&
+             !zc.offload;
     if (master) zc.params_bf16 = t->params_bf16;
-    /* otherwise a model computing with bf16 copies, on GPUs of their own: its
-     * f32 parameters move rounded to bf16 (lossless for it; half the bytes of
-     * stage 3's gathers and offload's re-sharing) */
-    else if (z->dev && t->precision == DT_PRECISION_BF16 && dt_comm_size(z->shard) > 1 &&
+    zc.gather_bf16 = z->g16;
+    /* otherwise (offload) a model computing with bf16 copies, on GPUs of their
+     * own: its f32 parameters move rounded to bf16 (lossless for it; half the
+     * bytes of the re-sharing and the gathers) */
+    if (!master && !z->g16 && z->dev && t->precision == DT_PRECISION_BF16 && dt_comm_size(z->shard) > 1 &&
              strcmp(dt_comm_device_path(z->shard), "nccl") == 0)
         zc.param_wire = DT_WIRE_BF16;
     rc = dt_zero_create(z->shard, &zc, t->num_params, t->offset, t->count, t->nlayers, t->params,
@@ -104,6 +110,7 @@ static int zero_create(dt_strategy *s, const dt_strategy_args *a, int stage) {
     dt_mem_add_on(DT_MEM_GRADS, z->mem[1], z->dev);
     if (stage >= 2 && (rc = t->release_flat(t->model, stage == 3, 1))) return rc;
     if (master && (rc = t->params_from_copy(t->model))) return rc;
+    if (z->g16 && (rc = t->layers_bf16(t->model))) return rc;
     /* batch-norm buffers start identical too */
     return t->num_buffers ? dt_broadcast(t->buffers, t->buffers, t->num_buffers, DT_F32,
                                          dt_comm_world_rank_of(s->comm, 0), s->comm)
@@ -116,11 +123,17 @@ static int zero3_create(dt_strategy *s, const dt_strategy_args *a) { return zero
 
 /* ---- hooks: point the layer's owner where ZeRO says --------------------------------- */
 
+/* stage 3 in bf16: the owner's gathered bf16 layer */
+static int set_params16(dt_strategy *s, int layer) {
+    const uint16_t *p16 = Z(s)->g16 ? dt_zero_params_bf16(Z(s)->zero, layer) : NULL;
+    return p16 ? s->table.set_layer_params16(s->table.model, s->table.owner[layer], p16) : DT_OK;
+}
+
 static int zero_pre_forward(dt_strategy *s, int layer) {
     float *p;
     int rc = dt_zero_pre_forward(Z(s)->zero, layer, &p);
     if (!rc && p) rc = s->table.set_layer_params(s->table.model, s->table.owner[layer], p);
-    return rc;
+    return rc ? rc : set_params16(s, layer);
 }
 
 static int zero_pre_backward(dt_strategy *s, int layer) {
@@ -128,6 +141,7 @@ static int zero_pre_backward(dt_strategy *s, int layer) {
     int rc = dt_zero_pre_backward(Z(s)->zero, layer, &p, &g);
     const int o = s->table.owner[layer];
     if (!rc && p) rc = s->table.set_layer_params(s->table.model, o, p);
+    if (!rc) rc = set_params16(s, layer);
     if (!rc && g) rc = s->table.set_layer_grads(s->table.model, o, g);
     return rc;
 }

@@ -41,6 +41,9 @@ int zero_dcopy(const dt_zero *z, void *dst, const void *src, size_t n) {
     return rc ? rc : dt_dev()->stream_sync(z->co.stream);
 }
 
+/* a buffer of n parameters (gather_bf16: bf16) in floats, for allocation and accounting */
+static size_t pfl(const dt_zero *z, size_t n) { return z->cfg.gather_bf16 ? (n + 1) / 2 : n; }
+
 static float *buf_alloc(const dt_zero *z, size_t n) {
     void *p = NULL;
     if (!z->dev) return malloc(sizeof(float) * (n ? n : 1));
@@ -65,12 +68,12 @@ void dt_zero_free(dt_zero *z) {
         zero_wait_list(&z->gb[i].pending);
         zero_wait_list(&z->pb[i].pending);
         if (z->gb[i].buf) { buf_free(z, z->gb[i].buf); zero_mem(DT_MEM_COMM, z->maxbuf, z->dev, -1); }
-        if (z->pb[i].buf) { buf_free(z, z->pb[i].buf); zero_mem(DT_MEM_GATHERED, z->maxbuf, z->dev, -1); }
+        if (z->pb[i].buf) { buf_free(z, z->pb[i].buf); zero_mem(DT_MEM_GATHERED, pfl(z, z->maxbuf), z->dev, -1); }
     }
     for (int s = 0; s < z->nsegs && z->sp && z->sg; s++) {
         zero_wait_list(&z->sp[s].pending);
         zero_wait_list(&z->sg[s].pending);
-        if (z->sp[s].buf) { buf_free(z, z->sp[s].buf); zero_mem(DT_MEM_GATHERED, z->cnt[s], z->dev, -1); }
+        if (z->sp[s].buf) { buf_free(z, z->sp[s].buf); zero_mem(DT_MEM_GATHERED, pfl(z, z->cnt[s]), z->dev, -1); }
         if (z->sg[s].buf) { buf_free(z, z->sg[s].buf); zero_mem(DT_MEM_COMM, z->cnt[s], z->dev, -1); }
     }
     free(z->sp);
@@ -161,6 +164,10 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
         return DT_ERR(DT_ERR_UNSUPPORTED, "params are device memory of the '%s' runtime, where the optimizer has no "
                       "kernels (CUDA's only): set cfg.offload 1 to keep the shard and optimizer on the host",
                       dt_dev()->name);
+    if (c.gather_bf16 && (c.stage != 3 || (dev && c.offload) || c.gather_bf16 != 1))
+        return DT_ERR(DT_ERR_INVALID, "cfg.gather_bf16 %d with %s: bf16 gathers from the f32 master slices are for "
+                      "stage 3 with the shard where the parameters are (stages 1/2: see params_bf16)", c.gather_bf16,
+                      c.stage != 3 ? "stage 1 or 2" : c.gather_bf16 != 1 ? "a value other than 0 or 1" : "cfg.offload 1");
     if (c.params_bf16 && (c.stage == 3 || (dev && c.offload)))
         return DT_ERR(DT_ERR_INVALID, "cfg.params_bf16 with %s: the bf16 copy written from ZeRO's f32 master slices "
                       "is for stages 1 and 2 with the shard where the parameters are (stage 3 gathers each layer; "
@@ -255,9 +262,9 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
         }
     if (c.stage == 3)
         for (int i = 0; i < 2; i++) {
-            z->pb[i].buf = buf_alloc(z, z->maxbuf);
+            z->pb[i].buf = buf_alloc(z, pfl(z, z->maxbuf));
             if (!z->pb[i].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for gathered-parameter buffers"));
-            zero_mem(DT_MEM_GATHERED, z->maxbuf, dev, 1);
+            zero_mem(DT_MEM_GATHERED, pfl(z, z->maxbuf), dev, 1);
         }
     for (int s = 0; c.stage >= 2 && s < nsegs; s++) { /* the shared segments' own buffers */
         if (!z->cnt[s] || z->umin[s] == z->umax[s]) continue;
@@ -265,9 +272,9 @@ int dt_zero_create(dt_comm *comm, const dt_zero_config *cfg, size_t P, const siz
         if (!z->sg[s].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for a shared segment's gradient buffer"));
         zero_mem(DT_MEM_COMM, z->cnt[s], dev, 1);
         if (c.stage < 3) continue;
-        z->sp[s].buf = buf_alloc(z, z->cnt[s]);
+        z->sp[s].buf = buf_alloc(z, pfl(z, z->cnt[s]));
         if (!z->sp[s].buf) FAIL(DT_ERR(DT_ERR_NOMEM, "out of memory for a shared segment's parameter buffer"));
-        zero_mem(DT_MEM_GATHERED, z->cnt[s], dev, 1);
+        zero_mem(DT_MEM_GATHERED, pfl(z, z->cnt[s]), dev, 1);
     }
 
     if (c.stage == 1) { /* gradient averaging through the data-parallel buckets */
@@ -325,9 +332,17 @@ static int gather_into(dt_zero *z, layerbuf *lb, int seg) {
     lb->seg = seg;
     FOR_PIECES(z, a, b, o, pa, pb) {
         if (lb->pending.n >= MAXW) return DT_ERR(DT_ERR_INTERNAL, "too many owner pieces for one layer");
-        const float *src = o != z->r ? NULL : zero_gather_src(z) + (pa - z->lo);
-        int rc = dt_broadcast_ex(src, lb->buf + (pa - a), pb - pa, DT_F32, zero_owner_world(z, o), z->comm, &z->pco,
+        int rc;
+        if (z->cfg.gather_bf16) { /* the owner rounds its master piece into place, then sends it from there */
+            uint16_t *dst = (uint16_t *)(void *)lb->buf + (pa - a);
+            if (o == z->r && (rc = dt_optim_params_to_bf16(z->opt, dst, z->p_shard + (pa - z->lo), pb - pa))) return rc;
+            rc = dt_broadcast_ex(o == z->r ? dst : NULL, dst, pb - pa, DT_BF16, zero_owner_world(z, o), z->comm, &z->co,
                                  &lb->pending.w[lb->pending.n]);
+        } else {
+            const float *src = o != z->r ? NULL : zero_gather_src(z) + (pa - z->lo);
+            rc = dt_broadcast_ex(src, lb->buf + (pa - a), pb - pa, DT_F32, zero_owner_world(z, o), z->comm, &z->pco,
+                                 &lb->pending.w[lb->pending.n]);
+        }
         if (rc) return rc;
         lb->pending.n++;
     }
@@ -412,8 +427,18 @@ int dt_zero_pre_forward(dt_zero *z, int seg, float **params) {
         *params = z->params ? z->params + z->off[o] : NULL;
         return zero_wait_chunks(z, z->off[o], z->off[o] + z->cnt[o]);
     }
-    if (is_shared(z, o)) return shared_acquire(z, o, next_nonempty(z, seg, +1), params);
-    return stage3_acquire(z, o, next_nonempty(z, seg, +1), params);
+    rc = is_shared(z, o) ? shared_acquire(z, o, next_nonempty(z, seg, +1), params)
+                         : stage3_acquire(z, o, next_nonempty(z, seg, +1), params);
+    if (z->cfg.gather_bf16) *params = NULL; /* bf16: dt_zero_params_bf16 */
+    return rc;
+}
+
+const uint16_t *dt_zero_params_bf16(const dt_zero *z, int seg) {
+    if (!z || !z->cfg.gather_bf16 || seg < 0 || seg >= z->nsegs) return NULL;
+    const int o = z->owner[seg];
+    if (!z->cnt[o]) return NULL;
+    const layerbuf *b = is_shared(z, o) ? (z->sp[o].seg == o ? &z->sp[o] : NULL) : find_pb((dt_zero *)z, o);
+    return b && b->pending.n == 0 ? (const uint16_t *)(const void *)b->buf : NULL;
 }
 
 int dt_zero_post_forward(dt_zero *z, int seg) {
@@ -436,6 +461,7 @@ int dt_zero_pre_backward(dt_zero *z, int seg, float **params, float **grads) {
     if (z->cfg.stage < 3) *params = z->params ? z->params + z->off[o] : NULL;
     else if (is_shared(z, o)) rc = shared_acquire(z, o, next_nonempty(z, seg, -1), params);
     else rc = stage3_acquire(z, o, next_nonempty(z, seg, -1), params);
+    if (z->cfg.gather_bf16) *params = NULL; /* bf16: dt_zero_params_bf16 */
     if (rc) return rc;
     if (z->cfg.stage == 1) { *grads = z->grads + z->off[o]; return DT_OK; }
     if (is_shared(z, o)) { /* one buffer from the first user to grad_ready(o) */

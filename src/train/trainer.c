@@ -61,6 +61,8 @@ static int tb_use_grads(void *m, float *g) { return dt_model_use_grad_buffer(m, 
 static int tb_release(void *m, int p, int g) { return dt_model_release_flat(m, p, g); }
 static void tb_zero_grad(void *m) { dt_model_zero_grad(m); }
 static int tb_from_copy(void *m) { return dt_model_params_from_copy(m); }
+static int tb_set_params16(void *m, int l, const uint16_t *p) { return dt_model_set_layer_params16(m, l, p); }
+static int tb_layers_bf16(void *m) { return dt_model_layers_bf16(m); }
 static int tb_set_hooks(void *m, const dt_layer_hooks *h) {
     dt_model_hooks mh = {.ctx = h->ctx, .pre_forward = h->pre_forward, .post_forward = h->post_forward,
                          .pre_backward = h->pre_backward, .grad_ready = h->grad_ready,
@@ -129,7 +131,8 @@ static int build_table(dt_trainer *t) {
                                 .set_layer_params = tb_set_params, .set_layer_grads = tb_set_grads,
                                 .use_grad_buffer = tb_use_grads, .release_flat = tb_release,
                                 .zero_grad = tb_zero_grad, .params_bf16 = dt_model_compute_copy(m),
-                                .params_from_copy = tb_from_copy, .set_hooks = tb_set_hooks,
+                                .params_from_copy = tb_from_copy, .set_layer_params16 = tb_set_params16,
+                                .layers_bf16 = tb_layers_bf16, .set_hooks = tb_set_hooks,
                                 .seed_dropout = tb_seed_dropout, .train_pass = tb_train_pass,
                                 .x_bytes = 4 * (size_t)t->io.x_size * (size_t)t->positions,
                                 .y_elems = (size_t)t->positions, .replica_create = tb_replica_create,
@@ -231,7 +234,8 @@ static int setup_buffers(dt_trainer *t) {
     t->mem_act = (long long)act;
     dt_mem_add_on(DT_MEM_ACTIVATIONS, t->mem_act, t->cuda_dev >= 0);
     /* bf16: the compute copy of the parameters the model keeps (2 B each),
-     * or under ZeRO-3 one layer's, gathered for its use like the f32 layers */
+     * or under ZeRO-3 one layer's, gathered for its use like the f32 layers
+     * (none when the layers are gathered in bf16) */
     int per_layer = 0;
     t->mem_compute = (long long)dt_model_compute_copy_bytes(t->model, &per_layer);
     t->mem_compute_cat = per_layer ? DT_MEM_GATHERED : DT_MEM_PARAMS;
@@ -443,6 +447,8 @@ void dt_trainer_print_memory(dt_trainer *t, FILE *f, const char *when) {
         fprintf(f, "  on cuda device %d (%s): %s; the device has %.2f GB, %.2f GB in use now (all processes)\n",
                 t->cuda_dev, info.name,
                 dt_model_precision(t->model) != DT_PRECISION_BF16 ? "fp32"
+                : t->mem_compute_cat == DT_MEM_GATHERED && t->mem_compute == 0 /* ZeRO-3 gathers bf16 layers */
+                    ? "bf16, gathered holds the layers gathered in bf16"
                 : t->mem_compute_cat == DT_MEM_GATHERED
                     ? "bf16, gathered includes the bf16 compute copy of one layer (the largest)"
                 : dt_model_params(t->model) == NULL /* ZeRO-1/2: the f32 masters are ZeRO's shards */

@@ -27,9 +27,9 @@
 #      the uninterrupted run; one whose rank 1 file is cut stops every rank
 #      (exit 1, naming the file);
 #   4. bf16: every step's loss within 2% of fp32's; at 2 ranks ZeRO 1-3 over
-#      NCCL the staged run's bits, ZeRO-1/2 (the f32 masters sharded) bf16
-#      DDP's, and a bf16 ZeRO-2 checkpoint resumed at stages 2 and 0 as the
-#      uninterrupted runs;
+#      NCCL the staged run's bits and bf16 DDP's (the f32 masters sharded;
+#      stage 3 gathering bf16 layers), and a bf16 ZeRO-2 checkpoint resumed at
+#      stages 2 and 0 as the uninterrupted runs;
 #   5. a non-finite loss stops the run (exit 1) naming the step, and the last
 #      checkpoint is from before it;
 #   6. flags that do not combine exit 2 naming why; no device exits 1 saying so.
@@ -256,12 +256,12 @@ if [ ${#mpi[@]} -gt 0 ] && [ -z "${DT_RTOL:-}" ]; then
         check 'same_run "bf16_z${z}_nccl" "bf16_z${z}_staged"' \
               "bf16 ZeRO-$z: parameters in bf16 over NCCL are not the staged f32 run: $(losses "$tmp/bf16_z${z}_nccl.json" | tr '\n' ' ') vs $(losses "$tmp/bf16_z${z}_staged.json" | tr '\n' ' ') ($(tail -2 "$tmp/bf16_z${z}_nccl.out"))"
     done
-    # stages 1/2 keep the f32 masters as ZeRO's shards and re-share the bf16
-    # copy the model computes from: bf16 DDP's bits and model; a ZeRO-2
-    # checkpoint (the masters' f32) resumed at stage 2 and under DDP continues
-    # as the uninterrupted runs
+    # the f32 masters are ZeRO's shards, stages 1/2 re-share the bf16 copy the
+    # model computes from, stage 3 gathers bf16 layers: bf16 DDP's bits and
+    # model; a ZeRO-2 checkpoint (the masters' f32) resumed at stage 2 and
+    # under DDP continues as the uninterrupted runs
     runmpi bf16_z0_nccl 4 2 --device cuda --precision bf16 --max-steps 4 --batch-size 2
-    for z in 1 2; do
+    for z in 1 2 3; do
         check 'same_run "bf16_z${z}_nccl" bf16_z0_nccl' \
               "bf16 ZeRO-$z (the masters sharded) is not bf16 DDP's run: $(losses "$tmp/bf16_z${z}_nccl.json" | tr '\n' ' ') vs $(losses "$tmp/bf16_z0_nccl.json" | tr '\n' ' ')"
     done

@@ -20,7 +20,12 @@
  *      keeping the f32 masters, dt_model_params_from_copy): its f32
  *      parameters freed, a step, its gradients and generation the bits of
  *      the model that casts, and new values written into the copy are what
- *      it computes with; a model without the whole copy is refused.
+ *      it computes with; a model without the whole copy is refused;
+ *   9. bf16 with its parameters released and every layer given in bf16
+ *      (ZeRO-3's bf16 gathers, dt_model_set_layer_params16 after
+ *      dt_model_layers_bf16): no copy of its own, a step, its gradients and
+ *      generation the bits of the model that casts; a layer then given in
+ *      f32 is named; the refusals (an f32 model, a bad index, a whole copy).
  * The shape: GPT-2's vocabulary 50257 (padded inside) on a GPU; on the fake
  * runtime (tests/fakegpu, where the kernels' CPU twins compute as the CPU
  * GPT, so 1, 4 and 5 must be the same BITS) a smaller one that CI can afford,
@@ -336,6 +341,57 @@ static void test_from_copy(const int32_t *x, const int32_t *y) {
     dt_model_free(a), dt_model_free(b), dt_model_free(f), dt_model_free(r);
 }
 
+/* 9 */
+static void test_layers16(const int32_t *x, const int32_t *y) {
+    dt_model *a = make(DT_DEVICE_CUDA, DT_PRECISION_BF16), *b = make(DT_DEVICE_CUDA, DT_PRECISION_BF16);
+    dt_model *f = make(DT_DEVICE_CUDA, DT_PRECISION_FP32);
+    if (!a || !b || !f) {
+        dt_model_free(a), dt_model_free(b), dt_model_free(f);
+        return;
+    }
+    const size_t P = dt_model_num_params(b);
+    const int nl = dt_model_num_layers(b);
+    uint16_t h16[1] = {0};
+    CHECK_ERR(dt_model_set_layer_params16(f, 0, h16), DT_ERR_UNSUPPORTED, "does not compute in bf16");
+    CHECK_ERR(dt_model_layers_bf16(f), DT_ERR_UNSUPPORTED, "does not compute in bf16");
+    CHECK_ERR(dt_model_set_layer_params16(b, nl, NULL), DT_ERR_INVALID, "out of range");
+    CHECK_ERR(dt_model_set_layer_params16(NULL, 0, NULL), DT_ERR_INVALID, "NULL model");
+    CHECK_ERR(dt_model_layers_bf16(b), DT_ERR_STATE, "release them first");
+    /* b's parameters in bf16, in memory of the test's, given layer by layer as ZeRO-3's bf16 gathers do */
+    float *host = host_copy(b, dt_model_params(b), P), *dev = NULL;
+    uint16_t *c16 = malloc(P * 2), *d16 = NULL;
+    for (size_t k = 0; k < P; k++) c16[k] = dt_f32_to_bf16(host[k]);
+    CHECK(cudaMalloc((void **)&d16, P * 2) == cudaSuccess && cudaMalloc((void **)&dev, P * 4) == cudaSuccess,
+          "cudaMalloc of %zu parameters", P);
+    if (d16 && dev) {
+        CHECK(cudaMemcpy(d16, c16, P * 2, cudaMemcpyHostToDevice) == cudaSuccess, "the bf16 layers' upload");
+        CHECK_OK(dt_model_copy_from_host(b, dev, host, P));
+    }
+    CHECK_OK(dt_model_release_flat(b, 1, 0));
+    CHECK_OK(dt_model_layers_bf16(b));
+    int per = -1;
+    CHECK(dt_model_compute_copy_bytes(b, &per) == 0 && per == 1, "layers in bf16: no copy of its own (%zu B)",
+          dt_model_compute_copy_bytes(b, NULL));
+    size_t off, cnt;
+    for (int l = 0; d16 && l < nl; l++) {
+        CHECK_OK(dt_model_layer_params(b, l, &off, &cnt));
+        if (cnt) CHECK_OK(dt_model_set_layer_params16(b, l, d16 + off));
+    }
+    float la = 0;
+    const int same = d16 && same_step(a, b, x, y, "layers given in bf16", &la);
+    /* a layer given in f32 now: named, nothing to cast it into */
+    CHECK_OK(dt_model_layer_params(b, 1, &off, &cnt));
+    if (dev) CHECK_OK(dt_model_set_layer_params(b, 1, dev + off));
+    CHECK_ERR(dt_model_forward_seq(b, x, y, g_s.B, g_s.T, 1, NULL), DT_ERR_STATE, "takes its layers in bf16");
+    CHECK(dt_test_msg_has("transformer.h.0"), "the message names the layer: %s", dt_last_error());
+    printf("9. bf16 with its layers given in bf16 (ZeRO-3's bf16 gathers): no copy of its own (the one-layer copy "
+           "was %zu B); step, gradients and generation %s\n", 2 * ((size_t)g_s.V + (size_t)g_s.T) * (size_t)g_s.C,
+           same ? "bit-identical" : "DIFFER");
+    free(host), free(c16);
+    cudaFree(dev), cudaFree(d16);
+    dt_model_free(a), dt_model_free(b), dt_model_free(f);
+}
+
 int main(void) {
     gpu_require("gpu_gpt");
     int dev = 0;
@@ -364,6 +420,7 @@ int main(void) {
     test_errors();
     test_layer_copy(x, y);
     test_from_copy(x, y);
+    test_layers16(x, y);
     free(x), free(y);
     return dt_test_finish("gpu_gpt");
 }

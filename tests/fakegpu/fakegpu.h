@@ -182,6 +182,9 @@ typedef struct fk_twin {
  * define them: tests/fakegpu/twin_*.c). */
 extern const fk_twin fk_twins_gpt[];
 extern const fk_twin fk_twins_optim[];
+/* The f32 -> bf16 cast's twin (dst, src, n; dt_f32_to_bf16 per element):
+ * src/nn's dtk_cast_f32_bf16 and src/optim's dtk_to_bf16 (twin_gpt.c). */
+cudaError_t fk_twin_cast_f32_bf16(const fk_launch *l);
 extern const fk_twin fk_twins_wire[];
 /* The tables a launch searches (twin_tables.c): NULL-terminated. A new
  * table is one file twin_NAME.c in tests/fakegpu (dt_fakegpu compiles every

@@ -121,8 +121,9 @@ static cudaError_t gelu_bwd(const fk_launch *l, size_t es) {
 }
 BOTH(gelu_bwd)
 
-/* dtk_cast_f32_bf16(dst, src, n): grid-stride */
-static cudaError_t cast_f32_bf16(const fk_launch *l) {
+/* dtk_cast_f32_bf16(dst, src, n): grid-stride (also src/optim's dtk_to_bf16,
+ * the same arguments and rounding: fakegpu.h) */
+cudaError_t fk_twin_cast_f32_bf16(const fk_launch *l) {
     const size_t n = fk_size_arg(l, 2);
     DEV(dst, 0, n * 2);
     DEV(src, 1, n * 4);
@@ -540,7 +541,7 @@ BOTH(ce_bwd)
 const fk_twin fk_twins_gpt[] = {
     PAIR(dtk_gelu_fwd, gelu_fwd),
     PAIR(dtk_gelu_bwd, gelu_bwd),
-    {"dtk_cast_f32_bf16", cast_f32_bf16},
+    {"dtk_cast_f32_bf16", fk_twin_cast_f32_bf16},
     PAIR(dtk_encoder_fwd, encoder_fwd),
     PAIR(dtk_encoder_bwd_wte, encoder_bwd_wte),
     PAIR(dtk_encoder_bwd_wpe, encoder_bwd_wpe),

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 #include "fakegpu.h"
-#include "core/bf16.h"
 #include "optim/optim_math.h"
 
 /* the kernels' block size for the squared norm (optim_cuda.cu) */
@@ -73,15 +72,6 @@ static cudaError_t add(const fk_launch *l) {
     return cudaSuccess;
 }
 
-/* dtk_to_bf16(dst, src, n): grid-stride */
-static cudaError_t to_bf16(const fk_launch *l) {
-    const size_t n = fk_size_arg(l, 2);
-    DEV(dst, 0, n * 2);
-    DEV(src, 1, n * 4);
-    for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = dt_bf16_round(((const float *)src)[i]);
-    return cudaSuccess;
-}
-
 /* the block's halving tree over sh[SQ_THREADS] */
 static double tree(double *sh) {
     for (int s = SQ_THREADS / 2; s > 0; s >>= 1)
@@ -137,7 +127,7 @@ const fk_twin fk_twins_optim[] = {
     {"dtk_sgd", sgd},
     {"dtk_scale", scale},
     {"dtk_add", add},
-    {"dtk_to_bf16", to_bf16},
+    {"dtk_to_bf16", fk_twin_cast_f32_bf16}, /* (dst, src, n): the gpt cast's twin */
     {"dtk_sqnorm_part", sqnorm_part},
     {"dtk_sqnorm_final", sqnorm_final},
     {NULL, NULL},
